@@ -1,0 +1,56 @@
+# Two commands: `make run` (set up and serve) and `make test` (set up and check everything).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: run test lint typecheck bench install system-deps clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# bubblewrap runs the verifier sandbox; chromium drives the browser tests. Installed when missing.
+system-deps:
+	@missing=""; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	if [ "$(WITH_BROWSER)" = 1 ]; then command -v chromium >/dev/null || missing="$$missing chromium"; fi; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "missing:$$missing — install them with your package manager (e.g. apt-get install$$missing)"; exit 1; \
+	  fi; \
+	fi
+
+run: install system-deps
+	$(PY) manage.py migrate --no-input -v 0
+	$(PY) manage.py collectstatic --no-input -v 0
+	$(PY) manage.py governor_bootstrap
+	$(PY) manage.py governor_serve
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy governor reviews verification
+
+test: install
+	$(MAKE) --no-print-directory system-deps WITH_BROWSER=1
+	$(MAKE) --no-print-directory lint
+	$(PY) -m pytest -m "not postgres" -q
+	DATABASE_URL=$(TEST_DATABASE_URL) GOVERNOR_TEST_REDIS_URL=$(TEST_REDIS_URL) \
+	  $(PY) -m pytest -m "postgres" -q
+
+bench: install system-deps
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,97 @@
+"""Operators' admin: projects, members, tokens; sessions and events read-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from governor.models import AgentToken, Event, Membership, Project, Session, SigningKey
+from governor.services.tokens import token_create, token_revoke
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 1
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ("slug", "name", "review_mode", "authoring_mode", "max_attempts",
+                    "required_approvals")
+    search_fields = ("slug", "name")
+    inlines = [MembershipInline]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(AgentToken)
+class AgentTokenAdmin(admin.ModelAdmin):
+    list_display = ("name", "prefix", "project", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("project",)
+    fields = ("project", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
+    actions = ["revoke"]
+
+    def save_model(self, request: HttpRequest, obj: AgentToken, form: Any, change: bool) -> None:
+        if change:
+            obj.save(update_fields=["name"])
+            return
+        token, secret = token_create(project=obj.project, name=obj.name)
+        obj.pk, obj.prefix, obj.digest = token.pk, token.prefix, token.digest
+        messages.warning(request, f"New agent token (shown once, copy it now): {secret}")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[AgentToken]) -> None:
+        for token in queryset:
+            token_revoke(token=token)
+        messages.success(request, f"Revoked {queryset.count()} token(s).")
+
+
+@admin.register(Session)
+class SessionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "project", "external_id", "workspace_path", "imported", "created_at",
+                    "events_link")
+    list_filter = ("project", "imported")
+    search_fields = ("id", "external_id")
+
+    @admin.display(description="events")
+    def events_link(self, obj: Session) -> str:
+        url = reverse("admin:governor_event_changelist") + f"?session__id__exact={obj.pk}"
+        return format_html('<a href="{}">log</a> · <a href="/sessions/{}/">timeline</a>',
+                           url, obj.pk)
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyAdmin):
+    list_display = ("session", "seq", "type", "origin", "time", "short_hash")
+    list_filter = ("origin", "type")
+    list_select_related = ("session",)
+    ordering = ("session", "seq")
+    show_full_result_count = False
+
+    @admin.display(description="hash")
+    def short_hash(self, obj: Event) -> str:
+        return obj.hash[:16] + "…"
+
+
+@admin.register(SigningKey)
+class SigningKeyAdmin(ReadOnlyAdmin):
+    list_display = ("keyid", "active", "created_at", "retired_at")
+    exclude = ("private_key",)

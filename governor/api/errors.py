@@ -1,0 +1,100 @@
+"""The one place that turns errors into HTTP answers: {"error": {"code", "message", "details"?}}."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI, Schema
+from ninja.errors import AuthenticationError
+from ninja.errors import ValidationError as NinjaValidationError
+
+from governor.domain.canonical import JSONValueError
+from governor.domain.contracts import ContractError
+from governor.domain.harness import InvariantError
+from governor.services import errors
+
+
+class ErrorBody(Schema):
+    code: str
+    message: str
+    details: Any = None
+
+
+class ErrorOut(Schema):
+    error: ErrorBody
+
+
+ERROR_RESPONSES: dict[int, type[Schema]] = {
+    code: ErrorOut for code in (400, 401, 404, 409, 413, 422, 503)
+}
+
+STATUS = {
+    errors.NotFound: 404,
+    errors.Conflict: 409,
+    errors.Invalid: 422,
+    errors.Unavailable: 503,
+}
+
+
+def error_response(
+    api: NinjaAPI, request: HttpRequest, status: int, code: str, message: str, details: Any = None
+) -> HttpResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        body["details"] = details
+    return api.create_response(request, {"error": body}, status=status)
+
+
+def _ninja_path(location: tuple[Any, ...]) -> str:
+    # ("body", "payload", "workspace", "path") -> "workspace.path"
+    parts = [str(part) for part in location if part not in ("body", "payload", "query", "path")]
+    return ".".join(parts)
+
+
+def install(api: NinjaAPI) -> None:
+    @api.exception_handler(errors.ServiceError)
+    def service_error(request: HttpRequest, exc: errors.ServiceError) -> HttpResponse:
+        status = next(code for cls, code in STATUS.items() if isinstance(exc, cls))
+        return error_response(api, request, status, exc.code, exc.message, exc.details)
+
+    @api.exception_handler(InvariantError)
+    def invariant(request: HttpRequest, exc: InvariantError) -> HttpResponse:
+        details = {"rule": exc.rule, "index": exc.index, "seq": exc.seq, "message": exc.message}
+        return error_response(api, request, 422, "INVARIANT", str(exc), details)
+
+    @api.exception_handler(JSONValueError)
+    def bad_json(request: HttpRequest, exc: JSONValueError) -> HttpResponse:
+        details = [{"path": exc.path, "message": exc.reason}]
+        return error_response(api, request, 422, "INVALID_JSON", str(exc), details)
+
+    @api.exception_handler(ContractError)
+    def bad_contract(request: HttpRequest, exc: ContractError) -> HttpResponse:
+        return error_response(api, request, 422, "VALIDATION", str(exc), exc.errors)
+
+    @api.exception_handler(NinjaValidationError)
+    def validation(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+        details = [{"path": _ninja_path(tuple(item.get("loc", ()))), "message": item.get("msg")}
+                   for item in exc.errors]
+        message = "; ".join(f"{item['path'] or 'body'}: {item['message']}" for item in details)
+        return error_response(api, request, 422, "VALIDATION", message, details)
+
+    @api.exception_handler(AuthenticationError)
+    def unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+        response = error_response(
+            api, request, 401, "UNAUTHENTICATED",
+            "a valid agent token is required: Authorization: Bearer <token>",
+        )
+        response["WWW-Authenticate"] = "Bearer"
+        return response
+
+    @api.exception_handler(Http404)
+    def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+        return error_response(api, request, 404, "NOT_FOUND", str(exc) or "not found")
+
+    @api.exception_handler(RequestDataTooBig)
+    def too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+        return error_response(api, request, 413, "TOO_LARGE",
+                              "request body is larger than this server accepts",
+                              [{"path": "", "message": "body over the size cap"}])

@@ -1,0 +1,161 @@
+"""Sessions and their logs: create, read, append, import, export."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import zstandard
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from ninja import Router
+
+from governor.api.auth import agent_token, session_for_token
+from governor.api.bodies import events_body
+from governor.api.errors import ERROR_RESPONSES
+from governor.api.schemas import AppendOut, EventPage, SessionCreateIn, SessionOut
+from governor.models import Event, Session
+from governor.services import sessions as session_services
+from governor.services.errors import Invalid
+from governor.services.events import events_append
+
+router = Router(tags=["sessions"])
+
+EVENTS_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["events"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "events": {"type": "array", "minItems": 1, "maxItems": 1000,
+                                   "items": {"type": "object"}},
+                        "expected_seq": {"type": "integer", "minimum": 0},
+                    },
+                }
+            }
+        },
+    },
+    "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
+                    "schema": {"type": "string", "maxLength": 200}}],
+}
+
+
+def session_out(session: Session) -> dict[str, Any]:
+    state = session.state
+    return {
+        "id": str(session.id),
+        "project": session.project.slug,
+        "external_id": session.external_id,
+        "workspace": {"kind": session.workspace_kind, "path": session.workspace_path},
+        "imported": session.imported,
+        "next_seq": state.next_seq,
+        "head": state.head,
+        "created_at": session.created_at.isoformat(),
+    }
+
+
+@router.post("/sessions", response={201: SessionOut, 200: SessionOut, **ERROR_RESPONSES})
+def create_session(request: HttpRequest, payload: SessionCreateIn) -> tuple[int, dict[str, Any]]:
+    session, created = session_services.session_create(
+        token=agent_token(request),
+        workspace=payload.workspace.model_dump(),
+        external_id=payload.external_id,
+        header=payload.header,
+    )
+    return (201 if created else 200), session_out(session)
+
+
+@router.post("/sessions/{session_id}/events", response={200: AppendOut, **ERROR_RESPONSES},
+             openapi_extra=EVENTS_BODY)
+def append_events(request: HttpRequest, session_id: str) -> dict[str, Any]:
+    token = agent_token(request)
+    session = session_for_token(token, session_id)
+    envelopes, raws, body = events_body(request)
+    key = request.headers.get("Idempotency-Key") or None
+    result = events_append(
+        session=session, envelopes=envelopes, raws=raws, expected_seq=body.get("expected_seq"),
+        idempotency_key=key, extra_types=frozenset(session.project.extra_event_types),
+    )
+    return result.as_dict()
+
+
+@router.get("/sessions/{session_id}/events", response={200: EventPage, **ERROR_RESPONSES})
+def read_events(
+    request: HttpRequest, session_id: str, after: int = -1, limit: int = 500
+) -> dict[str, Any]:
+    session = session_for_token(agent_token(request), session_id)
+    limit = max(1, min(limit, 5000))
+    rows = list(Event.objects.filter(session=session, seq__gt=after).order_by("seq")[:limit])
+    events = [{"seq": e.seq, "type": e.type, "time": e.time, "origin": e.origin, "data": e.data,
+               "prev": e.prev_hash, "hash": e.hash, "meta": e.meta} for e in rows]
+    return {"events": events, "next_after": rows[-1].seq if len(rows) == limit else None}
+
+
+def _import_text(request: HttpRequest) -> str:
+    raw = request.body
+    if len(raw) > settings.GOVERNOR_MAX_IMPORT_BYTES:
+        raise Invalid("log is larger than the import cap",
+                      details=[{"path": "", "message": "body over the import cap"}])
+    if raw[:4] == b"\x28\xb5\x2f\xfd" or "zstd" in request.headers.get("Content-Encoding", ""):
+        try:
+            reader = zstandard.ZstdDecompressor().stream_reader(raw)
+            raw = reader.read(settings.GOVERNOR_MAX_IMPORT_BYTES + 1)
+        except zstandard.ZstdError as exc:
+            raise Invalid(f"zstd body could not be decompressed: {exc}",
+                          details=[{"path": "", "message": "invalid zstd frame"}]) from None
+        if len(raw) > settings.GOVERNOR_MAX_IMPORT_BYTES:
+            raise Invalid("decompressed log is larger than the import cap",
+                          details=[{"path": "", "message": "decompressed body over the cap"}])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Invalid("log is not valid UTF-8",
+                      details=[{"path": "", "message": f"invalid UTF-8 ({exc.reason})"}]) from None
+
+
+IMPORT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/x-ndjson": {"schema": {"type": "string"}},
+                    "application/zstd": {"schema": {"type": "string", "format": "binary"}}},
+    },
+    "parameters": [
+        {"name": "external_id", "in": "query", "required": False, "schema": {"type": "string"}},
+        {"name": "workspace", "in": "query", "required": False, "schema": {"type": "string"},
+         "description": "absolute workspace path under an allowed root"},
+    ],
+}
+
+
+@router.post("/sessions/import", response={201: SessionOut, **ERROR_RESPONSES},
+             openapi_extra=IMPORT_BODY)
+def import_session(request: HttpRequest) -> tuple[int, dict[str, Any]]:
+    token = agent_token(request)
+    text = _import_text(request)
+    workspace_path = request.GET.get("workspace")
+    session, _ = session_services.session_import(
+        token=token, text=text,
+        workspace={"kind": "path", "path": workspace_path} if workspace_path else None,
+        external_id=request.GET.get("external_id") or None,
+    )
+    return 201, session_out(session)
+
+
+@router.get("/sessions/{session_id}/export", response={200: None, **ERROR_RESPONSES})
+def export_session(request: HttpRequest, session_id: str) -> HttpResponse:
+    session = session_for_token(agent_token(request), session_id)
+    return export_response(session)
+
+
+def export_response(session: Session) -> StreamingHttpResponse:
+    def lines() -> Iterator[bytes]:
+        for line in session_services.export_lines(session):
+            yield line.encode("utf-8") + b"\n"
+
+    response = StreamingHttpResponse(lines(), content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="session-{session.id}.jsonl"'
+    return response

@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class GovernorConfig(AppConfig):
+    name = "governor"
+    verbose_name = "Reliability Governor"
+
+    def ready(self) -> None:
+        # Load the Celery app with Django so tasks queued from views use its configuration.
+        from governor import celery  # noqa: F401

@@ -1,0 +1,261 @@
+"""SEMANTICS §1.5: signed attestations — an in-toto Statement v1 inside a DSSE v1 envelope.
+
+Every activated contract and every terminal is attested: the statement's subject is
+`session:<session id>/contract:<contract id>` with the chain head (the hash of the event being
+attested) as its sha256 digest, and its predicate carries the receipts the event stands on.
+The payload is the RFC 8785 form of the statement, signed with Ed25519 over the DSSE
+pre-authentication encoding, so any DSSE verifier given the public key can check it.
+
+Predicate (`https://reliability-governor.dev/attestation/v1`), camelCase like event data:
+
+    kind             "contract" (an activated contract) or "terminal"
+    eventSeq         seq of the governor event the attestation is about
+    contractReceipt  receipt of the contract (the stored contract minus its receipt)
+    profileReceipts  receipts of the code-verification profiles used (list, may be empty)
+    -- terminal only --
+    status           "certified" | "exhausted" | "abstained"
+    reason           the terminal's reason, as in the terminal event
+    terminalReceipt  the terminal's receipt
+    attemptReceipt   the deciding attempt's receipt (present only when the terminal has one)
+
+Pure Python: `cryptography`, `rfc8785` (through `canonical`) and the standard library only.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from governor.domain.canonical import JSONValueError, canonical_bytes, loads_strict
+
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://reliability-governor.dev/attestation/v1"
+PREDICATE_KINDS = ("contract", "terminal")
+TERMINAL_STATUSES = ("certified", "exhausted", "abstained")
+
+_RECEIPT = re.compile(r"sha256:[0-9a-f]{64}")
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+_ENVELOPE_KEYS = {"payloadType", "payload", "signatures"}
+_SIGNATURE_KEYS = {"keyid", "sig"}
+_STATEMENT_KEYS = {"_type", "subject", "predicateType", "predicate"}
+_CONTRACT_PREDICATE_KEYS = {"kind", "eventSeq", "contractReceipt", "profileReceipts"}
+_TERMINAL_PREDICATE_KEYS = _CONTRACT_PREDICATE_KEYS | {"status", "reason", "terminalReceipt"}
+
+
+class AttestationError(ValueError):
+    """An envelope, statement or key that does not verify; the message says which part and why."""
+
+
+# --- keys -------------------------------------------------------------------------------------
+
+
+def public_key_bytes(public_key: Ed25519PublicKey) -> bytes:
+    return public_key.public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+def key_id(public_key: Ed25519PublicKey) -> str:
+    """The keyid: "ed25519:" + the first 16 hex of sha256 over the raw 32-byte public key."""
+    return "ed25519:" + hashlib.sha256(public_key_bytes(public_key)).hexdigest()[:16]
+
+
+def encode_public_key(public_key: Ed25519PublicKey) -> str:
+    """Standard base64 of the raw 32-byte public key."""
+    return base64.b64encode(public_key_bytes(public_key)).decode("ascii")
+
+
+def decode_public_key(text: Any) -> Ed25519PublicKey:
+    raw = b64decode_strict(text, "public key")
+    if len(raw) != 32:
+        raise AttestationError(f"public key: expected 32 raw bytes, got {len(raw)}")
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def b64decode_strict(text: Any, what: str) -> bytes:
+    """Standard base64, padded, and canonical: exactly one text per byte string, so no byte of
+    the text can change without changing what it decodes to."""
+    if type(text) is not str:
+        raise AttestationError(f"{what}: expected a base64 string")
+    try:
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+    except ValueError:
+        raise AttestationError(f"{what}: not valid base64") from None
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise AttestationError(f"{what}: not canonical base64")
+    return raw
+
+
+# --- DSSE -------------------------------------------------------------------------------------
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE v1 pre-authentication encoding: "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body."""
+    type_bytes = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %b %d %b" % (len(type_bytes), type_bytes, len(payload), payload)
+
+
+def sign(
+    statement: Mapping[str, Any], *, private_key: Ed25519PrivateKey, keyid: str
+) -> dict[str, Any]:
+    """The DSSE envelope of `statement` (payload = its RFC 8785 bytes) signed by `private_key`."""
+    check_statement(statement)
+    payload = canonical_bytes(statement)
+    signature = private_key.sign(pae(PAYLOAD_TYPE, payload))
+    return {
+        "payloadType": PAYLOAD_TYPE,
+        "payload": base64.b64encode(payload).decode("ascii"),
+        "signatures": [{"keyid": keyid, "sig": base64.b64encode(signature).decode("ascii")}],
+    }
+
+
+def verify_envelope(envelope: Any, public_keys: Mapping[str, Ed25519PublicKey]) -> dict[str, Any]:
+    """Check every signature of `envelope` against `public_keys` (keyid → key) and return the
+    well-formed statement it carries. Every signature must name a known key and verify."""
+    if type(envelope) is not dict or set(envelope) != _ENVELOPE_KEYS:
+        raise AttestationError(f"envelope: expected exactly the keys {sorted(_ENVELOPE_KEYS)}")
+    if envelope["payloadType"] != PAYLOAD_TYPE:
+        raise AttestationError(f"envelope: payloadType must be {PAYLOAD_TYPE!r}")
+    payload = b64decode_strict(envelope["payload"], "envelope payload")
+    signatures = envelope["signatures"]
+    if type(signatures) is not list or not signatures:
+        raise AttestationError("envelope: signatures must be a non-empty list")
+    message = pae(PAYLOAD_TYPE, payload)
+    for index, signature in enumerate(signatures):
+        where = f"envelope signature {index}"
+        if type(signature) is not dict or set(signature) != _SIGNATURE_KEYS:
+            raise AttestationError(f"{where}: expected exactly the keys ['keyid', 'sig']")
+        keyid = signature["keyid"]
+        if type(keyid) is not str or keyid not in public_keys:
+            raise AttestationError(f"{where}: signed by unknown or untrusted key {keyid!r}")
+        raw_signature = b64decode_strict(signature["sig"], f"{where} sig")
+        try:
+            public_keys[keyid].verify(raw_signature, message)
+        except InvalidSignature:
+            raise AttestationError(f"{where}: bad signature for key {keyid}") from None
+    try:
+        statement = loads_strict(payload)
+    except JSONValueError as exc:
+        raise AttestationError(f"envelope payload: {exc}") from None
+    if canonical_bytes(statement) != payload:
+        raise AttestationError("envelope payload: not the RFC 8785 form of the statement")
+    check_statement(statement)
+    return statement
+
+
+# --- in-toto Statement ------------------------------------------------------------------------
+
+
+def subject_name(session_id: str, contract_id: str) -> str:
+    return f"session:{session_id}/contract:{contract_id}"
+
+
+def build_statement(
+    *,
+    session_id: str,
+    contract_id: str,
+    chain_head: str,
+    kind: str,
+    event_seq: int,
+    contract_receipt: str,
+    profile_receipts: Sequence[str] = (),
+    status: str | None = None,
+    reason: Any = None,
+    terminal_receipt: str | None = None,
+    attempt_receipt: str | None = None,
+) -> dict[str, Any]:
+    """The in-toto Statement attesting the governor event at `event_seq`, whose hash is
+    `chain_head`. Terminal fields are required for kind "terminal" and refused for "contract"."""
+    if kind not in PREDICATE_KINDS:
+        raise AttestationError(f"predicate: kind must be one of {list(PREDICATE_KINDS)}")
+    predicate: dict[str, Any] = {
+        "kind": kind,
+        "eventSeq": event_seq,
+        "contractReceipt": contract_receipt,
+        "profileReceipts": list(profile_receipts),
+    }
+    if kind == "terminal":
+        predicate.update(status=status, reason=reason, terminalReceipt=terminal_receipt)
+        if attempt_receipt is not None:
+            predicate["attemptReceipt"] = attempt_receipt
+    elif (status, reason, terminal_receipt, attempt_receipt) != (None, None, None, None):
+        raise AttestationError("predicate: terminal fields given for a contract attestation")
+    statement = {
+        "_type": STATEMENT_TYPE,
+        "subject": [
+            {"name": subject_name(session_id, contract_id), "digest": {"sha256": chain_head}}
+        ],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": predicate,
+    }
+    check_statement(statement)
+    return statement
+
+
+def check_statement(statement: Any) -> None:
+    """Refuse a statement that is not exactly the shape this module builds."""
+    if type(statement) is not dict or set(statement) != _STATEMENT_KEYS:
+        raise AttestationError(f"statement: expected exactly the keys {sorted(_STATEMENT_KEYS)}")
+    if statement["_type"] != STATEMENT_TYPE:
+        raise AttestationError(f"statement: _type must be {STATEMENT_TYPE!r}")
+    if statement["predicateType"] != PREDICATE_TYPE:
+        raise AttestationError(f"statement: predicateType must be {PREDICATE_TYPE!r}")
+    subject = statement["subject"]
+    if type(subject) is not list or len(subject) != 1:
+        raise AttestationError("statement: subject must be a list of exactly one entry")
+    entry = subject[0]
+    if type(entry) is not dict or set(entry) != {"name", "digest"}:
+        raise AttestationError("statement subject: expected exactly the keys ['digest', 'name']")
+    if type(entry["name"]) is not str or not entry["name"].startswith("session:"):
+        raise AttestationError("statement subject: name must be 'session:<id>/contract:<id>'")
+    digest = entry["digest"]
+    if (
+        type(digest) is not dict
+        or set(digest) != {"sha256"}
+        or type(digest["sha256"]) is not str
+        or not _HEX_DIGEST.fullmatch(digest["sha256"])
+    ):
+        raise AttestationError("statement subject: digest must be {'sha256': <64 lowercase hex>}")
+    _check_predicate(statement["predicate"])
+
+
+def _check_predicate(predicate: Any) -> None:
+    if type(predicate) is not dict or predicate.get("kind") not in PREDICATE_KINDS:
+        raise AttestationError(f"predicate: kind must be one of {list(PREDICATE_KINDS)}")
+    if predicate["kind"] == "contract":
+        expected = _CONTRACT_PREDICATE_KEYS
+    else:
+        expected = _TERMINAL_PREDICATE_KEYS | ({"attemptReceipt"} & set(predicate))
+    if set(predicate) != expected:
+        raise AttestationError(
+            f"predicate: a {predicate['kind']} predicate has exactly the keys {sorted(expected)}"
+        )
+    seq = predicate["eventSeq"]
+    if type(seq) is not int or seq < 0:
+        raise AttestationError("predicate: eventSeq must be a non-negative integer")
+    _check_receipt(predicate["contractReceipt"], "contractReceipt")
+    profiles = predicate["profileReceipts"]
+    if type(profiles) is not list:
+        raise AttestationError("predicate: profileReceipts must be a list")
+    for index, profile_receipt in enumerate(profiles):
+        _check_receipt(profile_receipt, f"profileReceipts/{index}")
+    if predicate["kind"] == "terminal":
+        if predicate["status"] not in TERMINAL_STATUSES:
+            raise AttestationError(f"predicate: status must be one of {list(TERMINAL_STATUSES)}")
+        _check_receipt(predicate["terminalReceipt"], "terminalReceipt")
+        if "attemptReceipt" in predicate:
+            _check_receipt(predicate["attemptReceipt"], "attemptReceipt")
+
+
+def _check_receipt(value: Any, field: str) -> None:
+    if type(value) is not str or not _RECEIPT.fullmatch(value):
+        raise AttestationError(f"predicate: {field} must be 'sha256:' + 64 lowercase hex")

@@ -1,0 +1,160 @@
+"""SEMANTICS §1: canonical JSON (RFC 8785), strict JSON intake and receipts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+import rfc8785
+
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
+class JSONValueError(ValueError):
+    """A value that is not lossless JSON. `path` is an RFC 6901 pointer to the offending value."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path or '/'}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _check_string(text: str, path: str) -> None:
+    # A lone surrogate cannot be encoded as UTF-8; that is the cheapest exact test.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise JSONValueError(path, "string contains a lone surrogate") from None
+
+
+def check_json_value(value: Any, path: str = "") -> None:
+    """Rule 1.2: refuse anything that would not survive a JSON round trip exactly."""
+    if value is None or value is True or value is False:
+        return
+    kind = type(value)
+    if kind is str:
+        _check_string(value, path)
+    elif kind is int:
+        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            raise JSONValueError(path, "integer beyond ±(2^53−1)")
+    elif kind is float:
+        if not math.isfinite(value):
+            raise JSONValueError(path, "number is not finite")
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            raise JSONValueError(path, "negative zero is not allowed")
+        # Refuse floats that JCS writes as unsafe integer literals; from 1e21 on it writes an
+        # exponent (1e+30), which reads back as the same float (RFC 8785 §3.2.2 example).
+        if value.is_integer() and MAX_SAFE_INTEGER < abs(value) < 1e21:
+            raise JSONValueError(path, "integer beyond ±(2^53−1)")
+    elif kind is list:
+        for index, item in enumerate(value):
+            check_json_value(item, f"{path}/{index}")
+    elif kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                raise JSONValueError(path, f"object key {key!r} is not a string")
+            _check_string(key, f"{path}/{_escape(key)}")
+            check_json_value(item, f"{path}/{_escape(key)}")
+    else:
+        raise JSONValueError(path, f"{kind.__name__} is not a JSON value")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise JSONValueError("", f"{name} is not valid JSON")
+
+
+def _parse_int(text: str) -> int:
+    if text == "-0":
+        raise JSONValueError("", "negative zero is not allowed")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JSONValueError("", f"number {text} is out of range")
+    if value == 0.0 and text.lstrip().startswith("-"):
+        raise JSONValueError("", "negative zero is not allowed")
+    return value
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise JSONValueError("", f"duplicate object key {key!r}")
+            seen.add(key)
+    return result
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """Parse JSON text, refusing NaN/Infinity, -0, unsafe integers, duplicate keys, lone
+    surrogates and invalid UTF-8. Raises JSONValueError naming the place."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JSONValueError("", f"body is not valid UTF-8 ({exc.reason})") from None
+    try:
+        value = json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            object_pairs_hook=_no_duplicate_keys,
+        )
+    except json.JSONDecodeError as exc:
+        raise JSONValueError(
+            "", f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    check_json_value(value)
+    return value
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """Rule 1.1: the RFC 8785 serialisation of `value` (checked by rule 1.2 first)."""
+    check_json_value(value)
+    return rfc8785.dumps(value)
+
+
+def canonical_equal(left: Any, right: Any) -> bool:
+    """Equality by canonical form: 1 equals 1.0, true never equals 1."""
+    return canonical_bytes(left) == canonical_bytes(right)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def receipt(kind: str, payload: Any) -> str:
+    """Rule 1.3: "sha256:" + hex(sha256(JCS({"kind": kind, "payload": payload})))."""
+    return "sha256:" + sha256_hex(canonical_bytes({"kind": kind, "payload": payload}))
+
+
+RECEIPT_KINDS = frozenset(
+    {
+        "coverage-assessment",
+        "attempt",
+        "terminal",
+        "code-verification-profile",
+        "code-verification-output",
+        "code-verification-result",
+        "contract-author-input",
+        "contract-draft",
+        "intent-proposal",
+        "intent-review",
+        "intent-feedback",
+        "contract-proposal",
+        "contract-review",
+        "contract-feedback",
+        "contract",
+    }
+)

@@ -1,0 +1,465 @@
+"""SEMANTICS §4 rules 6–10: evaluating a contract's checks.
+
+File checks read through `Workspace`. Tool and verification checks never scan the log here: they
+ask an `Evidence` object aggregate questions. `LogEvidence` answers them over a list of stored
+events (tests, import, refold); the database answers the same questions with indexed SQL.
+
+Only events with seq > the contract's `startedAtSeq` count (the `after_seq` of every question).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypedDict
+
+from governor.domain.canonical import (
+    JSONValueError,
+    canonical_bytes,
+    canonical_equal,
+    loads_strict,
+)
+from governor.domain.workspace import Workspace, WorkspaceError
+
+GOVERNOR_TOOL_NAMES = frozenset(
+    {
+        "reliability_assess",
+        "reliability_draft",
+        "reliability_begin",
+        "reliability_begin_code",
+        "reliability_verify",
+        "reliability_status",
+        "reliability_abstain",
+        "reliability_code_profiles",
+        "reliability_code_verify",
+    }
+)
+WORKSPACE_WRITE = "workspace-write"
+EVIDENCE_SNIPPET_CHARS = 80
+
+
+def is_governor_tool(name: str) -> bool:
+    """§2: the last segment after `__` or `.` (or the whole name) is a governor tool name."""
+    return re.split(r"__|\.", name)[-1] in GOVERNOR_TOOL_NAMES
+
+
+@dataclass(frozen=True)
+class VerificationRecord:
+    """One `reliability/code-verification` event, as the freshness rule needs it."""
+
+    seq: int
+    verification_id: str
+    profile: str
+    profile_receipt: str
+    passed: bool
+    failure_kind: str | None
+    sandbox_mode: str
+
+
+class Evidence(Protocol):
+    """Aggregate questions about a session log; `after_seq` excludes itself (seq > after_seq)."""
+
+    def tool_success_count(self, tool: str, after_seq: int, arguments_contain: str | None) -> int:
+        """`tool/call`s named `tool` after `after_seq` (whose raw `arguments` text contains
+        `arguments_contain`, when given) that a non-error `tool/result` answers, by call id."""
+        ...
+
+    def tool_call_count(self, tool: str, after_seq: int) -> int:
+        """`tool/call`s named `tool` after `after_seq`."""
+        ...
+
+    def first_tool_error(self, after_seq: int) -> tuple[int, str | None] | None:
+        """(seq, tool name or None when no call matches) of the first errored `tool/result`
+        after `after_seq`, or None."""
+        ...
+
+    def mutation_boundary(self, after_seq: int, profile: str) -> int:
+        """Rule 4.10: the highest seq after `after_seq` of a non-governor `tool/call` or
+        `tool/code-dispatch-start`, or of a `reliability/code-verification` of another profile
+        run in workspace-write mode; `after_seq` when there is none."""
+        ...
+
+    def verifications_after(self, profile: str, after_seq: int) -> list[VerificationRecord]:
+        """`reliability/code-verification` events of `profile` after `after_seq`, in seq order."""
+        ...
+
+
+class CheckResult(TypedDict):
+    id: str
+    kind: str
+    passed: bool
+    evidence: str
+
+
+def _data(event: Mapping[str, Any]) -> dict[str, Any]:
+    data = event.get("data")
+    return data if isinstance(data, dict) else {}
+
+
+def result_call_id(data: Mapping[str, Any]) -> str | None:
+    """The call id a `tool/result` answers (`message.source.callId`, else the block's id)."""
+    message = data.get("message")
+    if not isinstance(message, dict):
+        return None
+    source = message.get("source")
+    if isinstance(source, dict) and isinstance(source.get("callId"), str):
+        return str(source["callId"])
+    block = _first_block(message)
+    if block is not None and isinstance(block.get("toolCallId"), str):
+        return str(block["toolCallId"])
+    return None
+
+
+def _first_block(message: Mapping[str, Any]) -> dict[str, Any] | None:
+    content = message.get("content")
+    if isinstance(content, list) and content and isinstance(content[0], dict):
+        return content[0]
+    return None
+
+
+def result_is_error(data: Mapping[str, Any]) -> bool:
+    """Rule 4.9: a result succeeded only when `content[0].isError` is false and there is no
+    `data.error`; anything else (including a missing flag) is an error."""
+    if data.get("error") is not None:
+        return True
+    message = data.get("message")
+    block = _first_block(message) if isinstance(message, dict) else None
+    return block is None or block.get("isError") is not False
+
+
+class LogEvidence:
+    """`Evidence` over stored events `{"seq", "type", "origin", "data"}` held in memory."""
+
+    def __init__(self, events: Iterable[Mapping[str, Any]]) -> None:
+        self._events = sorted(events, key=lambda event: int(event["seq"]))
+
+    def _calls_answered_ok(self) -> set[int]:
+        """Seqs of `tool/call`s that some non-error `tool/result` answers. A result answers the
+        latest earlier call with its call id."""
+        latest_call: dict[str, int] = {}
+        answered: set[int] = set()
+        for event in self._events:
+            data = _data(event)
+            if event["type"] == "tool/call" and isinstance(data.get("callId"), str):
+                latest_call[data["callId"]] = int(event["seq"])
+            elif event["type"] == "tool/result":
+                call_id = result_call_id(data)
+                if call_id in latest_call and not result_is_error(data):
+                    answered.add(latest_call[call_id])
+        return answered
+
+    def _calls(self, tool: str, after_seq: int) -> list[tuple[int, dict[str, Any]]]:
+        return [
+            (int(event["seq"]), _data(event))
+            for event in self._events
+            if event["type"] == "tool/call"
+            and int(event["seq"]) > after_seq
+            and _data(event).get("name") == tool
+        ]
+
+    def tool_success_count(self, tool: str, after_seq: int, arguments_contain: str | None) -> int:
+        answered = self._calls_answered_ok()
+        count = 0
+        for seq, data in self._calls(tool, after_seq):
+            arguments = data.get("arguments")
+            if arguments_contain is not None and not (
+                isinstance(arguments, str) and arguments_contain in arguments
+            ):
+                continue
+            if seq in answered:
+                count += 1
+        return count
+
+    def tool_call_count(self, tool: str, after_seq: int) -> int:
+        return len(self._calls(tool, after_seq))
+
+    def first_tool_error(self, after_seq: int) -> tuple[int, str | None] | None:
+        call_names: dict[str, str | None] = {}
+        for event in self._events:
+            data = _data(event)
+            if event["type"] == "tool/call" and isinstance(data.get("callId"), str):
+                name = data.get("name")
+                call_names[data["callId"]] = name if isinstance(name, str) else None
+            elif (
+                event["type"] == "tool/result"
+                and int(event["seq"]) > after_seq
+                and result_is_error(data)
+            ):
+                call_id = result_call_id(data)
+                return int(event["seq"]), call_names.get(call_id) if call_id else None
+        return None
+
+    def mutation_boundary(self, after_seq: int, profile: str) -> int:
+        boundary = after_seq
+        for event in self._events:
+            seq = int(event["seq"])
+            if seq <= after_seq:
+                continue
+            data = _data(event)
+            kind = event["type"]
+            if kind in ("tool/call", "tool/code-dispatch-start"):
+                name = data.get("name")
+                mutates = not (isinstance(name, str) and is_governor_tool(name))
+            elif kind == "reliability/code-verification":
+                mutates = (
+                    data.get("profile") != profile and data.get("sandboxMode") == WORKSPACE_WRITE
+                )
+            else:
+                mutates = False
+            if mutates:
+                boundary = max(boundary, seq)
+        return boundary
+
+    def verifications_after(self, profile: str, after_seq: int) -> list[VerificationRecord]:
+        return [
+            verification_record(int(event["seq"]), _data(event))
+            for event in self._events
+            if event["type"] == "reliability/code-verification"
+            and int(event["seq"]) > after_seq
+            and _data(event).get("profile") == profile
+        ]
+
+
+def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord:
+    """A `reliability/code-verification` event's data (SEMANTICS §8 "Result") as a record."""
+    failure_kind = data.get("failureKind")
+    return VerificationRecord(
+        seq=seq,
+        verification_id=str(data.get("verificationId", "")),
+        profile=str(data.get("profile", "")),
+        profile_receipt=str(data.get("profileReceipt", "")),
+        passed=data.get("passed") is True,
+        failure_kind=failure_kind if isinstance(failure_kind, str) else None,
+        sandbox_mode=str(data.get("sandboxMode", "")),
+    )
+
+
+# --- JSON pointer (rule 4.8) ---------------------------------------------------------------
+
+_INDEX_RE = re.compile(r"^(0|[1-9][0-9]*)$")
+_MISSING = object()
+
+
+def resolve_pointer(document: Any, pointer: str) -> tuple[bool, Any]:
+    """RFC 6901, strictly: (True, value) when `pointer` names a value in `document`, else
+    (False, None). Array indices are decimal without leading zeros and in range; `-` and any
+    other name on an array, and any step into a scalar, resolve to nothing."""
+    if pointer == "":
+        return True, document
+    if not pointer.startswith("/") or re.search(r"~(?![01])", pointer):
+        return False, None
+    current = document
+    for token in pointer[1:].split("/"):
+        name = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(current, dict):
+            current = current.get(name, _MISSING)
+            if current is _MISSING:
+                return False, None
+        elif isinstance(current, list):
+            if not _INDEX_RE.match(name) or int(name) >= len(current):
+                return False, None
+            current = current[int(name)]
+        else:
+            return False, None
+    return True, current
+
+
+# --- evaluation ------------------------------------------------------------------------------
+
+
+def _snippet(value: Any) -> str:
+    text = value if isinstance(value, str) else canonical_bytes(value).decode("utf-8")
+    if len(text) > EVIDENCE_SNIPPET_CHARS:
+        text = text[: EVIDENCE_SNIPPET_CHARS - 1] + "…"
+    return repr(text) if isinstance(value, str) else text
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
+
+
+@dataclass(frozen=True)
+class _Context:
+    after_seq: int
+    evidence: Evidence
+    workspace: Workspace
+    current_profile_receipts: Mapping[str, str]
+    max_file_bytes: int
+
+
+def _file_exists(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+    path = check["path"]
+    text = ctx.workspace.read_text(path, max_bytes=ctx.max_file_bytes)
+    return True, f"{path} exists as a regular UTF-8 file of {len(text.encode('utf-8'))} bytes."
+
+
+def _file_absent(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+    path = check["path"]
+    if ctx.workspace.entry_present(path):
+        return False, f"{path} is present."
+    return True, f"{path} does not exist."
+
+
+def _file_contains(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+    path, needle = check["path"], check["text"]
+    found = needle in ctx.workspace.read_text(path, max_bytes=ctx.max_file_bytes)
+    if found:
+        return True, f"{path} contains {_snippet(needle)}."
+    return False, f"{path} does not contain {_snippet(needle)}."
+
+
+def _file_not_contains(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+    passed, evidence = _file_contains(check, ctx)
+    return not passed, evidence
+
+
+def _file_equals(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+    path, expected = check["path"], check["text"]
+    actual = ctx.workspace.read_text(path, max_bytes=ctx.max_file_bytes)
+    if actual == expected:
+        return True, f"{path} equals the expected text ({len(expected)} characters)."
+    prefix = 0
+    for left, right in zip(actual, expected, strict=False):
+        if left != right:
+            break
+        prefix += 1
+    return False, (
+        f"{path} differs from the expected text at character {prefix} "
+        f"({len(actual)} characters, expected {len(expected)})."
+    )
+
+
+def _json_equals(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+    path, pointer, expected = check["path"], check["pointer"], check["value"]
+    text = ctx.workspace.read_text(path, max_bytes=ctx.max_file_bytes)
+    try:
+        document = loads_strict(text)
+    except JSONValueError as exc:
+        return False, f"{path} is not valid JSON: {exc.reason}."
+    found, actual = resolve_pointer(document, pointer)
+    where = f"{path} at pointer {pointer!r}"
+    if not found:
+        return False, f"{where} resolves to nothing."
+    if canonical_equal(actual, expected):
+        return True, f"{where} equals {_snippet(expected)}."
+    return False, f"{where} is {_snippet(actual)}, expected {_snippet(expected)}."
+
+
+def _min_count(check: Mapping[str, Any]) -> int:
+    value = check.get("minCount", 1)
+    if type(value) is not int or value < 1:
+        raise ValueError(f"minCount {value!r} is not a positive integer")
+    return value
+
+
+def _tool_succeeded(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+    tool, needle, need = check["tool"], check.get("argumentsContain"), _min_count(check)
+    count = ctx.evidence.tool_success_count(tool, ctx.after_seq, needle)
+    matching = f" with arguments containing {_snippet(needle)}" if needle is not None else ""
+    return count >= need, (
+        f"Tool {tool!r}{matching} succeeded {_times(count)} after seq "
+        f"{ctx.after_seq} (at least {need} needed)."
+    )
+
+
+def _tool_not_called(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+    tool = check["tool"]
+    count = ctx.evidence.tool_call_count(tool, ctx.after_seq)
+    if count == 0:
+        return True, f"Tool {tool!r} was not called after seq {ctx.after_seq}."
+    return False, f"Tool {tool!r} was called {_times(count)} after seq {ctx.after_seq}."
+
+
+def _no_tool_errors(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+    error = ctx.evidence.first_tool_error(ctx.after_seq)
+    if error is None:
+        return True, f"No tool result after seq {ctx.after_seq} is an error."
+    seq, tool = error
+    named = f" of tool {tool!r}" if tool is not None else ""
+    return False, f"The tool result{named} at seq {seq} is an error."
+
+
+def _code_verification_succeeded(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+    profile, need = check["profile"], _min_count(check)
+    current = ctx.current_profile_receipts.get(profile)
+    if current is None:
+        return False, f"Profile {profile!r} is not configured in this project."
+    boundary = ctx.evidence.mutation_boundary(ctx.after_seq, profile)
+    runs = ctx.evidence.verifications_after(profile, boundary)
+    fresh = [run for run in runs if run.profile_receipt == current]
+    stale = len(runs) - len(fresh)
+    window = fresh[-need:]
+    passed_count = sum(1 for run in window if run.passed)
+    stale_note = f"; {stale} stale result{'s' if stale != 1 else ''} of an edited profile ignored"
+    since = f"after seq {boundary}" + (
+        " (the last workspace change)" if boundary > ctx.after_seq else " (the contract start)"
+    )
+    if not window:
+        return False, f"No run of profile {profile!r} {since}{stale_note}."
+    summary = (
+        f"{passed_count} of the last {len(window)} run{'s' if len(window) != 1 else ''} "
+        f"of profile {profile!r} {since} passed (need {need}){stale_note}."
+    )
+    return len(window) == need and passed_count == need, summary
+
+
+_EVALUATORS = {
+    "file_exists": _file_exists,
+    "file_absent": _file_absent,
+    "file_contains": _file_contains,
+    "file_not_contains": _file_not_contains,
+    "file_equals": _file_equals,
+    "json_equals": _json_equals,
+    "tool_succeeded": _tool_succeeded,
+    "tool_not_called": _tool_not_called,
+    "no_tool_errors": _no_tool_errors,
+    "code_verification_succeeded": _code_verification_succeeded,
+}
+
+
+def evaluate_check(
+    check: Mapping[str, Any],
+    *,
+    after_seq: int,
+    evidence: Evidence,
+    workspace: Workspace,
+    current_profile_receipts: Mapping[str, str],
+    max_file_bytes: int,
+) -> CheckResult:
+    """One stored check's result. Any exception is this check's failure, never a pass."""
+    check_id, kind = str(check.get("id")), str(check.get("kind"))
+    ctx = _Context(after_seq, evidence, workspace, current_profile_receipts, max_file_bytes)
+    try:
+        evaluator = _EVALUATORS.get(kind)
+        if evaluator is None:
+            raise ValueError(f"unknown check kind {kind!r}")
+        passed, text = evaluator(check, ctx)
+    except WorkspaceError as exc:
+        passed, text = False, f"{check.get('path')}: {exc}."
+    except Exception as exc:  # a crash inside one check is that check's failure (§4)
+        passed, text = False, f"The check could not be evaluated: {type(exc).__name__}: {exc}"
+    return {"id": check_id, "kind": kind, "passed": passed is True, "evidence": text}
+
+
+def evaluate_checks(
+    contract: Mapping[str, Any],
+    *,
+    evidence: Evidence,
+    workspace: Workspace,
+    current_profile_receipts: Mapping[str, str],
+    max_file_bytes: int,
+) -> list[CheckResult]:
+    """Every check of a stored contract (any version), in declaration order."""
+    after_seq = int(contract["startedAtSeq"])
+    return [
+        evaluate_check(
+            check,
+            after_seq=after_seq,
+            evidence=evidence,
+            workspace=workspace,
+            current_profile_receipts=current_profile_receipts,
+            max_file_bytes=max_file_bytes,
+        )
+        for check in contract["checks"]
+    ]

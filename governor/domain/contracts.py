@@ -1,0 +1,717 @@
+"""The completion contract: SEMANTICS §4 rules 1–5, the claim rules of §5, the intent of §6 and
+the injected code-profile checks of §8 (second bullet).
+
+Wire body (snake_case) an agent sends to begin or assess::
+
+    {
+      "objective": "…",                  # required; non-blank; ≤ 4096 UTF-8 bytes
+      "claims": [                        # 1..100 (0 allowed with allow_empty_claims)
+        {"id": "…", "statement": "…",    # id trimmed, 1..128 chars; statement trimmed, 1..1000
+         "importance": "critical" | "important" | "minor",
+         "verification": "deterministic" | "human-required" | "unsupported",
+         "check_ids": ["…"],             # unique, each naming a check of this body
+         "minimum_independent_sources": 1}    # optional, 1..10, default 1
+      ],
+      "checks": [ {"id": "…", "kind": "…", …the kind's fields…} ],
+      "max_attempts": 3,                 # optional; 1..project cap; default the cap
+      "intent": {                        # optional (required when review is required)
+        "constraints": [], "assumptions": [], "non_goals": [], "ambiguities": []
+      },
+      "draft_receipt": "sha256:…"        # optional; §9 — whether it is allowed is the caller's call
+    }
+
+Check kinds and exactly their wire fields besides ``id`` and ``kind`` (``?`` = optional):
+
+    file_exists, file_absent            path
+    file_contains, file_not_contains    path, text (non-empty)
+    file_equals                         path, text (may be empty)
+    json_equals                         path, pointer, value
+    tool_succeeded                      tool, arguments_contain?, min_count? (default 1)
+    tool_not_called                     tool
+    no_tool_errors                      —
+    code_verification_succeeded         profile, min_count? (default 1)
+
+Stored form (inside contracts, events and receipts) is camelCase: ``argumentsContain``,
+``minCount`` (always materialised), ``checkIds``, ``minimumIndependentSources`` (always
+materialised), ``nonGoals``, ``maxAttempts``, ``startedAtSeq``, ``contractId``. Ids, claim
+statements and intent items are stored trimmed; everything else is stored exactly as sent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from governor.domain.canonical import JSONValueError, canonical_bytes, check_json_value, receipt
+
+MAX_OBJECTIVE_BYTES = 4096
+MAX_ID_CHARS = 128
+MAX_PATH_CHARS = 1024
+MAX_TOOL_CHARS = 256
+MAX_PROFILE_CHARS = 128
+MAX_TEXT_CHARS = 4096
+MAX_POINTER_CHARS = 2048
+MAX_ARGUMENTS_CONTAIN_CHARS = 4096
+MIN_COUNT_RANGE = (1, 100)
+MAX_CLAIMS = 100
+MAX_STATEMENT_CHARS = 1000
+INDEPENDENT_SOURCES_RANGE = (1, 10)
+MAX_INTENT_ITEMS = 20
+MAX_INTENT_ITEM_BYTES = 2048
+MAX_INTENT_BYTES = 24 * 1024
+
+PROFILE_ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+RECEIPT_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+IMPORTANCES = ("critical", "important", "minor")
+VERIFICATIONS = ("deterministic", "human-required", "unsupported")
+
+# kind -> (required wire fields, optional wire fields), besides "id" and "kind".
+CHECK_FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "file_exists": (frozenset({"path"}), frozenset()),
+    "file_absent": (frozenset({"path"}), frozenset()),
+    "file_contains": (frozenset({"path", "text"}), frozenset()),
+    "file_not_contains": (frozenset({"path", "text"}), frozenset()),
+    "file_equals": (frozenset({"path", "text"}), frozenset()),
+    "json_equals": (frozenset({"path", "pointer", "value"}), frozenset()),
+    "tool_succeeded": (frozenset({"tool"}), frozenset({"arguments_contain", "min_count"})),
+    "tool_not_called": (frozenset({"tool"}), frozenset()),
+    "no_tool_errors": (frozenset(), frozenset()),
+    "code_verification_succeeded": (frozenset({"profile"}), frozenset({"min_count"})),
+}
+CHECK_KINDS = tuple(CHECK_FIELDS)
+FILE_CHECK_KINDS = frozenset(
+    {
+        "file_exists",
+        "file_absent",
+        "file_contains",
+        "file_not_contains",
+        "file_equals",
+        "json_equals",
+    }
+)
+TOOL_CHECK_KINDS = frozenset({"tool_succeeded", "tool_not_called", "no_tool_errors"})
+
+CLAIM_FIELDS = frozenset(
+    {"id", "statement", "importance", "verification", "check_ids", "minimum_independent_sources"}
+)
+INTENT_LISTS = {
+    "constraints": "constraints",
+    "assumptions": "assumptions",
+    "non_goals": "nonGoals",
+    "ambiguities": "ambiguities",
+}
+BODY_FIELDS = frozenset(
+    {"objective", "claims", "checks", "max_attempts", "intent", "draft_receipt"}
+)
+
+# §8: ids the server prepends to a code contract. The whole check-id prefix is reserved so an
+# agent's own check can never be mistaken for (or shadow) an injected one.
+CODE_PROFILE_CHECK_PREFIX = "code-profile-"
+REQUIRED_CODE_CLAIM_ID = "required-code-verification"
+REQUIRED_CODE_CLAIM_STATEMENT = (
+    "Every required trusted code verification profile passes on the final workspace."
+)
+
+CONTRACT_VERSION_REVIEW_OFF = 3
+CONTRACT_VERSION_REVIEWED = 5
+
+
+class ContractError(ValueError):
+    """A refused proposal. `errors` lists every failing field as {"path", "message"}; paths are
+    slash-separated from the body root (``checks/2/path``), ``""`` for the body itself."""
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{e['path'] or '(body)'}: {e['message']}" for e in errors))
+
+
+class NoRequiredProfileError(ContractError):
+    """§8: a code contract needs at least one required verifier profile in the project."""
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A validated proposal; `claims`, `checks` and `intent` are in stored camelCase form."""
+
+    objective: str
+    claims: list[dict[str, Any]]
+    checks: list[dict[str, Any]]
+    max_attempts: int
+    intent: dict[str, Any] | None = None
+    draft_receipt: str | None = None
+    kind: str = "general"
+
+    def plan(self) -> dict[str, Any]:
+        """Objective, claims and checks: what §9 compares canonically with a draft."""
+        return {"objective": self.objective, "claims": self.claims, "checks": self.checks}
+
+
+class _Errors:
+    def __init__(self) -> None:
+        self.items: list[dict[str, str]] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append({"path": path, "message": message})
+
+
+def _join(base: str, *parts: object) -> str:
+    """`base` (already a path) extended by `parts`, each escaped as an RFC 6901 token."""
+    tokens = [str(p).replace("~", "~0").replace("/", "~1") for p in parts]
+    return "/".join([base, *tokens] if base else tokens)
+
+
+def _string(errors: _Errors, path: str, value: Any) -> str | None:
+    if type(value) is not str:
+        errors.add(path, "must be a string")
+        return None
+    try:
+        check_json_value(value)
+    except JSONValueError as exc:
+        errors.add(path, exc.reason)
+        return None
+    return value
+
+
+def _identifier(errors: _Errors, path: str, value: Any, what: str) -> str | None:
+    text = _string(errors, path, value)
+    if text is None:
+        return None
+    text = text.strip()
+    if not text:
+        errors.add(path, f"{what} must not be empty or blank")
+        return None
+    if len(text) > MAX_ID_CHARS:
+        errors.add(path, f"{what} is longer than {MAX_ID_CHARS} characters ({len(text)})")
+        return None
+    return text
+
+
+def _bounded_int(errors: _Errors, path: str, value: Any, low: int, high: int) -> int | None:
+    if type(value) is not int:  # bool is not an int here, and neither is 2.0
+        errors.add(path, "must be an integer")
+        return None
+    if not low <= value <= high:
+        errors.add(path, f"must be between {low} and {high} (got {value})")
+        return None
+    return value
+
+
+def _unknown_fields(
+    errors: _Errors, base: str, raw: dict[str, Any], allowed: Iterable[str], what: str
+) -> None:
+    allowed_set = set(allowed)
+    for key in raw:
+        if key not in allowed_set:
+            errors.add(_join(base, key), f"unknown field for {what}")
+
+
+def path_problem(path: str) -> str | None:
+    """Rule 4.2: why `path` is not a safe relative workspace path, or None."""
+    if path == "":
+        return "must not be empty"
+    if len(path) > MAX_PATH_CHARS:
+        return f"is longer than {MAX_PATH_CHARS} characters ({len(path)})"
+    if "\x00" in path:
+        return "must not contain a NUL character"
+    if path.startswith(("/", "\\")):
+        return "must be relative to the workspace, not absolute"
+    if re.match(r"^[A-Za-z]:", path):
+        return "must be relative to the workspace, not a drive path"
+    if ".." in re.split(r"[/\\]", path):
+        return "must not contain a '..' segment"
+    return None
+
+
+def pointer_problem(pointer: str) -> str | None:
+    """Rule 4.4: why `pointer` is not an RFC 6901 JSON pointer we accept, or None."""
+    if len(pointer) > MAX_POINTER_CHARS:
+        return f"is longer than {MAX_POINTER_CHARS} characters ({len(pointer)})"
+    if pointer and not pointer.startswith("/"):
+        return "must be empty or start with '/'"
+    if re.search(r"~(?![01])", pointer):
+        return "has '~' not followed by '0' or '1'"
+    return None
+
+
+def normalise_path(path: str) -> str:
+    """The path a file check names, without '.' and empty segments (`./a` and `a` are one)."""
+    return "/".join(segment for segment in path.split("/") if segment not in ("", "."))
+
+
+def _parse_check(errors: _Errors, index: int, raw: Any) -> dict[str, Any] | None:
+    base = _join("checks", index)
+    if type(raw) is not dict:
+        errors.add(base, "must be an object")
+        return None
+    before = len(errors.items)
+    check_id = None
+    if "id" in raw:
+        check_id = _identifier(errors, _join(base, "id"), raw["id"], "check id")
+    else:
+        errors.add(_join(base, "id"), "required")
+    kind = raw.get("kind")
+    if "kind" not in raw:
+        errors.add(_join(base, "kind"), "required")
+        return None
+    if type(kind) is not str or kind not in CHECK_FIELDS:
+        errors.add(
+            _join(base, "kind"), f"unknown check kind {kind!r}; known: {', '.join(CHECK_KINDS)}"
+        )
+        return None
+    required, optional = CHECK_FIELDS[kind]
+    _unknown_fields(errors, base, raw, {"id", "kind"} | required | optional, f"kind {kind}")
+    for name in sorted(required):
+        if name not in raw:
+            errors.add(_join(base, name), f"required for kind {kind}")
+
+    stored: dict[str, Any] = {"id": check_id, "kind": kind}
+    if "path" in required and "path" in raw:
+        path = _string(errors, _join(base, "path"), raw["path"])
+        if path is not None:
+            problem = path_problem(path)
+            if problem:
+                errors.add(_join(base, "path"), problem)
+            stored["path"] = path
+    if "text" in required and "text" in raw:
+        text = _string(errors, _join(base, "text"), raw["text"])
+        if text is not None:
+            if len(text) > MAX_TEXT_CHARS:
+                errors.add(
+                    _join(base, "text"), f"is longer than {MAX_TEXT_CHARS} characters ({len(text)})"
+                )
+            elif text == "" and kind != "file_equals":
+                errors.add(_join(base, "text"), f"must not be empty for kind {kind}")
+            stored["text"] = text
+    if "pointer" in required and "pointer" in raw:
+        pointer = _string(errors, _join(base, "pointer"), raw["pointer"])
+        if pointer is not None:
+            problem = pointer_problem(pointer)
+            if problem:
+                errors.add(_join(base, "pointer"), problem)
+            stored["pointer"] = pointer
+    if "value" in required and "value" in raw:
+        try:
+            check_json_value(raw["value"])
+        except JSONValueError as exc:
+            errors.add(_join(base, "value") + exc.path, exc.reason)
+        stored["value"] = raw["value"]
+    if "tool" in required and "tool" in raw:
+        tool = _string(errors, _join(base, "tool"), raw["tool"])
+        if tool is not None:
+            if not tool.strip():
+                errors.add(_join(base, "tool"), "must not be empty or blank")
+            elif len(tool) > MAX_TOOL_CHARS:
+                errors.add(
+                    _join(base, "tool"), f"is longer than {MAX_TOOL_CHARS} characters ({len(tool)})"
+                )
+            stored["tool"] = tool
+    if "arguments_contain" in optional and "arguments_contain" in raw:
+        needle = _string(errors, _join(base, "arguments_contain"), raw["arguments_contain"])
+        if needle is not None:
+            if needle == "":
+                errors.add(_join(base, "arguments_contain"), "must not be empty when given")
+            elif len(needle) > MAX_ARGUMENTS_CONTAIN_CHARS:
+                errors.add(
+                    _join(base, "arguments_contain"),
+                    f"is longer than {MAX_ARGUMENTS_CONTAIN_CHARS} characters ({len(needle)})",
+                )
+            stored["argumentsContain"] = needle
+    if "profile" in required and "profile" in raw:
+        profile = _string(errors, _join(base, "profile"), raw["profile"])
+        if profile is not None:
+            if len(profile) > MAX_PROFILE_CHARS:
+                errors.add(
+                    _join(base, "profile"),
+                    f"is longer than {MAX_PROFILE_CHARS} characters ({len(profile)})",
+                )
+            elif not PROFILE_ID_RE.match(profile):
+                errors.add(_join(base, "profile"), "must be kebab-case (^[a-z0-9]+(-[a-z0-9]+)*$)")
+            stored["profile"] = profile
+    if "min_count" in optional:
+        min_count = raw.get("min_count", 1)
+        stored["minCount"] = _bounded_int(
+            errors, _join(base, "min_count"), min_count, *MIN_COUNT_RANGE
+        )
+    return stored if len(errors.items) == before else None
+
+
+def _parse_claim(
+    errors: _Errors, index: int, raw: Any, check_ids: set[str]
+) -> dict[str, Any] | None:
+    base = _join("claims", index)
+    if type(raw) is not dict:
+        errors.add(base, "must be an object")
+        return None
+    before = len(errors.items)
+    _unknown_fields(errors, base, raw, CLAIM_FIELDS, "a claim")
+    for name in ("id", "statement", "importance", "verification", "check_ids"):
+        if name not in raw:
+            errors.add(_join(base, name), "required")
+    stored: dict[str, Any] = {}
+    if "id" in raw:
+        stored["id"] = _identifier(errors, _join(base, "id"), raw["id"], "claim id")
+    if "statement" in raw:
+        statement = _string(errors, _join(base, "statement"), raw["statement"])
+        if statement is not None:
+            statement = statement.strip()
+            if not statement:
+                errors.add(_join(base, "statement"), "must not be empty or blank")
+            elif len(statement) > MAX_STATEMENT_CHARS:
+                errors.add(
+                    _join(base, "statement"),
+                    f"is longer than {MAX_STATEMENT_CHARS} characters ({len(statement)})",
+                )
+            stored["statement"] = statement
+    for name, allowed in (("importance", IMPORTANCES), ("verification", VERIFICATIONS)):
+        if name in raw:
+            if raw[name] not in allowed or type(raw[name]) is not str:
+                errors.add(_join(base, name), f"must be one of {', '.join(allowed)}")
+            stored[name] = raw[name]
+    if "check_ids" in raw:
+        refs = raw["check_ids"]
+        if type(refs) is not list:
+            errors.add(_join(base, "check_ids"), "must be a list of check ids")
+        else:
+            seen: set[str] = set()
+            stored_refs: list[str] = []
+            for ref_index, ref in enumerate(refs):
+                path = _join(base, "check_ids", ref_index)
+                ref_id = _identifier(errors, path, ref, "check id")
+                if ref_id is None:
+                    continue
+                if ref_id in seen:
+                    errors.add(path, f"check id {ref_id!r} is listed twice")
+                elif ref_id not in check_ids:
+                    errors.add(path, f"no check has id {ref_id!r}")
+                seen.add(ref_id)
+                stored_refs.append(ref_id)
+            stored["checkIds"] = stored_refs
+    stored["minimumIndependentSources"] = _bounded_int(
+        errors,
+        _join(base, "minimum_independent_sources"),
+        raw.get("minimum_independent_sources", 1),
+        *INDEPENDENT_SOURCES_RANGE,
+    )
+    return stored if len(errors.items) == before else None
+
+
+def _parse_list(errors: _Errors, body: dict[str, Any], name: str, allow_empty: bool) -> list[Any]:
+    if name not in body:
+        if not allow_empty:
+            errors.add(name, "required")
+        return []
+    value = body[name]
+    if type(value) is not list:
+        errors.add(name, "must be a list")
+        return []
+    return value
+
+
+def _parse_checks(
+    errors: _Errors, raw_checks: list[Any], *, max_checks: int, allow_empty: bool
+) -> list[dict[str, Any]]:
+    if not raw_checks and not allow_empty:
+        errors.add("checks", "at least one check is required")
+    if len(raw_checks) > max_checks:
+        errors.add("checks", f"at most {max_checks} checks are allowed (got {len(raw_checks)})")
+    checks: list[dict[str, Any]] = []
+    first_at: dict[str, int] = {}
+    for index, raw in enumerate(raw_checks):
+        parsed = _parse_check(errors, index, raw)
+        check_id = _declared_id(raw)
+        if check_id is not None:
+            if check_id in first_at:
+                errors.add(
+                    _join("checks", index, "id"),
+                    f"duplicate check id {check_id!r} (first used by checks/{first_at[check_id]})",
+                )
+            else:
+                first_at[check_id] = index
+        if parsed is not None:
+            checks.append(parsed)
+    return checks
+
+
+def _declared_id(raw: Any) -> str | None:
+    if type(raw) is dict and type(raw.get("id")) is str and raw["id"].strip():
+        return str(raw["id"].strip())
+    return None
+
+
+def _parse_claims(
+    errors: _Errors, raw_claims: list[Any], raw_checks: list[Any], *, allow_empty: bool
+) -> list[dict[str, Any]]:
+    if not raw_claims and not allow_empty:
+        errors.add("claims", "at least one claim is required")
+    if len(raw_claims) > MAX_CLAIMS:
+        errors.add("claims", f"at most {MAX_CLAIMS} claims are allowed (got {len(raw_claims)})")
+    check_ids = {i for i in (_declared_id(raw) for raw in raw_checks) if i is not None}
+    claims: list[dict[str, Any]] = []
+    first_at: dict[str, int] = {}
+    for index, raw in enumerate(raw_claims):
+        parsed = _parse_claim(errors, index, raw, check_ids)
+        claim_id = _declared_id(raw)
+        if claim_id is not None:
+            if claim_id in first_at:
+                errors.add(
+                    _join("claims", index, "id"),
+                    f"duplicate claim id {claim_id!r} (first used by claims/{first_at[claim_id]})",
+                )
+            else:
+                first_at[claim_id] = index
+        if parsed is not None:
+            claims.append(parsed)
+    return claims
+
+
+def _parse_intent(errors: _Errors, raw: Any) -> dict[str, Any] | None:
+    if type(raw) is not dict:
+        errors.add("intent", "must be an object")
+        return None
+    before = len(errors.items)
+    _unknown_fields(errors, "intent", raw, INTENT_LISTS, "the intent")
+    intent: dict[str, Any] = {}
+    for wire, stored in INTENT_LISTS.items():
+        items = raw.get(wire, [])
+        base = _join("intent", wire)
+        if type(items) is not list:
+            errors.add(base, "must be a list of strings")
+            continue
+        if len(items) > MAX_INTENT_ITEMS:
+            errors.add(base, f"at most {MAX_INTENT_ITEMS} items are allowed (got {len(items)})")
+        kept: list[str] = []
+        for index, item in enumerate(items):
+            path = _join(base, index)
+            text = _string(errors, path, item)
+            if text is None:
+                continue
+            text = text.strip()
+            if not text:
+                errors.add(path, "must not be empty or blank")
+            elif len(text.encode("utf-8")) > MAX_INTENT_ITEM_BYTES:
+                errors.add(path, f"is longer than {MAX_INTENT_ITEM_BYTES} UTF-8 bytes")
+            elif text in kept:
+                errors.add(path, f"repeats item {kept.index(text)} (after trimming)")
+            else:
+                kept.append(text)
+        intent[stored] = kept
+    if len(errors.items) != before:
+        return None
+    size = len(canonical_bytes(intent))
+    if size > MAX_INTENT_BYTES:
+        errors.add("intent", f"is larger than {MAX_INTENT_BYTES} bytes as canonical JSON ({size})")
+        return None
+    return intent
+
+
+def validate_proposal(
+    body: Any,
+    *,
+    max_checks: int,
+    max_attempts_cap: int,
+    allow_empty_checks: bool = False,
+    allow_empty_claims: bool = False,
+    require_intent: bool = False,
+) -> Proposal:
+    """Parse an agent's wire body into a Proposal, or raise ContractError listing every problem.
+
+    `allow_empty_checks` is for the assess preflight and for code contracts (whose required checks
+    are injected afterwards); `allow_empty_claims` likewise for code contracts."""
+    errors = _Errors()
+    if type(body) is not dict:
+        raise ContractError([{"path": "", "message": "the body must be a JSON object"}])
+    _unknown_fields(errors, "", body, BODY_FIELDS, "a contract proposal")
+
+    objective = ""
+    if "objective" not in body:
+        errors.add("objective", "required")
+    else:
+        parsed_objective = _string(errors, "objective", body["objective"])
+        if parsed_objective is None:
+            pass
+        elif not parsed_objective.strip():
+            errors.add("objective", "must not be empty or blank")
+        elif len(parsed_objective.encode("utf-8")) > MAX_OBJECTIVE_BYTES:
+            errors.add("objective", f"is longer than {MAX_OBJECTIVE_BYTES} UTF-8 bytes")
+        else:
+            objective = parsed_objective
+
+    raw_checks = _parse_list(errors, body, "checks", allow_empty_checks)
+    raw_claims = _parse_list(errors, body, "claims", allow_empty_claims)
+    checks = _parse_checks(
+        errors, raw_checks, max_checks=max_checks, allow_empty=allow_empty_checks
+    )
+    claims = _parse_claims(errors, raw_claims, raw_checks, allow_empty=allow_empty_claims)
+
+    max_attempts = max_attempts_cap
+    if "max_attempts" in body:
+        parsed = _bounded_int(errors, "max_attempts", body["max_attempts"], 1, max_attempts_cap)
+        max_attempts = parsed if parsed is not None else max_attempts_cap
+
+    intent = None
+    if "intent" in body and body["intent"] is not None:
+        intent = _parse_intent(errors, body["intent"])
+    elif require_intent:
+        errors.add("intent", "required: review is required, so the proposal must state its intent")
+
+    draft_receipt = None
+    if "draft_receipt" in body:
+        draft_receipt = _string(errors, "draft_receipt", body["draft_receipt"])
+        if draft_receipt is not None and not RECEIPT_RE.match(draft_receipt):
+            errors.add("draft_receipt", "must be 'sha256:' followed by 64 lowercase hex digits")
+
+    if errors.items:
+        raise ContractError(errors.items)
+    return Proposal(
+        objective=objective,
+        claims=claims,
+        checks=checks,
+        max_attempts=max_attempts,
+        intent=intent,
+        draft_receipt=draft_receipt,
+    )
+
+
+def validate_plan(
+    body: Any, *, max_checks: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """§9: a drafted ``{claims, checks}`` object with exactly the fields of §4/§5 (wire names).
+    Returns (claims, checks) in stored form or raises ContractError."""
+    errors = _Errors()
+    if type(body) is not dict:
+        raise ContractError([{"path": "", "message": "must be a JSON object"}])
+    _unknown_fields(errors, "", body, ("claims", "checks"), "a drafted plan")
+    raw_checks = _parse_list(errors, body, "checks", False)
+    raw_claims = _parse_list(errors, body, "claims", False)
+    checks = _parse_checks(errors, raw_checks, max_checks=max_checks, allow_empty=False)
+    claims = _parse_claims(errors, raw_claims, raw_checks, allow_empty=False)
+    if errors.items:
+        raise ContractError(errors.items)
+    return claims, checks
+
+
+def inject_code_profiles(
+    proposal: Proposal, required_profile_ids: Sequence[str], *, max_checks: int | None = None
+) -> Proposal:
+    """§8: prepend one `code_verification_succeeded` check `code-profile-<id>` per required profile
+    (sorted, so the result does not depend on database order) and the critical deterministic claim
+    `required-code-verification` over them. The agent's own ids may not use the reserved names."""
+    profile_ids = sorted(set(required_profile_ids))
+    if not profile_ids:
+        raise NoRequiredProfileError(
+            [
+                {
+                    "path": "",
+                    "message": "a code contract needs at least one required code verification "
+                    "profile, and this project has none",
+                }
+            ]
+        )
+    errors = _Errors()
+    for index, check in enumerate(proposal.checks):
+        if str(check["id"]).startswith(CODE_PROFILE_CHECK_PREFIX):
+            errors.add(
+                _join("checks", index, "id"),
+                f"check ids starting with {CODE_PROFILE_CHECK_PREFIX!r} are reserved for "
+                "the required code verification checks",
+            )
+    for index, claim in enumerate(proposal.claims):
+        if claim["id"] == REQUIRED_CODE_CLAIM_ID:
+            errors.add(
+                _join("claims", index, "id"),
+                f"claim id {REQUIRED_CODE_CLAIM_ID!r} is reserved for the required code "
+                "verification claim",
+            )
+    total = len(profile_ids) + len(proposal.checks)
+    if max_checks is not None and total > max_checks:
+        errors.add(
+            "checks",
+            f"with {len(profile_ids)} required code verification checks the "
+            f"contract would hold {total} checks; at most {max_checks} are allowed",
+        )
+    if errors.items:
+        raise ContractError(errors.items)
+    injected_checks = [
+        {
+            "id": CODE_PROFILE_CHECK_PREFIX + profile_id,
+            "kind": "code_verification_succeeded",
+            "profile": profile_id,
+            "minCount": 1,
+        }
+        for profile_id in profile_ids
+    ]
+    claim = {
+        "id": REQUIRED_CODE_CLAIM_ID,
+        "statement": REQUIRED_CODE_CLAIM_STATEMENT,
+        "importance": "critical",
+        "verification": "deterministic",
+        "checkIds": [check["id"] for check in injected_checks],
+        "minimumIndependentSources": 1,
+    }
+    return replace(
+        proposal,
+        kind="code",
+        checks=injected_checks + list(proposal.checks),
+        claims=[claim, *proposal.claims],
+    )
+
+
+def contract_document(
+    proposal: Proposal,
+    *,
+    contract_id: str,
+    version: int,
+    started_at_seq: int,
+    coverage_receipt: str | None = None,
+    authorship: dict[str, Any] | None = None,
+    intent_proposal_receipt: str | None = None,
+    intent_review_receipt: str | None = None,
+    contract_proposal_receipt: str | None = None,
+    contract_review_receipt: str | None = None,
+) -> dict[str, Any]:
+    """The stored contract, with its receipt. Version 3: review off (labelled unreviewed).
+    Version 5: two-stage approved — the approved intent plus the four review references."""
+    review_refs = {
+        "intentProposalReceipt": intent_proposal_receipt,
+        "intentReviewReceipt": intent_review_receipt,
+        "contractProposalReceipt": contract_proposal_receipt,
+        "contractReviewReceipt": contract_review_receipt,
+    }
+    document: dict[str, Any] = {
+        "contractId": contract_id,
+        "version": version,
+        "kind": proposal.kind,
+        "objective": proposal.objective,
+        "claims": proposal.claims,
+        "checks": proposal.checks,
+        "maxAttempts": proposal.max_attempts,
+        "startedAtSeq": started_at_seq,
+    }
+    if version == CONTRACT_VERSION_REVIEW_OFF:
+        if any(value is not None for value in review_refs.values()):
+            raise ValueError("a version 3 contract is unreviewed and carries no review references")
+        document["review"] = {"mode": "off", "reviewed": False}
+    elif version == CONTRACT_VERSION_REVIEWED:
+        missing = [name for name, value in review_refs.items() if value is None]
+        if missing or proposal.intent is None:
+            raise ValueError(f"a version 5 contract needs the approved intent and {missing}")
+        document["intent"] = proposal.intent
+        document["review"] = {"mode": "required", "reviewed": True, **review_refs}
+    else:
+        raise ValueError(f"this server writes contract versions 3 and 5, not {version}")
+    if coverage_receipt is not None:
+        document["coverageReceipt"] = coverage_receipt
+    if proposal.draft_receipt is not None:
+        document["draftReceipt"] = proposal.draft_receipt
+    if authorship is not None:
+        document["authorship"] = authorship
+    document["receipt"] = contract_receipt(document)
+    return document
+
+
+def contract_receipt(document: dict[str, Any]) -> str:
+    """receipt("contract", the stored contract minus its receipt)."""
+    return receipt("contract", {key: value for key, value in document.items() if key != "receipt"})

@@ -1,0 +1,215 @@
+"""SEMANTICS §5: the structural coverage assessment of a proposal's claims by its checks.
+
+`assess` takes claims and checks in stored camelCase form (as `contracts.Proposal` holds them).
+The assessment::
+
+    {"status": "ready" | "not-ready",
+     "findings": [{"code", "severity": "warning" | "error", "message", "claimId"?, "checkId"?}],
+     "scores": {"critical": {"covered", "total", "percent"},
+                "weighted": {"covered", "total", "percent"}},
+     "claims": [{"id", "importance", "verification", "covered", "sources", "requiredSources"}],
+     "evidenceSources": {"<check id>": "<source>"},
+     "receipt": receipt("coverage-assessment", {objective, claims, checks, assessment})}
+
+A claim is covered when it is deterministic, names at least one check and its checks draw on at
+least `minimumIndependentSources` distinct evidence sources. Weighted scores count claim weights
+(critical 5, important 3, minor 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from governor.domain.canonical import receipt
+from governor.domain.contracts import FILE_CHECK_KINDS, TOOL_CHECK_KINDS, normalise_path
+
+WEIGHTS = {"critical": 5, "important": 3, "minor": 1}
+TRAJECTORY_SOURCE = "session-trajectory:tool-events"
+
+# check kind -> (finding code, message) for the per-claim, per-supporting-check warnings.
+CHECK_WARNINGS = {
+    "file_contains": (
+        "exact_literal_brittleness",
+        "an exact, case-sensitive substring match breaks on harmless rewording",
+    ),
+    "file_not_contains": (
+        "exact_literal_brittleness",
+        "an exact, case-sensitive substring match misses reworded content",
+    ),
+    "file_exists": ("presence_only_evidence", "the file's presence says nothing about its content"),
+    "no_tool_errors": (
+        "trajectory_not_outcome",
+        "error-free tool calls describe the path taken, not the outcome reached",
+    ),
+    "tool_succeeded": (
+        "tool_success_not_outcome",
+        "a tool call that succeeded does not prove the outcome it was meant for",
+    ),
+}
+
+
+def evidence_source(check: dict[str, Any]) -> str:
+    """Where a check's evidence comes from: one file, the session trajectory or a profile."""
+    kind = check["kind"]
+    if kind in FILE_CHECK_KINDS:
+        return f"workspace-file:{normalise_path(check['path'])}"
+    if kind in TOOL_CHECK_KINDS:
+        return TRAJECTORY_SOURCE
+    if kind == "code_verification_succeeded":
+        return f"trusted-profile:{check['profile']}"
+    raise ValueError(f"unknown check kind {kind!r}")
+
+
+def _score(covered: int, total: int) -> dict[str, Any]:
+    percent = round(covered / total * 100, 2) if total else 0
+    return {"covered": covered, "total": total, "percent": percent}
+
+
+def assess(
+    objective: str, claims: Sequence[dict[str, Any]], checks: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """The coverage assessment of §5, with its receipt."""
+    checks_by_id = {check["id"]: check for check in checks}
+    sources = {check["id"]: evidence_source(check) for check in checks}
+    users: dict[str, list[str]] = {check["id"]: [] for check in checks}
+    for claim in claims:
+        for check_id in claim["checkIds"]:
+            users.setdefault(check_id, []).append(claim["id"])
+
+    findings: list[dict[str, Any]] = [
+        {
+            "code": "structural_coverage_only",
+            "severity": "warning",
+            "message": "Coverage is structural: it shows which declared claims have checks, not "
+            "that the checks prove them, and it covers the declared claims only.",
+        }
+    ]
+    if not any(claim["importance"] == "critical" for claim in claims):
+        findings.append(
+            {
+                "code": "missing_critical_claim",
+                "severity": "error",
+                "message": "No claim is critical: at least one claim must state what completion "
+                "critically requires.",
+            }
+        )
+    for claim in claims:
+        for check_id in claim["checkIds"]:
+            kind = checks_by_id[check_id]["kind"]
+            if kind in CHECK_WARNINGS:
+                code, reason = CHECK_WARNINGS[kind]
+                findings.append(
+                    {
+                        "code": code,
+                        "severity": "warning",
+                        "claimId": claim["id"],
+                        "checkId": check_id,
+                        "message": f"Claim {claim['id']!r} relies on {kind} check "
+                        f"{check_id!r}: {reason}.",
+                    }
+                )
+
+    claim_rows: list[dict[str, Any]] = []
+    for claim in claims:
+        claim_sources = sorted({sources[check_id] for check_id in claim["checkIds"]})
+        required = claim.get("minimumIndependentSources", 1)
+        if claim["verification"] == "human-required":
+            findings.append(
+                {
+                    "code": "claim_requires_human",
+                    "severity": "error",
+                    "claimId": claim["id"],
+                    "message": f"Claim {claim['id']!r} needs human judgement; the "
+                    "governor cannot certify it.",
+                }
+            )
+        elif claim["verification"] == "unsupported":
+            findings.append(
+                {
+                    "code": "claim_unsupported",
+                    "severity": "error",
+                    "claimId": claim["id"],
+                    "message": f"Claim {claim['id']!r} is marked unsupported: no check "
+                    "can establish it.",
+                }
+            )
+        enough = len(claim_sources) >= required
+        if not enough:
+            findings.append(
+                {
+                    "code": "insufficient_independent_sources",
+                    "severity": "error",
+                    "claimId": claim["id"],
+                    "message": f"Claim {claim['id']!r} draws on {len(claim_sources)} "
+                    f"independent evidence source(s); it requires {required}.",
+                }
+            )
+        claim_rows.append(
+            {
+                "id": claim["id"],
+                "importance": claim["importance"],
+                "verification": claim["verification"],
+                "covered": claim["verification"] == "deterministic"
+                and bool(claim_sources)
+                and enough,
+                "sources": claim_sources,
+                "requiredSources": required,
+            }
+        )
+
+    for check in checks:
+        used_by = users[check["id"]]
+        if not used_by:
+            findings.append(
+                {
+                    "code": "orphan_check",
+                    "severity": "warning",
+                    "checkId": check["id"],
+                    "message": f"Check {check['id']!r} supports no claim.",
+                }
+            )
+        elif len(used_by) > 1:
+            findings.append(
+                {
+                    "code": "shared_check",
+                    "severity": "warning",
+                    "checkId": check["id"],
+                    "message": f"Check {check['id']!r} supports {len(used_by)} claims "
+                    f"({', '.join(used_by)}), so they are not independent.",
+                }
+            )
+
+    critical = [row for row in claim_rows if row["importance"] == "critical"]
+    weighted_total = sum(WEIGHTS[row["importance"]] for row in claim_rows)
+    weighted_covered = sum(WEIGHTS[row["importance"]] for row in claim_rows if row["covered"])
+    assessment: dict[str, Any] = {
+        "status": "not-ready" if any(f["severity"] == "error" for f in findings) else "ready",
+        "findings": findings,
+        "scores": {
+            "critical": _score(sum(1 for row in critical if row["covered"]), len(critical)),
+            "weighted": _score(weighted_covered, weighted_total),
+        },
+        "claims": claim_rows,
+        "evidenceSources": sources,
+    }
+    assessment["receipt"] = assessment_receipt(objective, claims, checks, assessment)
+    return assessment
+
+
+def assessment_receipt(
+    objective: str,
+    claims: Sequence[dict[str, Any]],
+    checks: Sequence[dict[str, Any]],
+    assessment: dict[str, Any],
+) -> str:
+    """Recompute the receipt an assessment carries (for verifiers)."""
+    return receipt(
+        "coverage-assessment",
+        {
+            "objective": objective,
+            "claims": list(claims),
+            "checks": list(checks),
+            "assessment": {key: value for key, value in assessment.items() if key != "receipt"},
+        },
+    )

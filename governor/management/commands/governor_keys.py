@@ -1,0 +1,22 @@
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from governor.services import keys
+
+
+class Command(BaseCommand):
+    help = "Show or rotate the server's Ed25519 signing keys."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("action", choices=["list", "rotate"])
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["action"] == "rotate":
+            key = keys.key_rotate()
+            self.stdout.write(f"new active key {key.keyid}; older keys stay for verification")
+            return
+        keys.key_active()
+        for key in keys.public_keys():
+            flag = "active" if key["active"] else "retired"
+            self.stdout.write(f"{key['keyid']}\t{flag}\t{key['publicKey']}")

@@ -1,0 +1,64 @@
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from governor.models import Project
+from governor.services.projects import project_create, project_set
+
+SETTABLE = {
+    "review_mode": str,
+    "max_attempts": int,
+    "max_checks": int,
+    "max_file_bytes": int,
+    "review_ttl_seconds": int,
+    "required_approvals": int,
+    "authoring_mode": str,
+}
+
+
+class Command(BaseCommand):
+    help = "Create a project or change its policy."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        create = sub.add_parser("create")
+        create.add_argument("slug")
+        create.add_argument("--name", default="")
+        create.add_argument("--review-mode", choices=["required", "off"], default="required")
+        create.add_argument("--workspace-root", action="append", default=[])
+        change = sub.add_parser("set")
+        change.add_argument("slug")
+        change.add_argument("--review-mode", choices=["required", "off"])
+        change.add_argument("--authoring-mode",
+                            choices=["current-agent", "auxiliary-model", "manual"])
+        for name in ("max_attempts", "max_checks", "max_file_bytes", "review_ttl_seconds",
+                     "required_approvals"):
+            change.add_argument("--" + name.replace("_", "-"), type=int)
+        change.add_argument("--workspace-root", action="append")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            if options["action"] == "create":
+                project = project_create(slug=options["slug"], name=options["name"],
+                                         review_mode=options["review_mode"])
+                if options["workspace_root"]:
+                    project_set(project=project, workspace_roots=options["workspace_root"])
+                self.stdout.write(f"created project {project.slug}")
+                return
+            project = Project.objects.filter(slug=options["slug"]).first()
+            if project is None:
+                raise CommandError(f"no project {options['slug']!r}")
+            changes: dict[str, Any] = {
+                name: options[name] for name in SETTABLE if options.get(name) is not None
+            }
+            if options.get("workspace_root"):
+                changes["workspace_roots"] = options["workspace_root"]
+            if not changes:
+                raise CommandError("nothing to set")
+            project_set(project=project, **changes)
+            self.stdout.write(f"updated project {project.slug}: {', '.join(changes)}")
+        except ValidationError as exc:
+            raise CommandError("; ".join(
+                f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items()
+            )) from None

@@ -1,0 +1,225 @@
+"""ARCHITECTURE §4: projects, people, tokens, sessions and their append-only logs."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+
+class ReviewMode(models.TextChoices):
+    REQUIRED = "required"
+    OFF = "off"
+
+
+class AuthoringMode(models.TextChoices):
+    CURRENT_AGENT = "current-agent"
+    AUXILIARY_MODEL = "auxiliary-model"
+    MANUAL = "manual"
+
+
+class Project(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    max_attempts = models.PositiveSmallIntegerField(
+        default=3, validators=[MinValueValidator(1), MaxValueValidator(10)]
+    )
+    max_checks = models.PositiveSmallIntegerField(
+        default=20, validators=[MinValueValidator(1), MaxValueValidator(100)]
+    )
+    max_file_bytes = models.PositiveIntegerField(
+        default=1024 * 1024, validators=[MinValueValidator(1), MaxValueValidator(10 * 1024 * 1024)]
+    )
+    review_mode = models.CharField(
+        max_length=16, choices=ReviewMode.choices, default=ReviewMode.REQUIRED
+    )
+    authoring_mode = models.CharField(
+        max_length=16, choices=AuthoringMode.choices, default=AuthoringMode.CURRENT_AGENT
+    )
+    review_ttl_seconds = models.PositiveIntegerField(
+        default=24 * 3600, validators=[MinValueValidator(60), MaxValueValidator(30 * 24 * 3600)]
+    )
+    required_approvals = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(10)]
+    )
+    workspace_roots = models.JSONField(
+        default=list, blank=True, help_text="Absolute directories agents may bind sessions under."
+    )
+    extra_event_types = models.JSONField(
+        default=list, blank=True, help_text="Event types beyond the Harness catalog to accept."
+    )
+    webhook_url = models.URLField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Role(models.TextChoices):
+    REVIEWER = "reviewer"
+    OPERATOR = "operator"
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "project", "role"], name="membership_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} of {self.project}"
+
+
+class AgentToken(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, help_text="Identifies the token; not a secret.")
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+
+class WorkspaceKind(models.TextChoices):
+    PATH = "path"
+    SNAPSHOT = "snapshot"
+
+
+class Session(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="sessions")
+    external_id = models.CharField(max_length=200, null=True, blank=True)
+    workspace_kind = models.CharField(max_length=16, choices=WorkspaceKind.choices)
+    workspace_path = models.CharField(max_length=4096, blank=True)
+    header = models.JSONField(null=True, blank=True)
+    imported = models.BooleanField(default=False)
+    created_by = models.ForeignKey(AgentToken, null=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "external_id"], name="session_external_id_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+
+class Origin(models.TextChoices):
+    AGENT = "agent"
+    GOVERNOR = "governor"
+
+
+class Event(models.Model):
+    """One entry of a session log. Never updated or deleted (a database trigger refuses it)."""
+
+    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=128)
+    time = models.BigIntegerField()
+    origin = models.CharField(max_length=8, choices=Origin.choices)
+    data = models.JSONField()
+    meta = models.JSONField(null=True, blank=True)
+    raw = models.TextField(null=True, blank=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+    # Denormalised from `data` at append time so evidence questions are indexed lookups.
+    tool_name = models.CharField(max_length=256, null=True, blank=True)
+    call_id = models.CharField(max_length=256, null=True, blank=True)
+    is_error = models.BooleanField(null=True)
+    governor_tool = models.BooleanField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="event_session_seq_unique")
+        ]
+        indexes = [
+            models.Index(fields=["session", "type", "seq"], name="event_session_type_seq"),
+            models.Index(fields=["session", "tool_name", "seq"], name="event_session_tool_seq"),
+            models.Index(fields=["session", "call_id"], name="event_session_call"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq} {self.type}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise PermissionError("events are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise PermissionError("events are append-only")
+
+
+class SessionState(models.Model):
+    """Projection of the log, updated in the same transaction as every append."""
+
+    session = models.OneToOneField(
+        Session, primary_key=True, on_delete=models.PROTECT, related_name="state"
+    )
+    next_seq = models.PositiveIntegerField(default=0)
+    head = models.CharField(max_length=64)
+    trace = models.JSONField(default=dict)
+    lifecycle = models.JSONField(default=dict)
+    last_mutation_seq = models.IntegerField(default=-1)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"state of {self.session_id}"
+
+
+class EventBatch(models.Model):
+    """The answer to an appended batch, so a replay after a lost response stores nothing twice."""
+
+    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="batches")
+    key = models.CharField(max_length=200)
+    digest = models.CharField(max_length=64)
+    first_seq = models.PositiveIntegerField()
+    last_seq = models.PositiveIntegerField()
+    head = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "key"], name="event_batch_key_unique")
+        ]
+
+
+class SigningKey(models.Model):
+    keyid = models.CharField(max_length=64, unique=True)
+    public_key = models.CharField(max_length=64, help_text="Base64 of the raw Ed25519 key.")
+    private_key = models.BinaryField(editable=False)
+    active = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["active"], condition=models.Q(active=True), name="one_active_signing_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.keyid
+
+
+class Attestation(models.Model):
+    """A signed DSSE envelope over one governor event (an activated contract or a terminal)."""
+
+    event = models.OneToOneField(Event, on_delete=models.PROTECT, related_name="attestation")
+    keyid = models.CharField(max_length=64)
+    envelope = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)

@@ -1,0 +1,32 @@
+"""Errors raised by services. The API maps each class to one HTTP status in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ServiceError(Exception):
+    code = "error"
+
+    def __init__(self, message: str, *, details: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class NotFound(ServiceError):
+    code = "NOT_FOUND"
+
+
+class Conflict(ServiceError):
+    code = "CONFLICT"
+
+
+class Invalid(ServiceError):
+    """Bad input: `details` lists {"path", "message"} for every failing field."""
+
+    code = "VALIDATION"
+
+
+class Unavailable(ServiceError):
+    code = "UNAVAILABLE"

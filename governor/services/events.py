@@ -1,0 +1,183 @@
+"""Appending to a session log: validation, seq assignment, hash chain and projection, atomically."""
+
+from __future__ import annotations
+
+import time as clock
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from governor.domain import harness, lifecycle
+from governor.domain.canonical import canonical_bytes, sha256_hex
+from governor.domain.chain import event_hash
+from governor.models import Event, EventBatch, Origin, Session, SessionState
+from governor.services.errors import Conflict
+
+ENVELOPE_META = (("seq", "sourceSeq"), ("ignorable", "ignorable"), ("surfaceOp", "surfaceOp"),
+                 ("sourceEventSeqs", "sourceEventSeqs"))
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    first_seq: int
+    last_seq: int
+    head: str
+    replayed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"first_seq": self.first_seq, "last_seq": self.last_seq, "head": self.head}
+
+
+def now_ms() -> int:
+    return int(clock.time() * 1000)
+
+
+def _locked_state(session: Session) -> SessionState:
+    return SessionState.objects.select_for_update().get(session=session)
+
+
+def _index_fields(envelope: dict[str, Any]) -> dict[str, Any]:
+    kind = envelope["type"]
+    if kind == "tool/call":
+        info = harness.tool_call_info(envelope)
+        if info is not None:
+            call_id, name, _arguments = info
+            return {"call_id": call_id, "tool_name": name,
+                    "governor_tool": harness.is_governor_tool(name)}
+    elif kind == "tool/result":
+        result = harness.tool_result_info(envelope)
+        if result is not None:
+            call_id, is_error = result
+            return {"call_id": call_id, "is_error": is_error}
+    return {}
+
+
+def _is_workspace_mutation(envelope: dict[str, Any], fields: dict[str, Any]) -> bool:
+    if envelope["type"] == "tool/code-dispatch-start":
+        return True
+    return envelope["type"] == "tool/call" and fields.get("governor_tool") is False
+
+
+def _build_rows(
+    session: Session,
+    state: SessionState,
+    envelopes: list[dict[str, Any]],
+    raws: list[str | None],
+    *,
+    origin: str,
+    imported: bool,
+) -> list[Event]:
+    session_id = str(session.id)
+    seq = state.next_seq
+    prev = state.head
+    rows = []
+    for envelope, raw in zip(envelopes, raws, strict=True):
+        meta = {name: envelope[key] for key, name in ENVELOPE_META if key in envelope}
+        if imported:
+            meta["imported"] = True
+        kind = envelope["type"]
+        time = envelope.get("time", 0)
+        digest = event_hash(session=session_id, seq=seq, type=kind, time=time, origin=origin,
+                            data=envelope["data"], prev=prev, meta=meta or None)
+        fields = _index_fields(envelope) if origin == Origin.AGENT else {}
+        if _is_workspace_mutation(envelope, fields):
+            state.last_mutation_seq = seq
+        rows.append(Event(session=session, seq=seq, type=kind, time=time, origin=origin,
+                          data=envelope["data"], meta=meta or None, raw=raw, prev_hash=prev,
+                          hash=digest, **fields))
+        prev = digest
+        seq += 1
+    state.next_seq = seq
+    state.head = prev
+    return rows
+
+
+def batch_digest(envelopes: list[dict[str, Any]]) -> str:
+    return sha256_hex(canonical_bytes(envelopes))
+
+
+def events_append(
+    *,
+    session: Session,
+    envelopes: list[dict[str, Any]],
+    raws: list[str | None] | None = None,
+    expected_seq: int | None = None,
+    idempotency_key: str | None = None,
+    extra_types: frozenset[str] = frozenset(),
+    imported: bool = False,
+) -> AppendResult:
+    """Append an agent batch all-or-nothing.
+
+    A batch is identified by the `Idempotency-Key` the client sent or, failing that, by its
+    `expected_seq`: the same batch sent again under the same key returns the first answer and
+    stores nothing; a different batch under a used key is a conflict.
+    """
+    raws = raws if raws is not None else [None] * len(envelopes)
+    key = idempotency_key or (f"expected-seq:{expected_seq}" if expected_seq is not None else None)
+    digest = batch_digest(envelopes) if key else ""
+    with transaction.atomic():
+        state = _locked_state(session)
+        if key:
+            previous = EventBatch.objects.filter(session=session, key=key).first()
+            if previous is not None:
+                if previous.digest != digest:
+                    raise Conflict(
+                        f"batch key {key!r} was already used for a different batch",
+                        details={"key": key, "first_seq": previous.first_seq},
+                    )
+                return AppendResult(previous.first_seq, previous.last_seq, previous.head, True)
+        if expected_seq is not None and expected_seq != state.next_seq:
+            raise Conflict(
+                f"expected_seq is {expected_seq} but the next seq is {state.next_seq}",
+                details={"expected_seq": expected_seq, "next_seq": state.next_seq},
+            )
+        trace = harness.validate_batch(
+            harness.TraceState.from_json(state.trace),
+            envelopes,
+            allow_reliability=imported,
+            extra_types=extra_types,
+        )
+        first_seq = state.next_seq
+        rows = _build_rows(session, state, envelopes, raws, origin=Origin.AGENT, imported=imported)
+        Event.objects.bulk_create(rows)
+        if imported:
+            state.lifecycle = _fold_governor_events(state, rows)
+        state.trace = trace.to_json()
+        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "last_mutation_seq",
+                                  "updated_at"])
+        result = AppendResult(first_seq, state.next_seq - 1, state.head)
+        if key:
+            EventBatch.objects.create(session=session, key=key, digest=digest,
+                                      first_seq=result.first_seq, last_seq=result.last_seq,
+                                      head=result.head)
+        return result
+
+
+def lifecycle_of(state: SessionState) -> lifecycle.LifecycleState:
+    return state.lifecycle or lifecycle.initial_state()  # type: ignore[return-value]
+
+
+def _fold_governor_events(state: SessionState, rows: list[Event]) -> lifecycle.LifecycleState:
+    folded = lifecycle_of(state)
+    for row in rows:
+        if row.type.startswith("reliability/"):
+            folded = lifecycle.apply(folded, {"seq": row.seq, "type": row.type, "data": row.data,
+                                              "imported": True})
+    return folded
+
+
+def governor_event_append(
+    *, session: Session, state: SessionState, type: str, data: dict[str, Any]
+) -> Event:
+    """Append one governor event. The caller holds the state row lock inside its transaction
+    and saves the state afterwards; the lifecycle projection is advanced here."""
+    [row] = _build_rows(session, state, [{"type": type, "time": now_ms(), "data": data}], [None],
+                        origin=Origin.GOVERNOR, imported=False)
+    row.save()
+    trace = harness.TraceState.from_json(state.trace)
+    trace.count = state.next_seq  # governor events take seqs in the same space as the agent's
+    state.trace = trace.to_json()
+    state.lifecycle = lifecycle.apply(
+        lifecycle_of(state), {"seq": row.seq, "type": row.type, "data": row.data})
+    return row

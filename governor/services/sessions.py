@@ -1,0 +1,128 @@
+"""Creating, importing and exporting sessions."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from governor import verify
+from governor.domain import harness
+from governor.domain.canonical import check_json_value
+from governor.domain.chain import GENESIS
+from governor.models import AgentToken, Attestation, Event, Project, Session, SessionState
+from governor.services import keys
+from governor.services.errors import Conflict, Invalid
+from governor.services.events import AppendResult, events_append, now_ms
+
+def allowed_roots(project: Project) -> list[Path]:
+    roots = list(project.workspace_roots or [])
+    if project.slug == "demo":
+        roots += settings.GOVERNOR_WORKSPACE_ROOTS
+    return [Path(os.path.realpath(root)) for root in roots]
+
+
+def workspace_resolve(project: Project, path: str) -> str:
+    """The canonical workspace directory, which must lie under one of the project's roots."""
+    if not path or not os.path.isabs(path) or "\x00" in path:
+        raise Invalid("workspace.path must be an absolute path",
+                      details=[{"path": "workspace.path", "message": "must be an absolute path"}])
+    real = Path(os.path.realpath(path))
+    roots = allowed_roots(project)
+    if not any(real == root or root in real.parents for root in roots):
+        message = (f"{real} is not under an allowed workspace root of project {project.slug}"
+                   if roots else f"project {project.slug} has no allowed workspace roots")
+        raise Invalid(message, details=[{"path": "workspace.path", "message": message}])
+    if not real.is_dir():
+        message = f"{real} is not a directory"
+        raise Invalid(message, details=[{"path": "workspace.path", "message": message}])
+    return str(real)
+
+
+def _new_session(**fields: Any) -> Session:
+    session = Session.objects.create(**fields)
+    SessionState.objects.create(session=session, head=GENESIS, trace=harness.TraceState().to_json())
+    return session
+
+
+def session_create(
+    *,
+    token: AgentToken,
+    workspace: dict[str, Any],
+    external_id: str | None = None,
+    header: dict[str, Any] | None = None,
+) -> tuple[Session, bool]:
+    """Create a session, or return the existing one for the same external id (created=False)."""
+    project = token.project
+    if external_id is not None:
+        existing = Session.objects.filter(project=project, external_id=external_id).first()
+        if existing is not None:
+            return existing, False
+    if workspace.get("kind") == "path":
+        path = workspace_resolve(project, workspace.get("path", ""))
+    else:
+        message = "only {\"kind\": \"path\"} workspaces are supported by this server"
+        raise Invalid(message, details=[{"path": "workspace.kind", "message": message}])
+    if header is not None:
+        check_json_value(header)
+    try:
+        with transaction.atomic():
+            session = _new_session(project=project, external_id=external_id,
+                                   workspace_kind="path", workspace_path=path, header=header,
+                                   created_by=token)
+    except IntegrityError:
+        # A concurrent create with the same external id won the race: answer as a replay.
+        existing = Session.objects.filter(project=project, external_id=external_id).first()
+        if existing is None:
+            raise
+        return existing, False
+    return session, True
+
+
+def session_import(
+    *, token: AgentToken, text: str, workspace: dict[str, Any] | None, external_id: str | None
+) -> tuple[Session, AppendResult]:
+    """A whole Harness JSONL log as a new session: accepted whole or refused with nothing kept."""
+    header, envelopes = harness.parse_log(text)
+    project = token.project
+    extra_types = frozenset(project.extra_event_types)
+    harness.validate_log(header, envelopes, extra_types=extra_types)
+    path = ""
+    if workspace is not None:
+        path = workspace_resolve(project, workspace.get("path", ""))
+    if external_id and Session.objects.filter(project=project, external_id=external_id).exists():
+        raise Conflict(f"a session with external_id {external_id!r} already exists")
+    with transaction.atomic():
+        session = _new_session(project=project, external_id=external_id, workspace_kind="path",
+                               workspace_path=path, header=header, imported=True,
+                               created_by=token)
+        result = events_append(session=session, envelopes=envelopes, extra_types=extra_types,
+                               imported=True)
+    return session, result
+
+
+def export_lines(session: Session) -> Iterator[str]:
+    """The export of ARCHITECTURE §6, one canonical JSON text per line, as `governor.verify`
+    checks it."""
+    session_id = str(session.id)
+    yield verify.serialise_line(verify.header_line(
+        session=session_id, project=session.project.slug, harness=session.header,
+        exported_at=now_ms()))
+    events = Event.objects.filter(session=session).order_by("seq")
+    for event in events.iterator(chunk_size=2000):
+        yield verify.serialise_line(verify.event_line(
+            session=session_id, seq=event.seq, type=event.type, time=event.time,
+            origin=event.origin, data=event.data, prev=event.prev_hash, hash=event.hash,
+            meta=event.meta))
+    attestations = Attestation.objects.filter(event__session=session).select_related("event")
+    keyids = set()
+    for attestation in attestations.order_by("event__seq"):
+        keyids.add(attestation.keyid)
+        yield verify.serialise_line(
+            verify.attestation_line(seq=attestation.event.seq, envelope=attestation.envelope))
+    for key in keys.export_key_lines(keyids):
+        yield verify.serialise_line(key)

@@ -1,0 +1,50 @@
+"""Agent tokens: shown once, stored as a SHA-256 digest, revocable."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.utils import timezone
+
+from governor.models import AgentToken, Project
+
+TOKEN_PREFIX = "gov_"
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+def token_digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def token_create(*, project: Project, name: str) -> tuple[AgentToken, str]:
+    """A new token and its secret; the secret is never stored and cannot be shown again."""
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = AgentToken.objects.create(
+        project=project, name=name, prefix=secret[:12], digest=token_digest(secret)
+    )
+    return token, secret
+
+
+def token_authenticate(secret: str) -> AgentToken | None:
+    if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
+        return None
+    token = (
+        AgentToken.objects.select_related("project")
+        .filter(digest=token_digest(secret), revoked_at__isnull=True)
+        .first()
+    )
+    if token is None:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        AgentToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
+
+
+def token_revoke(*, token: AgentToken) -> None:
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])

@@ -1,0 +1,267 @@
+"""All settings, read from the environment once, failing loudly on bad values.
+
+Embedded defaults need nothing running: SQLite under var/ and, when Redis does not answer,
+Celery's filesystem transport under var/.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("GOVERNOR_VAR_DIR", BASE_DIR / "var")).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r}: expected one of 1/0, true/false, yes/no, on/off")
+
+
+def env_int(name: str, default: int, *, minimum: int, maximum: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected an integer") from None
+    if not minimum <= value <= maximum:
+        raise ImproperlyConfigured(f"{name}={value}: expected {minimum}..{maximum}")
+    return value
+
+
+def database_from_url(url: str) -> dict[str, object]:
+    """sqlite:///relative/or//absolute/path, postgres://user:pass@host:port/name?opt=value."""
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        path = unquote(parsed.path[1:] if parsed.path.startswith("/") else parsed.path)
+        if not path:
+            raise ImproperlyConfigured(f"DATABASE_URL={url!r}: sqlite URL has no file path")
+        return sqlite_database(Path(path) if path.startswith("/") else BASE_DIR / path)
+    if parsed.scheme in {"postgres", "postgresql", "pgsql"}:
+        name = unquote(parsed.path.lstrip("/"))
+        if not name:
+            raise ImproperlyConfigured(f"DATABASE_URL={url!r}: PostgreSQL URL has no database name")
+        options = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": name,
+            "USER": unquote(parsed.username or ""),
+            "PASSWORD": unquote(parsed.password or ""),
+            "HOST": parsed.hostname or "",
+            "PORT": str(parsed.port or ""),
+            "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
+            "OPTIONS": options,
+        }
+    raise ImproperlyConfigured(
+        f"DATABASE_URL={url!r}: unsupported scheme {parsed.scheme!r} (use sqlite:// or postgres://)"
+    )
+
+
+def sqlite_database(path: Path) -> dict[str, object]:
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(path),
+        "OPTIONS": {
+            # Writers take the lock at BEGIN, so concurrent appends queue instead of failing.
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
+            ),
+        },
+    }
+
+
+def secret_key() -> str:
+    if os.environ.get("SECRET_KEY"):
+        return os.environ["SECRET_KEY"]
+    key_file = os.environ.get("SECRET_KEY_FILE")
+    if key_file:
+        try:
+            value = Path(key_file).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"SECRET_KEY_FILE={key_file!r}: {exc.strerror}") from None
+        if not value:
+            raise ImproperlyConfigured(f"SECRET_KEY_FILE={key_file!r} is empty")
+        return value
+    generated = VAR_DIR / "secret_key"
+    if not generated.exists():
+        fd = os.open(generated, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(64))
+    return generated.read_text().strip()
+
+
+def redis_answers(host: str = "127.0.0.1", port: int = 6379) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.3) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def broker_choice() -> tuple[str, str]:
+    """ARCHITECTURE §3: the configured broker, else local Redis if it answers, else files."""
+    configured = os.environ.get("GOVERNOR_BROKER_URL", "").strip()
+    if configured:
+        if not configured.startswith(("redis://", "rediss://", "filesystem://", "memory://")):
+            raise ImproperlyConfigured(
+                f"GOVERNOR_BROKER_URL={configured!r}: expected redis://, rediss:// or filesystem://"
+            )
+        return configured, "configured by GOVERNOR_BROKER_URL"
+    if redis_answers():
+        return "redis://127.0.0.1:6379/0", "Redis answered on 127.0.0.1:6379"
+    return "filesystem://", f"Redis did not answer; embedded filesystem broker under {VAR_DIR}"
+
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = secret_key()
+ALLOWED_HOSTS = [
+    host.strip()
+    for host in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
+    if host.strip()
+]
+if not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS is empty")
+CSRF_TRUSTED_ORIGINS = [
+    origin.strip()
+    for origin in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",")
+    if origin.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "governor.apps.GovernorConfig",
+    "reviews.apps.ReviewsConfig",
+    "verification.apps.VerificationConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "governor.urls"
+WSGI_APPLICATION = "governor.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+DATABASES = {
+    "default": database_from_url(os.environ["DATABASE_URL"])
+    if os.environ.get("DATABASE_URL")
+    else sqlite_database(VAR_DIR / "governor.sqlite3")
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/reviews/"
+
+LANGUAGE_CODE = "en"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+
+# Request bodies: the events route takes up to 1,000 events, an import a whole log.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(
+    "GOVERNOR_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=256 * 1024 * 1024
+)
+GOVERNOR_MAX_IMPORT_BYTES = env_int(
+    "GOVERNOR_MAX_IMPORT_BYTES", 64 * 1024 * 1024, minimum=1024, maximum=1024 * 1024 * 1024
+)
+GOVERNOR_MAX_BATCH = 1000
+GOVERNOR_WORKSPACE_ROOTS = [
+    root for root in os.environ.get("GOVERNOR_WORKSPACE_ROOTS", "").split(":") if root
+]
+
+BROKER_URL, BROKER_REASON = broker_choice()
+CELERY_BROKER_URL = BROKER_URL
+if BROKER_URL.startswith("filesystem://"):
+    BROKER_DIR = VAR_DIR / "broker"
+    (BROKER_DIR / "queue").mkdir(parents=True, exist_ok=True)
+    (BROKER_DIR / "processed").mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+else:
+    # Above the longest profile timeout (15 min), so a slow run is not redelivered mid-run.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+
+EMAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
+)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "governor@localhost")
+
+# Production behind TLS: GOVERNOR_HTTPS=1 turns on every transport-security setting.
+HTTPS = env_bool("GOVERNOR_HTTPS", False)
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_SSL_REDIRECT = HTTPS
+SECURE_HSTS_SECONDS = 31536000 if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if HTTPS else None
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

@@ -1,0 +1,18 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.conf import settings
+from django.urls import path, re_path
+from django.views.static import serve
+
+from governor import views
+from governor.api import api
+
+urlpatterns = [
+    path("healthz", views.healthz, name="healthz"),
+    path("api/v1/", api.urls),
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Vendored htmx, CSS and the admin's assets, collected by `make run`; small and immutable.
+    re_path(r"^static/(?P<path>.*)$", serve, {"document_root": settings.STATIC_ROOT}),
+]

@@ -1,0 +1,558 @@
+"""Offline verifier for session exports (SEMANTICS §1.5, ARCHITECTURE §5).
+
+    python -m governor.verify EXPORT.jsonl [--key KEYFILE]
+
+Needs only `cryptography`, `rfc8785` and the standard library (through the Django-free modules
+`governor.domain.canonical`, `.chain` and `.attestation`). Exit 0 with a one-line summary when the
+export verifies, exit 1 with `FAIL: seq N: <what>` (or `FAIL: line L: <what>` for a line that is
+not an event) naming the first problem.
+
+Export format `reliability-governor-export/1`
+=============================================
+
+JSONL: UTF-8, one JSON object per line, each line exactly the RFC 8785 (JCS) serialisation of its
+object followed by "\\n". Because every line must be canonical, no byte of it can change without
+changing the value it stands for. The lines come in this order:
+
+1. One header line:
+   `{"kind": "header", "format": "reliability-governor-export/1", "session": <uuid string>,
+   "project": <project slug>, "harness": <Harness header object or null>, "exportedAt": <ms>}`.
+   The header is informational: only `session` is cross-checked (against every event).
+
+2. One line per event, seq 0, 1, 2, … without gaps:
+   `{"kind": "event", "session", "seq", "type", "time", "origin": "agent"|"governor", "data",
+   "prev", "hash"}` plus, only when the event has them, the meta keys of `chain.META_KEYS` at top
+   level (`sourceSeq`, `ignorable`, `surfaceOp`, `sourceEventSeqs`, `imported`).
+   `prev` is the previous event's `hash` (`chain.GENESIS` for seq 0) and
+   `hash = chain.event_hash(session, seq, type, time, origin, data, prev, meta)` where `meta` is
+   the dict of the meta keys present. Events whose type is in `RECEIPTED_EVENTS` carry a receipt
+   that must recompute: `receipt(kind, document minus "receipt")`, the document being `data`
+   itself or the field of `data` the table names (`reliability/contract` → `data.contract`, the
+   stored contract, whose id is `data.contract.id`).
+
+3. One line per attestation, in increasing seq order:
+   `{"kind": "attestation", "seq": <seq of the governor event it signs>, "envelope": <DSSE>}`.
+   Every `reliability/contract` and `reliability/terminal` event written by this server (origin
+   "governor", not `imported`) has exactly one; imported events have none. The envelope's
+   statement (see `governor.domain.attestation`) names `session:<session>/contract:<contract id>`
+   with digest sha256 = the hash of the event at `seq` (the chain head when it was signed), and
+   its predicate equals the event: kind, eventSeq, contractReceipt (the contract event's receipt;
+   for a terminal, that of the latest contract event with the terminal's `contractId`), and for a
+   terminal status, reason, terminalReceipt = its receipt, attemptReceipt when it has one.
+
+4. One line per public key, in increasing keyid order:
+   `{"kind": "key", "keyid": "ed25519:<16 hex>", "algorithm": "ed25519",
+   "publicKey": <standard base64 of the raw 32 bytes>}`; keyid is derived from the key.
+   With `--key KEYFILE` (a JSON list of key lines, or one key line) only the file's keys are
+   trusted and the export's key lines are checked for form but not used.
+
+What it cannot see: lines removed from the end of the event section after the last attested event,
+and the header's unchained fields (project, harness, exportedAt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from governor.domain.attestation import (
+    AttestationError,
+    decode_public_key,
+    encode_public_key,
+    key_id,
+    subject_name,
+    verify_envelope,
+)
+from governor.domain.canonical import (
+    JSONValueError,
+    canonical_bytes,
+    canonical_equal,
+    loads_strict,
+    receipt,
+)
+from governor.domain.chain import GENESIS, META_KEYS, event_hash
+
+FORMAT = "reliability-governor-export/1"
+
+
+class ReceiptRule(NamedTuple):
+    kind: str
+    """The receipt kind (SEMANTICS §1.4)."""
+    field: str | None
+    """The field of `data` holding the receipted document, or None when it is `data` itself."""
+
+
+RECEIPTED_EVENTS: dict[str, ReceiptRule] = {
+    "reliability/attempt": ReceiptRule("attempt", None),
+    "reliability/terminal": ReceiptRule("terminal", None),
+    "reliability/contract": ReceiptRule("contract", "contract"),
+}
+"""Event type → how its receipt recomputes. Extend as more governor events are verified."""
+
+ATTESTED_EVENTS = {"reliability/contract": "contract", "reliability/terminal": "terminal"}
+"""Event type → predicate kind of the attestation every such event written here must have."""
+
+_HEADER_KEYS = {"kind", "format", "session", "project", "harness", "exportedAt"}
+_EVENT_KEYS = {"kind", "session", "seq", "type", "time", "origin", "data", "prev", "hash"}
+_ATTESTATION_KEYS = {"kind", "seq", "envelope"}
+_KEY_KEYS = {"kind", "keyid", "algorithm", "publicKey"}
+_SECTIONS = ("header", "event", "attestation", "key")
+
+
+# --- writing the format (the server's export route and the tests use these) -------------------
+
+
+def serialise_line(line: Mapping[str, Any]) -> str:
+    """The exact text of one export line, without its "\\n"."""
+    return canonical_bytes(line).decode("utf-8")
+
+
+def header_line(
+    *, session: str, project: str, harness: Mapping[str, Any] | None, exported_at: int
+) -> dict[str, Any]:
+    return {
+        "kind": "header",
+        "format": FORMAT,
+        "session": session,
+        "project": project,
+        "harness": harness,
+        "exportedAt": exported_at,
+    }
+
+
+def event_line(
+    *,
+    session: str,
+    seq: int,
+    type: str,
+    time: int,
+    origin: str,
+    data: Any,
+    prev: str,
+    hash: str,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    line = {
+        "kind": "event",
+        "session": session,
+        "seq": seq,
+        "type": type,
+        "time": time,
+        "origin": origin,
+        "data": data,
+        "prev": prev,
+        "hash": hash,
+    }
+    for key, value in (meta or {}).items():
+        if key not in META_KEYS:
+            raise ValueError(f"event meta: {key!r} is not one of {list(META_KEYS)}")
+        line[key] = value
+    return line
+
+
+def attestation_line(*, seq: int, envelope: Mapping[str, Any]) -> dict[str, Any]:
+    return {"kind": "attestation", "seq": seq, "envelope": dict(envelope)}
+
+
+def key_line(public_key: Ed25519PublicKey) -> dict[str, Any]:
+    return {
+        "kind": "key",
+        "keyid": key_id(public_key),
+        "algorithm": "ed25519",
+        "publicKey": encode_public_key(public_key),
+    }
+
+
+# --- verifying ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Failure:
+    message: str
+    seq: int | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        if self.seq is not None:
+            return f"seq {self.seq}: {self.message}"
+        return f"line {self.line}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Report:
+    session: str | None
+    events: int
+    attestations: int
+    keys: int
+    head: str
+    failure: Failure | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    def summary(self) -> str:
+        if self.failure is not None:
+            return f"FAIL: {self.failure}"
+        return (
+            f"OK: session {self.session}: {self.events} events, "
+            f"{self.attestations} attestations, {self.keys} keys, head {self.head}"
+        )
+
+
+class _Refused(Exception):
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+@dataclass
+class _Event:
+    seq: int
+    type: str
+    origin: str
+    data: Any
+    hash: str
+    imported: bool
+
+    @property
+    def predicate_kind(self) -> str | None:
+        """The attestation this server must have written for the event, if any."""
+        if self.origin != "governor" or self.imported:
+            return None
+        return ATTESTED_EVENTS.get(self.type)
+
+
+class _Export:
+    """One pass over the lines in order, then the attestations against the keys."""
+
+    def __init__(self, trusted_keys: Mapping[str, Ed25519PublicKey] | None) -> None:
+        self.trusted_keys = trusted_keys
+        self.section: str | None = None
+        self.session: str | None = None
+        self.head = GENESIS
+        self.events: list[_Event] = []
+        self.contract_receipts: dict[str, str] = {}
+        self.latest_contract_at: dict[int, str | None] = {}
+        self.attestations: list[tuple[int, int, Any]] = []
+        self.export_keys: dict[str, Ed25519PublicKey] = {}
+
+    # where a problem is reported: inside the event section, at the seq expected there
+    def refuse(self, line_no: int, message: str) -> _Refused:
+        if self.section in ("header", "event"):
+            return _Refused(Failure(message, seq=len(self.events), line=line_no))
+        return _Refused(Failure(message, line=line_no))
+
+    def read(self, line_no: int, raw: str | bytes) -> None:
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise self.refuse(line_no, f"line is not UTF-8 ({exc.reason})") from None
+        text = raw[:-1] if raw.endswith("\n") else raw
+        try:
+            obj = loads_strict(text)
+        except JSONValueError as exc:
+            raise self.refuse(line_no, f"line is not strict JSON: {exc}") from None
+        if type(obj) is not dict:
+            raise self.refuse(line_no, "line is not a JSON object")
+        if serialise_line(obj) != text:
+            raise self.refuse(line_no, "line is not in canonical (RFC 8785) form")
+        kind = obj.get("kind")
+        if kind not in _SECTIONS:
+            raise self.refuse(line_no, f"unknown line kind {kind!r}")
+        if self.section is None and kind != "header":
+            raise self.refuse(line_no, "the first line must be the header")
+        if self.section is not None and _SECTIONS.index(kind) < _SECTIONS.index(self.section):
+            raise self.refuse(line_no, f"{kind} line after the {self.section} lines")
+        if kind == "header" and self.section is not None:
+            raise self.refuse(line_no, "a second header")
+        if kind == "header":
+            self.read_header(line_no, obj)
+        elif kind == "event":
+            self.section = "event"
+            self.read_event(line_no, obj)
+        elif kind == "attestation":
+            self.section = "attestation"
+            self.read_attestation(line_no, obj)
+        else:
+            self.section = "key"
+            self.read_key(line_no, obj)
+
+    def read_header(self, line_no: int, obj: dict[str, Any]) -> None:
+        if set(obj) != _HEADER_KEYS:
+            raise self.refuse(line_no, f"header: expected exactly the keys {sorted(_HEADER_KEYS)}")
+        if obj["format"] != FORMAT:
+            raise self.refuse(line_no, f"header: format must be {FORMAT!r}")
+        session = obj["session"]
+        if type(session) is not str or not _is_uuid(session):
+            raise self.refuse(line_no, "header: session must be a UUID string")
+        if type(obj["project"]) is not str:
+            raise self.refuse(line_no, "header: project must be a string")
+        if obj["harness"] is not None and type(obj["harness"]) is not dict:
+            raise self.refuse(line_no, "header: harness must be an object or null")
+        if type(obj["exportedAt"]) is not int:
+            raise self.refuse(line_no, "header: exportedAt must be an integer (ms)")
+        self.section = "header"
+        self.session = session
+
+    def read_event(self, line_no: int, obj: dict[str, Any]) -> None:
+        seq = len(self.events)
+        missing = _EVENT_KEYS - set(obj)
+        unknown = set(obj) - _EVENT_KEYS - set(META_KEYS)
+        if missing or unknown:
+            raise self.refuse(
+                line_no, f"event keys: missing {sorted(missing)}, unknown {sorted(unknown)}"
+            )
+        if obj["session"] != self.session:
+            raise self.refuse(line_no, f"event session {obj['session']!r} is not the header's")
+        if type(obj["seq"]) is not int or obj["seq"] != seq:
+            raise self.refuse(line_no, f"expected seq {seq}, found {obj['seq']!r}")
+        if type(obj["type"]) is not str or not obj["type"]:
+            raise self.refuse(line_no, "type must be a non-empty string")
+        if type(obj["time"]) is not int:
+            raise self.refuse(line_no, "time must be an integer (ms)")
+        if obj["origin"] not in ("agent", "governor"):
+            raise self.refuse(line_no, "origin must be 'agent' or 'governor'")
+        if obj["prev"] != self.head:
+            previous = "GENESIS" if seq == 0 else f"the hash of seq {seq - 1}"
+            raise self.refuse(line_no, f"prev is not {previous}")
+        meta = {key: obj[key] for key in META_KEYS if key in obj}
+        recomputed = event_hash(
+            session=obj["session"],
+            seq=seq,
+            type=obj["type"],
+            time=obj["time"],
+            origin=obj["origin"],
+            data=obj["data"],
+            prev=obj["prev"],
+            meta=meta,
+        )
+        if obj["hash"] != recomputed:
+            raise self.refuse(line_no, "hash does not recompute (the event was altered)")
+        rule = RECEIPTED_EVENTS.get(obj["type"])
+        if rule is not None:
+            self.check_receipt(line_no, obj["type"], obj["data"], rule)
+        event = _Event(
+            seq=seq,
+            type=obj["type"],
+            origin=obj["origin"],
+            data=obj["data"],
+            hash=recomputed,
+            imported=obj.get("imported") is True,
+        )
+        if event.type == "reliability/contract":
+            contract_id = contract_id_of(event.type, event.data)
+            if contract_id is not None:
+                self.contract_receipts[contract_id] = event.data["contract"]["receipt"]
+        if event.type == "reliability/terminal":
+            contract_id = contract_id_of(event.type, event.data)
+            self.latest_contract_at[seq] = self.contract_receipts.get(contract_id or "")
+        self.events.append(event)
+        self.head = recomputed
+
+    def check_receipt(self, line_no: int, event_type: str, data: Any, rule: ReceiptRule) -> None:
+        document = data
+        where = "data"
+        if rule.field is not None:
+            document = data.get(rule.field) if type(data) is dict else None
+            where = f"data.{rule.field}"
+        if type(document) is not dict or type(document.get("receipt")) is not str:
+            raise self.refuse(line_no, f"{event_type}: {where} must be an object with a receipt")
+        payload = {key: value for key, value in document.items() if key != "receipt"}
+        if receipt(rule.kind, payload) != document["receipt"]:
+            raise self.refuse(
+                line_no, f"{event_type}: {where}.receipt does not recompute ({rule.kind!r})"
+            )
+
+    def read_attestation(self, line_no: int, obj: dict[str, Any]) -> None:
+        if set(obj) != _ATTESTATION_KEYS:
+            raise self.refuse(
+                line_no, f"attestation: expected exactly the keys {sorted(_ATTESTATION_KEYS)}"
+            )
+        seq = obj["seq"]
+        if type(seq) is not int:
+            raise self.refuse(line_no, "attestation: seq must be an integer")
+        if self.attestations and seq <= self.attestations[-1][1]:
+            raise self.refuse(line_no, f"attestation of seq {seq} is out of seq order")
+        self.attestations.append((line_no, seq, obj["envelope"]))
+
+    def read_key(self, line_no: int, obj: dict[str, Any]) -> None:
+        try:
+            keyid, public_key = parse_key_line(obj)
+        except AttestationError as exc:
+            raise self.refuse(line_no, str(exc)) from None
+        if self.export_keys and keyid <= max(self.export_keys):
+            raise self.refuse(line_no, f"key {keyid} is out of keyid order")
+        self.export_keys[keyid] = public_key
+
+    def check_attestations(self) -> None:
+        keys = self.export_keys if self.trusted_keys is None else self.trusted_keys
+        attested: set[int] = set()
+        for line_no, seq, envelope in self.attestations:
+            where = f"attestation of seq {seq}"
+            if not 0 <= seq < len(self.events):
+                raise self.refuse(line_no, f"{where}: no event has that seq")
+            event = self.events[seq]
+            predicate_kind = event.predicate_kind
+            if predicate_kind is None:
+                raise self.refuse(
+                    line_no, f"{where}: a {event.type} event ({event.origin}) is not attested"
+                )
+            try:
+                statement = verify_envelope(envelope, keys)
+            except AttestationError as exc:
+                raise self.refuse(line_no, f"{where}: {exc}") from None
+            problem = self.statement_problem(event, predicate_kind, statement)
+            if problem:
+                raise self.refuse(line_no, f"{where}: {problem}")
+            attested.add(seq)
+        for event in self.events:
+            if event.predicate_kind is not None and event.seq not in attested:
+                raise _Refused(Failure(f"{event.type} event has no attestation", seq=event.seq))
+
+    def statement_problem(self, event: _Event, kind: str, statement: dict[str, Any]) -> str:
+        subject = statement["subject"][0]
+        contract_id = contract_id_of(event.type, event.data)
+        if contract_id is None:
+            return "the event names no contract id"
+        if subject["name"] != subject_name(self.session or "", contract_id):
+            return f"subject {subject['name']!r} is not this session and contract"
+        if subject["digest"]["sha256"] != event.hash:
+            return "subject digest is not the hash of the event it signs"
+        predicate = statement["predicate"]
+        if predicate["kind"] != kind:
+            return f"predicate kind {predicate['kind']!r} for a {event.type} event"
+        if predicate["eventSeq"] != event.seq:
+            return f"predicate eventSeq {predicate['eventSeq']} is not {event.seq}"
+        if kind == "contract":
+            expected_contract = event.data["contract"].get("receipt")
+        else:
+            expected_contract = self.latest_contract_at.get(event.seq)
+            if expected_contract is None:
+                return f"no contract event for contract {contract_id!r} precedes the terminal"
+        if predicate["contractReceipt"] != expected_contract:
+            return "predicate contractReceipt is not the contract's receipt"
+        if kind == "terminal":
+            data = event.data
+            if predicate["terminalReceipt"] != data.get("receipt"):
+                return "predicate terminalReceipt is not the terminal's receipt"
+            if predicate.get("attemptReceipt") != data.get("attemptReceipt"):
+                return "predicate attemptReceipt is not the terminal's attemptReceipt"
+            if predicate["status"] != data.get("status"):
+                return "predicate status is not the terminal's status"
+            if "reason" not in data or not canonical_equal(predicate["reason"], data["reason"]):
+                return "predicate reason is not the terminal's reason"
+        return ""
+
+    def report(self, failure: Failure | None) -> Report:
+        keys = self.export_keys if self.trusted_keys is None else self.trusted_keys
+        return Report(
+            session=self.session,
+            events=len(self.events),
+            attestations=len(self.attestations),
+            keys=len(keys),
+            head=self.head,
+            failure=failure,
+        )
+
+
+def contract_id_of(event_type: str, data: Any) -> str | None:
+    """The contract an attested event is about: `data.contract.id` for a contract event,
+    `data.contractId` otherwise."""
+    if type(data) is not dict:
+        return None
+    holder = data.get("contract") if event_type == "reliability/contract" else data
+    key = "id" if event_type == "reliability/contract" else "contractId"
+    value = holder.get(key) if type(holder) is dict else None
+    return value if type(value) is str else None
+
+
+def parse_key_line(obj: Any) -> tuple[str, Ed25519PublicKey]:
+    """(keyid, public key) of a key line; the keyid must be the one derived from the key."""
+    if type(obj) is not dict or set(obj) != _KEY_KEYS or obj["kind"] != "key":
+        raise AttestationError(f"key line: expected exactly the keys {sorted(_KEY_KEYS)}")
+    if obj["algorithm"] != "ed25519":
+        raise AttestationError("key line: algorithm must be 'ed25519'")
+    public_key = decode_public_key(obj["publicKey"])
+    if obj["keyid"] != key_id(public_key):
+        raise AttestationError(f"key line: keyid {obj['keyid']!r} is not derived from the key")
+    return obj["keyid"], public_key
+
+
+def load_trusted_keys(text: str | bytes) -> dict[str, Ed25519PublicKey]:
+    """The keys of a key file: a JSON list of key lines, or one key line."""
+    try:
+        value = loads_strict(text)
+    except JSONValueError as exc:
+        raise AttestationError(f"key file: {exc}") from None
+    items = value if type(value) is list else [value]
+    if not items:
+        raise AttestationError("key file: no keys")
+    keys = dict(parse_key_line(item) for item in items)
+    return keys
+
+
+def verify_export(
+    lines: Iterable[str | bytes], trusted_keys: Mapping[str, Ed25519PublicKey] | None = None
+) -> Report:
+    """Verify an export line by line; the report names the first problem, if any. With
+    `trusted_keys`, attestations must be signed by those keys, whatever keys the export lists."""
+    export = _Export(trusted_keys)
+    line_no = 0
+    try:
+        for line_no, raw in enumerate(lines, start=1):
+            export.read(line_no, raw)
+        if export.section is None:
+            raise _Refused(Failure("the export is empty: no header", line=line_no + 1))
+        export.check_attestations()
+    except _Refused as refused:
+        return export.report(refused.failure)
+    return export.report(None)
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        return str(uuid.UUID(text)) == text
+    except ValueError:
+        return False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m governor.verify",
+        description="Verify a Reliability Governor session export offline: hash chain, "
+        "receipts and signed attestations.",
+    )
+    parser.add_argument("export", help="the export (JSONL) to verify")
+    parser.add_argument(
+        "--key",
+        metavar="KEYFILE",
+        help="trust only the keys in this file (a JSON list of key lines, or one key line)",
+    )
+    args = parser.parse_args(argv)
+    trusted_keys = None
+    try:
+        if args.key is not None:
+            trusted_keys = load_trusted_keys(Path(args.key).read_bytes())
+        data = Path(args.export).read_bytes()
+    except (OSError, AttestationError) as exc:
+        print(f"FAIL: {exc}")
+        return 1
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    report = verify_export(lines, trusted_keys)
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

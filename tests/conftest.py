@@ -1,0 +1,90 @@
+"""Shared personas: a project with a workspace, its agent, a reviewer, an outsider."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from governor.models import Membership, Project, Role
+from governor.services.tokens import token_create
+
+SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"
+
+
+class AgentClient:
+    """The agent's side of the HTTP API, as a coding agent would call it."""
+
+    def __init__(self, secret: str) -> None:
+        self.client = Client()
+        self.secret = secret
+
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self.secret}"}
+        headers.update(extra or {})
+        return headers
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.client.get("/api/v1" + path, params, headers=self._headers())
+
+    def post(self, path: str, body: Any = None, *, raw: bytes | str | None = None,
+             headers: dict[str, str] | None = None,
+             content_type: str = "application/json") -> Any:
+        data = raw if raw is not None else json.dumps(body if body is not None else {})
+        return self.client.post("/api/v1" + path, data=data, content_type=content_type,
+                                headers=self._headers(headers))
+
+    def delete(self, path: str) -> Any:
+        return self.client.delete("/api/v1" + path, headers=self._headers())
+
+    def create_session(self, workspace: Path, **extra: Any) -> dict[str, Any]:
+        response = self.post("/sessions", {"workspace": {"kind": "path", "path": str(workspace)},
+                                           **extra})
+        assert response.status_code in (200, 201), response.content
+        return response.json()
+
+    def append(self, session_id: str, events: list[dict[str, Any]], **extra: Any) -> Any:
+        return self.post(f"/sessions/{session_id}/events", {"events": events, **extra})
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def project(db: Any, workspace: Path) -> Project:
+    return Project.objects.create(slug="acme", name="Acme", review_mode="off",
+                                  workspace_roots=[str(workspace.parent)])
+
+
+@pytest.fixture
+def agent(project: Project) -> AgentClient:
+    _, secret = token_create(project=project, name="agent")
+    return AgentClient(secret)
+
+
+@pytest.fixture
+def other_agent(db: Any, tmp_path: Path) -> AgentClient:
+    other = Project.objects.create(slug="other", name="Other", review_mode="off",
+                                   workspace_roots=[str(tmp_path)])
+    _, secret = token_create(project=other, name="other agent")
+    return AgentClient(secret)
+
+
+@pytest.fixture
+def reviewer(project: Project) -> Any:
+    user = get_user_model().objects.create_user("rita", "rita@example.com", "rita-password-1")
+    Membership.objects.create(user=user, project=project, role=Role.REVIEWER)
+    return user
+
+
+@pytest.fixture
+def session(agent: AgentClient, workspace: Path) -> dict[str, Any]:
+    return agent.create_session(workspace)

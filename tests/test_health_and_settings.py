@@ -1,0 +1,65 @@
+"""Health, settings from the environment, and the deploy checklist."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import Client
+
+from governor import settings as settings_module
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_healthz_reports_database_and_broker(db: None) -> None:
+    body = Client().get("/healthz").json()
+    assert body["database"]["status"] == "ok"
+    assert "transport" in body["broker"]
+
+
+@pytest.mark.parametrize("raw", ["maybe", "2", "tru"])
+def test_bad_boolean_fails_loudly(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("DEBUG", raw)
+    with pytest.raises(ImproperlyConfigured, match="DEBUG"):
+        settings_module.env_bool("DEBUG", False)
+
+
+def test_unsupported_database_url_fails_loudly() -> None:
+    with pytest.raises(ImproperlyConfigured, match="unsupported scheme"):
+        settings_module.database_from_url("mysql://root@localhost/db")
+
+
+def test_postgres_database_url_is_parsed() -> None:
+    config = settings_module.database_from_url("postgres://u:p%40ss@db.example:5433/gov")
+    assert (config["NAME"], config["USER"], config["PASSWORD"], config["HOST"], config["PORT"]) == (
+        "gov", "u", "p@ss", "db.example", "5433")
+
+
+def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(  # noqa: S603
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
+    )
+
+
+def test_check_deploy_is_clean_in_a_production_like_environment(tmp_path: Path) -> None:
+    env = {**os.environ, "DEBUG": "0", "GOVERNOR_HTTPS": "1",
+           "SECRET_KEY": "x" * 20 + "production-secret-key-with-enough-entropy-0123456789",
+           "ALLOWED_HOSTS": "governor.example.com", "GOVERNOR_VAR_DIR": str(tmp_path),
+           "GOVERNOR_BROKER_URL": "redis://127.0.0.1:6379/0"}
+    env.pop("DATABASE_URL", None)
+    result = _manage(env, "check", "--deploy", "--fail-level", "WARNING")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_bad_setting_stops_manage_py_with_its_name(tmp_path: Path) -> None:
+    env = {**os.environ, "DEBUG": "perhaps", "GOVERNOR_VAR_DIR": str(tmp_path)}
+    result = _manage(env, "check")
+    assert result.returncode != 0
+    assert "DEBUG='perhaps'" in result.stderr

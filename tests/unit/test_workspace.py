@@ -1,0 +1,217 @@
+"""SEMANTICS §4 rule 6: every file a check reads goes through the workspace layer."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from governor.domain import workspace as workspace_module
+from governor.domain.workspace import Workspace, WorkspaceError
+
+LIMIT = 1024
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+def read(root: Path, relative: str, limit: int = LIMIT) -> str:
+    return Workspace(root).read_text(relative, max_bytes=limit)
+
+
+def refusal(root: Path, relative: str, limit: int = LIMIT) -> str:
+    with pytest.raises(WorkspaceError) as caught:
+        read(root, relative, limit)
+    return str(caught.value)
+
+
+def test_rule_4_6_reads_a_regular_utf8_file(root: Path) -> None:
+    (root / "dir").mkdir()
+    (root / "dir" / "a.txt").write_text("héllo\n", encoding="utf-8")
+    assert read(root, "dir/a.txt") == "héllo\n"
+    assert read(root, "./dir//a.txt") == "héllo\n"
+
+
+def test_rule_4_6_symlink_to_outside_fails_outside_workspace(root: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    (root / "leak").symlink_to(secret)
+    assert refusal(root, "leak") == "outside workspace"
+
+
+def test_rule_4_6_directory_symlink_to_outside_fails_outside_workspace(
+    root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("x")
+    (root / "door").symlink_to(outside, target_is_directory=True)
+    assert refusal(root, "door/f") == "outside workspace"
+
+
+def test_rule_4_6_dangling_symlink_to_outside_fails_outside_workspace(
+    root: Path, tmp_path: Path
+) -> None:
+    (root / "leak").symlink_to(tmp_path / "missing")
+    assert refusal(root, "leak") == "outside workspace"
+
+
+def test_rule_4_6_symlink_inside_the_workspace_is_followed(root: Path) -> None:
+    (root / "real.txt").write_text("content")
+    (root / "alias.txt").symlink_to("real.txt")
+    (root / "sub").mkdir()
+    (root / "sub" / "up.txt").symlink_to("../real.txt")
+    assert read(root, "alias.txt") == "content"
+    assert read(root, "sub/up.txt") == "content"
+
+
+def test_rule_4_6_workspace_root_given_through_a_symlink_still_contains_its_files(
+    root: Path, tmp_path: Path
+) -> None:
+    (root / "a").write_text("x")
+    link = tmp_path / "ws-link"
+    link.symlink_to(root, target_is_directory=True)
+    assert read(link, "a") == "x"
+
+
+def test_rule_4_6_directory_is_not_a_regular_file(root: Path) -> None:
+    (root / "d").mkdir()
+    assert "directory" in refusal(root, "d")
+
+
+def test_rule_4_6_fifo_fails_without_being_opened(root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    outcome: list[str] = []
+    reader = threading.Thread(target=lambda: outcome.append(refusal(root, "pipe")), daemon=True)
+    reader.start()
+    reader.join(timeout=5)
+    assert not reader.is_alive(), "reading a FIFO blocked"
+    assert "FIFO" in outcome[0]
+
+
+def test_rule_4_6_file_over_the_cap_fails_before_reading(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "big").write_bytes(b"x" * (LIMIT + 1))
+    (root / "exact").write_bytes(b"x" * LIMIT)
+    opened: list[str] = []
+    real_open = os.open
+    monkeypatch.setattr(
+        workspace_module.os, "open", lambda p, *a: opened.append(p) or real_open(p, *a)
+    )
+    assert "over the 1024-byte limit" in refusal(root, "big")
+    assert opened == []
+    assert len(read(root, "exact")) == LIMIT
+
+
+def test_rule_4_6_invalid_utf8_fails(root: Path) -> None:
+    (root / "latin1").write_bytes("café".encode("latin-1"))
+    assert "not valid UTF-8 (byte offset 3)" in refusal(root, "latin1")
+
+
+def test_rule_4_6_lone_surrogate_encoding_is_invalid_utf8(root: Path) -> None:
+    (root / "surrogate").write_bytes(b"\xed\xa0\x80")
+    assert "not valid UTF-8" in refusal(root, "surrogate")
+
+
+def test_rule_4_6_nul_byte_fails(root: Path) -> None:
+    (root / "bin").write_bytes(b"ab\x00cd")
+    assert "NUL byte at offset 2" in refusal(root, "bin")
+
+
+def test_rule_4_6_bom_is_kept_as_content(root: Path) -> None:
+    (root / "bom").write_bytes(b"\xef\xbb\xbfhi")
+    assert read(root, "bom") == "\ufeffhi"
+
+
+def test_rule_4_6_missing_file_fails_not_found(root: Path) -> None:
+    assert refusal(root, "nope") == "not found"
+    (root / "file").write_text("x")
+    assert refusal(root, "file/below") == "not found"
+
+
+def test_rule_4_6_file_deleted_before_it_is_opened_fails_cleanly(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = root / "vanishing"
+    target.write_text("x")
+    real_open = os.open
+
+    def delete_then_open(path: str, flags: int, *args: int) -> int:
+        target.unlink()
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(workspace_module.os, "open", delete_then_open)
+    assert "deleted" in refusal(root, "vanishing")
+
+
+def test_rule_4_6_file_swapped_for_another_between_check_and_open_fails(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = root / "swapped"
+    target.write_text("x")
+    real_open = os.open
+
+    def swap_then_open(path: str, flags: int, *args: int) -> int:
+        target.rename(root / "old")  # keep the old inode alive so the new file gets another
+        target.write_text("y")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(workspace_module.os, "open", swap_then_open)
+    assert "changed" in refusal(root, "swapped")
+
+
+def test_rule_4_6_file_replaced_by_a_symlink_after_the_check_is_not_followed(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("s")
+    target = root / "f"
+    target.write_text("x")
+    real_open = os.open
+
+    def swap_then_open(path: str, flags: int, *args: int) -> int:
+        target.unlink()
+        target.symlink_to(secret)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(workspace_module.os, "open", swap_then_open)
+    refusal(root, "f")  # O_NOFOLLOW: the open itself is refused
+
+
+@pytest.mark.parametrize("relative", ["/etc/passwd", "../x", "a/../../x", "..\\x", "", "a\x00"])
+def test_rule_4_2_workspace_refuses_unsafe_paths_even_from_old_contracts(
+    root: Path, relative: str
+) -> None:
+    assert "not a relative path" in refusal(root, relative)
+
+
+def test_rule_4_6_entry_present_does_not_follow_a_dangling_link(root: Path) -> None:
+    (root / "dangling").symlink_to("missing-target")
+    ws = Workspace(root)
+    assert ws.entry_present("dangling") is True
+    assert ws.entry_present("missing-target") is False
+
+
+def test_rule_4_6_entry_present_sees_a_link_to_outside_as_present(
+    root: Path, tmp_path: Path
+) -> None:
+    (root / "out").symlink_to(tmp_path)
+    assert Workspace(root).entry_present("out") is True
+
+
+def test_rule_4_6_entry_present_refuses_a_parent_outside(root: Path, tmp_path: Path) -> None:
+    (root / "door").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(WorkspaceError, match="outside workspace"):
+        Workspace(root).entry_present("door/anything")
+
+
+def test_rule_4_6_entry_present_under_a_regular_file_is_absent(root: Path) -> None:
+    (root / "file").write_text("x")
+    assert Workspace(root).entry_present("file/child") is False
