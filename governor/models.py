@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+
+
+class JSONTextField(models.TextField):
+    """JSON kept as text. PostgreSQL's jsonb cannot hold U+0000, which real agent logs contain;
+    JSON text escapes it, so every database stores every lossless JSON value."""
+
+    def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:
+        return None if value is None else json.loads(value)
+
+    def to_python(self, value: Any) -> Any:
+        return value
+
+    def get_prep_value(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+    def value_to_string(self, obj: models.Model) -> str:
+        return self.get_prep_value(self.value_from_object(obj)) or ""
 
 
 class ReviewMode(models.TextChoices):
@@ -101,7 +121,7 @@ class Session(models.Model):
     external_id = models.CharField(max_length=200, null=True, blank=True)
     workspace_kind = models.CharField(max_length=16, choices=WorkspaceKind.choices)
     workspace_path = models.CharField(max_length=4096, blank=True)
-    header = models.JSONField(null=True, blank=True)
+    header = JSONTextField(null=True, blank=True)
     imported = models.BooleanField(default=False)
     created_by = models.ForeignKey(AgentToken, null=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -130,8 +150,8 @@ class Event(models.Model):
     type = models.CharField(max_length=128)
     time = models.BigIntegerField()
     origin = models.CharField(max_length=8, choices=Origin.choices)
-    data = models.JSONField()
-    meta = models.JSONField(null=True, blank=True)
+    data = JSONTextField()
+    meta = JSONTextField(null=True, blank=True)
     raw = models.TextField(null=True, blank=True)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
@@ -171,8 +191,8 @@ class SessionState(models.Model):
     )
     next_seq = models.PositiveIntegerField(default=0)
     head = models.CharField(max_length=64)
-    trace = models.JSONField(default=dict)
-    lifecycle = models.JSONField(default=dict)
+    trace = JSONTextField(default=dict)
+    lifecycle = JSONTextField(default=dict)
     last_mutation_seq = models.IntegerField(default=-1)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -221,5 +241,5 @@ class Attestation(models.Model):
 
     event = models.OneToOneField(Event, on_delete=models.PROTECT, related_name="attestation")
     keyid = models.CharField(max_length=64)
-    envelope = models.JSONField()
+    envelope = JSONTextField()
     created_at = models.DateTimeField(auto_now_add=True)

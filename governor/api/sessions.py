@@ -8,13 +8,13 @@ from typing import Any
 import zstandard
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from ninja import Router
+from ninja import Router, Status
 
 from governor.api.auth import agent_token, session_for_token
 from governor.api.bodies import events_body
 from governor.api.errors import ERROR_RESPONSES
 from governor.api.schemas import AppendOut, EventPage, SessionCreateIn, SessionOut
-from governor.models import Event, Session
+from governor.models import Event, Session, SessionState
 from governor.services import sessions as session_services
 from governor.services.errors import Invalid
 from governor.services.events import events_append
@@ -45,7 +45,7 @@ EVENTS_BODY = {
 
 
 def session_out(session: Session) -> dict[str, Any]:
-    state = session.state
+    state = SessionState.objects.get(session=session)
     return {
         "id": str(session.id),
         "project": session.project.slug,
@@ -59,14 +59,14 @@ def session_out(session: Session) -> dict[str, Any]:
 
 
 @router.post("/sessions", response={201: SessionOut, 200: SessionOut, **ERROR_RESPONSES})
-def create_session(request: HttpRequest, payload: SessionCreateIn) -> tuple[int, dict[str, Any]]:
+def create_session(request: HttpRequest, payload: SessionCreateIn) -> Status[dict[str, Any]]:
     session, created = session_services.session_create(
         token=agent_token(request),
         workspace=payload.workspace.model_dump(),
         external_id=payload.external_id,
         header=payload.header,
     )
-    return (201 if created else 200), session_out(session)
+    return Status(201 if created else 200, session_out(session))
 
 
 @router.post("/sessions/{session_id}/events", response={200: AppendOut, **ERROR_RESPONSES},
@@ -133,7 +133,7 @@ IMPORT_BODY = {
 
 @router.post("/sessions/import", response={201: SessionOut, **ERROR_RESPONSES},
              openapi_extra=IMPORT_BODY)
-def import_session(request: HttpRequest) -> tuple[int, dict[str, Any]]:
+def import_session(request: HttpRequest) -> Status[dict[str, Any]]:
     token = agent_token(request)
     text = _import_text(request)
     workspace_path = request.GET.get("workspace")
@@ -142,7 +142,7 @@ def import_session(request: HttpRequest) -> tuple[int, dict[str, Any]]:
         workspace={"kind": "path", "path": workspace_path} if workspace_path else None,
         external_id=request.GET.get("external_id") or None,
     )
-    return 201, session_out(session)
+    return Status(201, session_out(session))
 
 
 @router.get("/sessions/{session_id}/export", response={200: None, **ERROR_RESPONSES})

@@ -672,8 +672,15 @@ def contract_document(
     contract_proposal_receipt: str | None = None,
     contract_review_receipt: str | None = None,
 ) -> dict[str, Any]:
-    """The stored contract, with its receipt. Version 3: review off (labelled unreviewed).
-    Version 5: two-stage approved — the approved intent plus the four review references."""
+    """The stored contract (the `reliability/contract` event data), with its receipt::
+
+        {contractId, version, kind: "general"|"code", objective, claims, checks, maxAttempts,
+         startedAtSeq, review, intent? (v5), coverageReceipt?, draftReceipt?, authorship?, receipt}
+
+    Version 3: review off, ``review = {"mode": "off", "reviewed": false}``.
+    Version 5: two-stage approved, ``review = {"mode": "required", "reviewed": true,
+    intentProposalReceipt, intentReviewReceipt, contractProposalReceipt, contractReviewReceipt}``
+    plus the approved ``intent``."""
     review_refs = {
         "intentProposalReceipt": intent_proposal_receipt,
         "intentReviewReceipt": intent_review_receipt,

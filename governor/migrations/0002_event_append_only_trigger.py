@@ -28,7 +28,7 @@ POSTGRES_DROP = [
 def _run(statements_by_vendor):
     def run(apps, schema_editor):
         for statement in statements_by_vendor.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(statement)
+            schema_editor.execute(statement, params=None)
 
     return run
 

@@ -68,8 +68,13 @@ def dispatch(seq: int, name: str) -> dict[str, Any]:
         "seq": seq,
         "type": "tool/code-dispatch-start",
         "origin": "agent",
-        "data": {"rootCallId": "r", "parentCallId": "r", "subCallId": "r:1", "name": name,
-                 "arguments": {}},
+        "data": {
+            "rootCallId": "r",
+            "parentCallId": "r",
+            "subCallId": "r:1",
+            "name": name,
+            "arguments": {},
+        },
     }
 
 
@@ -171,8 +176,13 @@ def test_rule_4_one_crashing_check_does_not_stop_the_others(ws: Path) -> None:
             {"id": "fine", "kind": "file_exists", "path": "a"},
         ],
     }
-    results = evaluate_checks(contract, evidence=LogEvidence([]), workspace=Workspace(ws),
-                              current_profile_receipts={}, max_file_bytes=LIMIT)
+    results = evaluate_checks(
+        contract,
+        evidence=LogEvidence([]),
+        workspace=Workspace(ws),
+        current_profile_receipts={},
+        max_file_bytes=LIMIT,
+    )
     assert [(r["id"], r["passed"]) for r in results] == [("broken", False), ("fine", True)]
 
 
@@ -193,8 +203,9 @@ def test_rule_4_6_symlink_outside_the_workspace_fails_outside_workspace(
 def test_rule_4_6_symlink_inside_the_workspace_is_followed(ws: Path) -> None:
     (ws / "real").write_text("hello world")
     (ws / "alias").symlink_to("real")
-    assert run({"id": "x", "kind": "file_contains", "path": "alias", "text": "world"},
-               root=ws)["passed"]
+    assert run({"id": "x", "kind": "file_contains", "path": "alias", "text": "world"}, root=ws)[
+        "passed"
+    ]
 
 
 def test_rule_4_6_directory_fails_file_exists(ws: Path) -> None:
@@ -211,8 +222,9 @@ def test_rule_4_6_fifo_fails_file_exists(ws: Path) -> None:
 
 def test_rule_4_6_file_over_max_file_bytes_fails(ws: Path) -> None:
     (ws / "big").write_text("x" * 11)
-    outcome = run({"id": "x", "kind": "file_contains", "path": "big", "text": "x"}, root=ws,
-                  limit=10)
+    outcome = run(
+        {"id": "x", "kind": "file_contains", "path": "big", "text": "x"}, root=ws, limit=10
+    )
     assert not outcome["passed"] and "over the 10-byte limit" in outcome["evidence"]
 
 
@@ -230,10 +242,12 @@ def test_rule_4_6_nul_byte_fails(ws: Path) -> None:
 
 def test_rule_4_6_bom_is_content_so_file_equals_sees_it(ws: Path) -> None:
     (ws / "bom").write_bytes(b"\xef\xbb\xbfhi")
-    assert not run({"id": "x", "kind": "file_equals", "path": "bom", "text": "hi"},
-                   root=ws)["passed"]
-    assert run({"id": "x", "kind": "file_equals", "path": "bom", "text": "\ufeffhi"},
-               root=ws)["passed"]
+    assert not run({"id": "x", "kind": "file_equals", "path": "bom", "text": "hi"}, root=ws)[
+        "passed"
+    ]
+    assert run({"id": "x", "kind": "file_equals", "path": "bom", "text": "\ufeffhi"}, root=ws)[
+        "passed"
+    ]
 
 
 def test_rule_4_6_binary_file_fails_file_exists(ws: Path) -> None:
@@ -317,8 +331,21 @@ def test_rule_4_8_pointer_resolves(pointer: str, expected: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "pointer", ["/list/01", "/list/-", "/list/2", "/list/-1", "/list/+1", "/list/ 1", "/s/0",
-                "/t/x", "/missing", "/a/b", "/~2", "list"]
+    "pointer",
+    [
+        "/list/01",
+        "/list/-",
+        "/list/2",
+        "/list/-1",
+        "/list/+1",
+        "/list/ 1",
+        "/s/0",
+        "/t/x",
+        "/missing",
+        "/a/b",
+        "/~2",
+        "list",
+    ],
 )
 def test_rule_4_8_pointer_resolves_to_nothing(pointer: str) -> None:
     assert resolve_pointer(DOC, pointer) == (False, None)
@@ -334,8 +361,13 @@ def test_rule_4_8_pointer_unescapes_tilde_1_before_tilde_0() -> None:
 
 
 def json_check(pointer: str, value: Any) -> dict[str, Any]:
-    return {"id": "j", "kind": "json_equals", "path": "config.json", "pointer": pointer,
-            "value": value}
+    return {
+        "id": "j",
+        "kind": "json_equals",
+        "path": "config.json",
+        "pointer": pointer,
+        "value": value,
+    }
 
 
 def test_rule_4_8_json_equals_compares_by_canonical_form(ws: Path) -> None:
@@ -369,8 +401,17 @@ def test_rule_4_8_pointer_into_a_string_resolves_to_nothing(ws: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "content", ['{"a": 1,}', "{'a': 1}", '{"a": NaN}', '{"a": 1, "a": 2}', '{"a": -0}',
-                '{"a": 9007199254740993}', "", '{"a": Infinity}']
+    "content",
+    [
+        '{"a": 1,}',
+        "{'a': 1}",
+        '{"a": NaN}',
+        '{"a": 1, "a": 2}',
+        '{"a": -0}',
+        '{"a": 9007199254740993}',
+        "",
+        '{"a": Infinity}',
+    ],
 )
 def test_rule_4_8_invalid_json_content_fails(ws: Path, content: str) -> None:
     (ws / "config.json").write_text(content)
@@ -387,42 +428,63 @@ def test_rule_4_8_json_file_with_a_bom_is_not_strict_json(ws: Path) -> None:
 
 
 def test_rule_4_9_tool_succeeded_counts_calls_answered_without_error() -> None:
-    events = [call(11, "c1", "write_file"), result(12, "c1"),
-              call(13, "c2", "write_file"), result(14, "c2", is_error=True),
-              call(15, "c3", "write_file")]
-    outcome = run({"id": "t", "kind": "tool_succeeded", "tool": "write_file", "minCount": 1},
-                  events=events)
+    events = [
+        call(11, "c1", "write_file"),
+        result(12, "c1"),
+        call(13, "c2", "write_file"),
+        result(14, "c2", is_error=True),
+        call(15, "c3", "write_file"),
+    ]
+    outcome = run(
+        {"id": "t", "kind": "tool_succeeded", "tool": "write_file", "minCount": 1}, events=events
+    )
     assert outcome["passed"] and "succeeded once" in outcome["evidence"]
-    assert not run({"id": "t", "kind": "tool_succeeded", "tool": "write_file", "minCount": 2},
-                   events=events)["passed"]
+    assert not run(
+        {"id": "t", "kind": "tool_succeeded", "tool": "write_file", "minCount": 2}, events=events
+    )["passed"]
 
 
 def test_rule_4_9_only_events_after_the_contract_start_count() -> None:
     events = [call(9, "c1", "write_file"), result(11, "c1")]
-    assert not run({"id": "t", "kind": "tool_succeeded", "tool": "write_file"},
-                   events=events)["passed"]
+    assert not run({"id": "t", "kind": "tool_succeeded", "tool": "write_file"}, events=events)[
+        "passed"
+    ]
 
 
 def test_rule_4_9_a_result_with_data_error_is_not_a_success() -> None:
     error = {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
     events = [call(11, "c1", "write_remote"), result(12, "c1", is_error=False, error=error)]
-    assert not run({"id": "t", "kind": "tool_succeeded", "tool": "write_remote"},
-                   events=events)["passed"]
+    assert not run({"id": "t", "kind": "tool_succeeded", "tool": "write_remote"}, events=events)[
+        "passed"
+    ]
 
 
 def test_rule_4_9_arguments_contain_matches_the_raw_arguments_text() -> None:
-    events = [call(11, "c1", "shell", '{"cmd": "pytest -q"}'), result(12, "c1"),
-              call(13, "c2", "shell", '{"cmd": "ls"}'), result(14, "c2")]
-    check = {"id": "t", "kind": "tool_succeeded", "tool": "shell",
-             "argumentsContain": '"cmd": "pytest', "minCount": 1}
+    events = [
+        call(11, "c1", "shell", '{"cmd": "pytest -q"}'),
+        result(12, "c1"),
+        call(13, "c2", "shell", '{"cmd": "ls"}'),
+        result(14, "c2"),
+    ]
+    check = {
+        "id": "t",
+        "kind": "tool_succeeded",
+        "tool": "shell",
+        "argumentsContain": '"cmd": "pytest',
+        "minCount": 1,
+    }
     assert run(check, events=events)["passed"]
     check["minCount"] = 2
     assert not run(check, events=events)["passed"]
 
 
 def test_rule_4_9_a_result_answers_the_latest_call_with_its_id() -> None:
-    events = [call(11, "same", "shell"), result(12, "same", is_error=True),
-              call(13, "same", "shell"), result(14, "same")]
+    events = [
+        call(11, "same", "shell"),
+        result(12, "same", is_error=True),
+        call(13, "same", "shell"),
+        result(14, "same"),
+    ]
     evidence = LogEvidence(events)
     assert evidence.tool_success_count("shell", START, None) == 1
     assert evidence.tool_success_count("shell", 12, None) == 1
@@ -439,9 +501,14 @@ def test_rule_4_9_tool_not_called() -> None:
 
 
 def test_rule_4_9_no_tool_errors_names_the_first_errored_result() -> None:
-    events = [call(11, "c1", "ok_tool"), result(12, "c1"),
-              call(13, "c2", "bad_tool"), result(14, "c2", is_error=True),
-              call(15, "c3", "worse_tool"), result(16, "c3", is_error=True)]
+    events = [
+        call(11, "c1", "ok_tool"),
+        result(12, "c1"),
+        call(13, "c2", "bad_tool"),
+        result(14, "c2", is_error=True),
+        call(15, "c3", "worse_tool"),
+        result(16, "c3", is_error=True),
+    ]
     outcome = run({"id": "t", "kind": "no_tool_errors"}, events=events)
     assert not outcome["passed"]
     assert outcome["evidence"] == "The tool result of tool 'bad_tool' at seq 14 is an error."
@@ -449,22 +516,26 @@ def test_rule_4_9_no_tool_errors_names_the_first_errored_result() -> None:
 
 
 def test_rule_4_9_not_started_result_without_a_call_is_an_error() -> None:
-    events = [result(11, "ghost", is_error=True,
-                     error={"name": "ToolNotStarted", "code": "TOOL_NOT_STARTED"})]
+    events = [
+        result(
+            11, "ghost", is_error=True, error={"name": "ToolNotStarted", "code": "TOOL_NOT_STARTED"}
+        )
+    ]
     assert LogEvidence(events).first_tool_error(START) == (11, None)
 
 
 REAL_LOG = [  # shared/fixtures/harness/logs/examples/headless-agent/tests/snapshots/pty-tools
-    r'{"type":"tool/call","data":{"turn":1,"step":1,"callId":"pty-spawn","name":"terminal_open","arguments":"{\"type\":\"shell\",\"name\":\"main\"}"}}',
-    r'{"type":"tool/result","data":{"turn":1,"step":1,"message":{"source":{"kind":"tool","callId":"pty-spawn"},"content":[{"type":"tool-result","toolCallId":"pty-spawn","content":[{"type":"text","text":"started terminal session pty-1 (main) [type: shell]\ndsh> "}],"isError":false}],"role":"user","id":"2da21b47-7fb3-444c-99a6-2c21743731ee"}},"sourceEventSeqs":[15],"surfaceOp":"append"}',
-    r'{"type":"tool/call","data":{"turn":1,"step":4,"callId":"pty-signal","name":"terminal_signal","arguments":"{\"sessionId\":\"pty-missing\",\"signal\":\"SIGINT\"}"}}',
-    r'{"type":"tool/result","data":{"turn":1,"step":4,"message":{"source":{"kind":"tool","callId":"pty-signal"},"content":[{"type":"tool-result","toolCallId":"pty-signal","content":[{"type":"text","text":"Error: unknown PTY session pty-missing"}],"isError":true}],"role":"user","id":"16fc1ca2-0eca-42d7-85d0-31794424c260"}},"sourceEventSeqs":[45],"surfaceOp":"append"}',
+    r'{"type":"tool/call","data":{"turn":1,"step":1,"callId":"pty-spawn","name":"terminal_open","arguments":"{\"type\":\"shell\",\"name\":\"main\"}"}}',  # noqa: E501
+    r'{"type":"tool/result","data":{"turn":1,"step":1,"message":{"source":{"kind":"tool","callId":"pty-spawn"},"content":[{"type":"tool-result","toolCallId":"pty-spawn","content":[{"type":"text","text":"started terminal session pty-1 (main) [type: shell]\ndsh> "}],"isError":false}],"role":"user","id":"2da21b47-7fb3-444c-99a6-2c21743731ee"}},"sourceEventSeqs":[15],"surfaceOp":"append"}',  # noqa: E501
+    r'{"type":"tool/call","data":{"turn":1,"step":4,"callId":"pty-signal","name":"terminal_signal","arguments":"{\"sessionId\":\"pty-missing\",\"signal\":\"SIGINT\"}"}}',  # noqa: E501
+    r'{"type":"tool/result","data":{"turn":1,"step":4,"message":{"source":{"kind":"tool","callId":"pty-signal"},"content":[{"type":"tool-result","toolCallId":"pty-signal","content":[{"type":"text","text":"Error: unknown PTY session pty-missing"}],"isError":true}],"role":"user","id":"16fc1ca2-0eca-42d7-85d0-31794424c260"}},"sourceEventSeqs":[45],"surfaceOp":"append"}',  # noqa: E501
 ]  # fmt: skip
 
 
 def test_rule_4_9_log_evidence_reads_recorded_harness_events() -> None:
-    events = [{**json.loads(line), "seq": 20 + i, "origin": "agent"}
-              for i, line in enumerate(REAL_LOG)]
+    events = [
+        {**json.loads(line), "seq": 20 + i, "origin": "agent"} for i, line in enumerate(REAL_LOG)
+    ]
     evidence = LogEvidence(events)
     assert evidence.tool_success_count("terminal_open", START, '"shell"') == 1
     assert evidence.tool_success_count("terminal_signal", START, None) == 0
@@ -474,8 +545,12 @@ def test_rule_4_9_log_evidence_reads_recorded_harness_events() -> None:
 
 # --- rule 4.10 code verification freshness -------------------------------------------------
 
-CODE_CHECK = {"id": "code-profile-tests", "kind": "code_verification_succeeded",
-              "profile": "tests", "minCount": 1}
+CODE_CHECK = {
+    "id": "code-profile-tests",
+    "kind": "code_verification_succeeded",
+    "profile": "tests",
+    "minCount": 1,
+}
 
 
 def test_rule_4_10_a_fresh_passing_run_passes() -> None:
@@ -496,8 +571,12 @@ def test_rule_4_10_code_dispatch_is_a_mutation() -> None:
 
 
 def test_rule_4_10_governor_tool_calls_are_not_mutations() -> None:
-    events = [verification(11), call(12, "g", "mcp__governor__reliability_verify"),
-              call(13, "h", "reliability_status"), dispatch(14, "governor.reliability_code_verify")]
+    events = [
+        verification(11),
+        call(12, "g", "mcp__governor__reliability_verify"),
+        call(13, "h", "reliability_status"),
+        dispatch(14, "governor.reliability_code_verify"),
+    ]
     assert run(CODE_CHECK, events=events)["passed"]
 
 
@@ -525,8 +604,9 @@ def test_rule_4_10_the_last_min_count_runs_must_all_pass() -> None:
     check = {**CODE_CHECK, "minCount": 2}
     assert not run(check, events=[verification(11)])["passed"]
     assert run(check, events=[verification(11), verification(12)])["passed"]
-    outcome = run(check, events=[verification(11), verification(12, passed=False),
-                                 verification(13)])
+    outcome = run(
+        check, events=[verification(11), verification(12, passed=False), verification(13)]
+    )
     assert not outcome["passed"] and "1 of the last 2 runs" in outcome["evidence"]
 
 
@@ -548,16 +628,27 @@ def test_rule_4_10_a_profile_that_no_longer_exists_fails() -> None:
 
 
 def test_rule_4_10_mutation_boundary_defaults_to_the_contract_start() -> None:
-    evidence = LogEvidence([call(5, "c", "edit"), verification(12, "other", mode="workspace-write"),
-                            verification(13, "tests", mode="workspace-write")])
+    evidence = LogEvidence(
+        [
+            call(5, "c", "edit"),
+            verification(12, "other", mode="workspace-write"),
+            verification(13, "tests", mode="workspace-write"),
+        ]
+    )
     assert evidence.mutation_boundary(START, "tests") == 12
     assert evidence.mutation_boundary(START, "other") == 13
     assert evidence.mutation_boundary(13, "tests") == 13
     assert LogEvidence([call(5, "c", "edit")]).mutation_boundary(START, "tests") == START
     assert evidence.verifications_after("tests", START) == [
-        VerificationRecord(seq=13, verification_id="v13", profile="tests",
-                           profile_receipt=RECEIPT, passed=True, failure_kind=None,
-                           sandbox_mode="workspace-write")
+        VerificationRecord(
+            seq=13,
+            verification_id="v13",
+            profile="tests",
+            profile_receipt=RECEIPT,
+            passed=True,
+            failure_kind=None,
+            sandbox_mode="workspace-write",
+        )
     ]
 
 
@@ -565,16 +656,29 @@ def test_rule_4_10_mutation_boundary_defaults_to_the_contract_start() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["reliability_verify", "mcp__governor__reliability_begin_code", "gov.reliability_status",
-             "a.b__reliability_code_profiles", "reliability_abstain"]
+    "name",
+    [
+        "reliability_verify",
+        "mcp__governor__reliability_begin_code",
+        "gov.reliability_status",
+        "a.b__reliability_code_profiles",
+        "reliability_abstain",
+    ],
 )
 def test_governor_tools_are_recognised_by_their_last_segment(name: str) -> None:
     assert is_governor_tool(name)
 
 
 @pytest.mark.parametrize(
-    "name", ["my_reliability_verify", "reliability_verify_x", "mcp__reliability__verify",
-             "reliability", "write_file", "reliability_verify.sh"]
+    "name",
+    [
+        "my_reliability_verify",
+        "reliability_verify_x",
+        "mcp__reliability__verify",
+        "reliability",
+        "write_file",
+        "reliability_verify.sh",
+    ],
 )
 def test_other_tools_are_not_governor_tools(name: str) -> None:
     assert not is_governor_tool(name)

@@ -97,7 +97,7 @@ def test_valid_proposal_is_stored_in_camel_case_with_defaults_materialised() -> 
 
 
 def test_every_check_kind_is_accepted_with_exactly_its_fields() -> None:
-    checks = [
+    checks: list[dict[str, Any]] = [
         {"id": "a", "kind": "file_exists", "path": "a"},
         {"id": "b", "kind": "file_absent", "path": "b"},
         {"id": "c", "kind": "file_contains", "path": "c", "text": "x"},
@@ -332,7 +332,7 @@ def test_rule_4_4_value_refuses_non_finite_and_out_of_range_numbers(value: Any, 
 
 
 def test_rule_4_4_value_accepts_any_lossless_json() -> None:
-    value = {"n": None, "b": True, "i": 2**53 - 1, "f": 1.5, "s": "x", "l": [[]]}
+    value: dict[str, Any] = {"n": None, "b": True, "i": 2**53 - 1, "f": 1.5, "s": "x", "l": [[]]}
     check = {"id": "x", "kind": "json_equals", "path": "a", "pointer": "", "value": value}
     assert validate(with_check(check)).checks[2]["value"] == value
 
@@ -379,8 +379,10 @@ def test_rule_4_5_missing_kind_is_refused() -> None:
         ({"id": "x", "kind": "no_tool_errors", "tool": "t"}, "tool"),
         ({"id": "x", "kind": "tool_not_called", "tool": "t", "min_count": 1}, "min_count"),
         ({"id": "x", "kind": "tool_succeeded", "tool": "t", "minCount": 1}, "minCount"),
-        ({"id": "x", "kind": "file_equals", "path": "a", "text": "", "ignore_case": True},
-         "ignore_case"),
+        (
+            {"id": "x", "kind": "file_equals", "path": "a", "text": "", "ignore_case": True},
+            "ignore_case",
+        ),
     ],
 )
 def test_rule_4_5_unknown_fields_are_refused(check: dict[str, Any], field: str) -> None:
@@ -552,8 +554,9 @@ def test_draft_receipt_must_be_a_receipt() -> None:
 
 def test_rule_9_plan_has_exactly_claims_and_checks() -> None:
     data = body()
-    claims, checks = validate_plan({"claims": data["claims"], "checks": data["checks"]},
-                                   max_checks=MAX_CHECKS)
+    claims, checks = validate_plan(
+        {"claims": data["claims"], "checks": data["checks"]}, max_checks=MAX_CHECKS
+    )
     assert [c["id"] for c in checks] == ["hello-exists", "says-hello"]
     with pytest.raises(ContractError) as caught:
         validate_plan({**data}, max_checks=MAX_CHECKS)
@@ -567,10 +570,18 @@ def test_rule_8_required_profiles_are_prepended_with_a_critical_claim() -> None:
     proposal = inject_code_profiles(validate(body()), ["unit-tests", "lint", "lint"])
     assert proposal.kind == "code"
     assert proposal.checks[:2] == [
-        {"id": "code-profile-lint", "kind": "code_verification_succeeded", "profile": "lint",
-         "minCount": 1},
-        {"id": "code-profile-unit-tests", "kind": "code_verification_succeeded",
-         "profile": "unit-tests", "minCount": 1},
+        {
+            "id": "code-profile-lint",
+            "kind": "code_verification_succeeded",
+            "profile": "lint",
+            "minCount": 1,
+        },
+        {
+            "id": "code-profile-unit-tests",
+            "kind": "code_verification_succeeded",
+            "profile": "unit-tests",
+            "minCount": 1,
+        },
     ]
     first = proposal.claims[0]
     assert first["id"] == "required-code-verification"
@@ -580,8 +591,9 @@ def test_rule_8_required_profiles_are_prepended_with_a_critical_claim() -> None:
 
 
 def test_rule_8_code_contract_may_add_no_checks_or_claims_of_its_own() -> None:
-    proposal = validate(body(checks=[], claims=[]), allow_empty_checks=True,
-                        allow_empty_claims=True)
+    proposal = validate(
+        body(checks=[], claims=[]), allow_empty_checks=True, allow_empty_claims=True
+    )
     injected = inject_code_profiles(proposal, ["tests"])
     assert [c["id"] for c in injected.checks] == ["code-profile-tests"]
 
@@ -629,7 +641,7 @@ def test_version_3_contract_is_unreviewed_and_carries_its_receipt() -> None:
 
 def test_version_5_contract_holds_the_approved_intent_and_review_references() -> None:
     proposal = validate(intent(constraints=["keep API"]))
-    refs = {
+    refs: dict[str, Any] = {
         "intent_proposal_receipt": "sha256:" + "1" * 64,
         "intent_review_receipt": "sha256:" + "2" * 64,
         "contract_proposal_receipt": "sha256:" + "3" * 64,

@@ -29,11 +29,21 @@ def check(check_id: str, kind: str = "file_equals", **fields: Any) -> dict[str, 
     return {"id": check_id, "kind": kind, **{**defaults[kind], **fields}}
 
 
-def claim(claim_id: str, check_ids: list[str], importance: str = "critical",
-          verification: str = "deterministic", sources: int = 1) -> dict[str, Any]:
-    return {"id": claim_id, "statement": f"{claim_id} holds", "importance": importance,
-            "verification": verification, "checkIds": check_ids,
-            "minimumIndependentSources": sources}
+def claim(
+    claim_id: str,
+    check_ids: list[str],
+    importance: str = "critical",
+    verification: str = "deterministic",
+    sources: int = 1,
+) -> dict[str, Any]:
+    return {
+        "id": claim_id,
+        "statement": f"{claim_id} holds",
+        "importance": importance,
+        "verification": verification,
+        "checkIds": check_ids,
+        "minimumIndependentSources": sources,
+    }
 
 
 def codes(assessment: dict[str, Any]) -> list[tuple[str, str]]:
@@ -73,16 +83,21 @@ def test_rule_5_missing_critical_claim_is_an_error() -> None:
     ],
 )
 def test_rule_5_weak_evidence_kinds_warn_per_claim_and_check(kind: str, code: str) -> None:
-    result = assess(OBJECTIVE, [claim("c1", ["a"]), claim("c2", ["a", "b"], "minor")],
-                    [check("a", kind), check("b")])
+    result = assess(
+        OBJECTIVE,
+        [claim("c1", ["a"]), claim("c2", ["a", "b"], "minor")],
+        [check("a", kind), check("b")],
+    )
     weak = [f for f in result["findings"] if f["code"] == code]
     assert [(f["claimId"], f["checkId"]) for f in weak] == [("c1", "a"), ("c2", "a")]
     assert all(f["severity"] == "warning" for f in weak)
     assert result["status"] == "ready"
 
 
-@pytest.mark.parametrize("kind", ["file_equals", "json_equals", "file_absent", "tool_not_called",
-                                  "code_verification_succeeded"])
+@pytest.mark.parametrize(
+    "kind",
+    ["file_equals", "json_equals", "file_absent", "tool_not_called", "code_verification_succeeded"],
+)
 def test_rule_5_outcome_kinds_raise_no_evidence_warning(kind: str) -> None:
     result = assess(OBJECTIVE, [claim("c", ["a"])], [check("a", kind)])
     assert codes(result) == [("warning", "structural_coverage_only")]
@@ -113,8 +128,12 @@ def test_rule_5_same_file_counts_as_one_source_even_as_dot_slash() -> None:
 
 
 def test_rule_5_distinct_sources_satisfy_the_minimum() -> None:
-    checks = [check("a"), check("b", "tool_succeeded"), check("c", "no_tool_errors"),
-              check("d", "code_verification_succeeded")]
+    checks = [
+        check("a"),
+        check("b", "tool_succeeded"),
+        check("c", "no_tool_errors"),
+        check("d", "code_verification_succeeded"),
+    ]
     result = assess(OBJECTIVE, [claim("c1", ["a", "b", "c", "d"], sources=3)], checks)
     assert result["claims"][0]["sources"] == [
         "session-trajectory:tool-events",
@@ -135,8 +154,11 @@ def test_rule_5_evidence_source_of_each_kind() -> None:
 
 
 def test_rule_5_orphan_and_shared_checks_warn() -> None:
-    result = assess(OBJECTIVE, [claim("c1", ["shared"]), claim("c2", ["shared"], "minor")],
-                    [check("shared"), check("lonely")])
+    result = assess(
+        OBJECTIVE,
+        [claim("c1", ["shared"]), claim("c2", ["shared"], "minor")],
+        [check("shared"), check("lonely")],
+    )
     assert codes(result)[-2:] == [("warning", "shared_check"), ("warning", "orphan_check")]
     assert result["status"] == "ready"
 
@@ -159,8 +181,11 @@ def test_rule_5_findings_come_in_the_specified_order() -> None:
 
 
 def test_rule_5_weighted_score_uses_5_3_1() -> None:
-    claims = [claim("crit", ["a"]), claim("imp", ["b"], "important"),
-              claim("min", ["c"], "minor", verification="unsupported")]
+    claims = [
+        claim("crit", ["a"]),
+        claim("imp", ["b"], "important"),
+        claim("min", ["c"], "minor", verification="unsupported"),
+    ]
     result = assess(OBJECTIVE, claims, [check("a"), check("b"), check("c")])
     assert result["scores"]["weighted"] == {"covered": 8, "total": 9, "percent": 88.89}
     assert result["scores"]["critical"] == {"covered": 1, "total": 1, "percent": 100}
@@ -168,7 +193,9 @@ def test_rule_5_weighted_score_uses_5_3_1() -> None:
 
 def test_rule_5_percent_is_zero_when_total_is_zero() -> None:
     assert assess(OBJECTIVE, [], [])["scores"]["critical"] == {
-        "covered": 0, "total": 0, "percent": 0
+        "covered": 0,
+        "total": 0,
+        "percent": 0,
     }
 
 
@@ -176,9 +203,10 @@ def test_rule_5_receipt_covers_objective_claims_checks_and_assessment() -> None:
     claims, checks = [claim("c", ["a"])], [check("a")]
     result = assess(OBJECTIVE, claims, checks)
     body = {k: v for k, v in result.items() if k != "receipt"}
-    expected = receipt("coverage-assessment",
-                       {"objective": OBJECTIVE, "claims": claims, "checks": checks,
-                        "assessment": body})
+    expected = receipt(
+        "coverage-assessment",
+        {"objective": OBJECTIVE, "claims": claims, "checks": checks, "assessment": body},
+    )
     assert result["receipt"] == expected == assessment_receipt(OBJECTIVE, claims, checks, result)
     assert assess("Another objective.", claims, checks)["receipt"] != result["receipt"]
 
@@ -187,8 +215,15 @@ def test_rule_5_assesses_a_validated_proposal_end_to_end() -> None:
     proposal = validate_proposal(
         {
             "objective": OBJECTIVE,
-            "claims": [{"id": "parses", "statement": "the parser parses", "importance": "critical",
-                        "verification": "deterministic", "check_ids": ["tests"]}],
+            "claims": [
+                {
+                    "id": "parses",
+                    "statement": "the parser parses",
+                    "importance": "critical",
+                    "verification": "deterministic",
+                    "check_ids": ["tests"],
+                }
+            ],
             "checks": [{"id": "tests", "kind": "code_verification_succeeded", "profile": "unit"}],
         },
         max_checks=20,

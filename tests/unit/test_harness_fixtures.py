@@ -5,10 +5,8 @@ its index.tsv lists (accept, reject, accept-stream; `skip` rows are not sessions
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,58 +18,14 @@ from governor.domain.harness import (
     validate_batch,
     validate_log,
 )
+from tests.harness_corpus import denormalised_text, index_rows, restore_seq_and_time
 
-
-def _shared_dir() -> Path:
-    candidates = [Path(__file__).resolve().parents[3] / "shared"]
-    if os.environ.get("GOVERNOR_SHARED_DIR"):
-        candidates.append(Path(os.environ["GOVERNOR_SHARED_DIR"]))
-    for candidate in candidates:
-        if (candidate / "fixtures" / "harness" / "index.tsv").is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"shared/fixtures/harness/index.tsv not found in {[str(c) for c in candidates]}; "
-        "set GOVERNOR_SHARED_DIR"
-    )
-
-
-FIXTURES = _shared_dir() / "fixtures" / "harness"
-
-
-def _index_rows() -> list[Any]:
-    lines = (FIXTURES / "index.tsv").read_text(encoding="utf-8").splitlines()
-    header, *rows = (line.split("\t") for line in lines if line.strip())
-    assert header[:2] == ["path", "expected"]
-    return [
-        pytest.param(path, verdict, note, id=f"{verdict}:{path.removeprefix('logs/')}")
-        for path, verdict, note in rows
-        if verdict != "skip"
-    ]
-
-
-ROWS = _index_rows()
-
-# The recorder's placeholders stand for real values (README). `"{{tools}}"` replaced an array.
-PLACEHOLDERS = {
-    '"{{tools}}"': "[]",
-    "{{cwd}}": "/srv/harness-fixture",
-    "{{sessionId}}": "6f0c2a4e-8d1b-4c3a-9e57-2b8f1d0a7c64",
-    "{{system}}": "You are a coding agent.",
-    "{{rpcId}}": "rpc-1",
-    "{{messagePrefix}}": "Workspace context.",
-}
-
-
-def _denormalised_text(path: str) -> str:
-    text = (FIXTURES / path).read_text(encoding="utf-8")
-    for placeholder, value in PLACEHOLDERS.items():
-        text = text.replace(placeholder, value)
-    return text
-
-
-def _restore_seq_and_time(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The recorder dropped seq and time: seq is the position in the expanded log, time 0."""
-    return [{**event, "seq": position, "time": 0} for position, event in enumerate(events)]
+ROWS = [
+    pytest.param(row.path, row.verdict, row.note,
+                 id=f"{row.verdict}:{row.path.removeprefix('logs/')}")
+    for row in index_rows()
+    if row.verdict != "skip"
+]
 
 
 def test_every_non_skip_fixture_has_a_case() -> None:
@@ -84,7 +38,7 @@ def test_every_non_skip_fixture_has_a_case() -> None:
 def test_recorded_harness_log_reaches_its_listed_verdict(
     path: str, verdict: str, note: str
 ) -> None:
-    text = _denormalised_text(path)
+    text = denormalised_text(path)
     if verdict == "accept-stream":
         state = TraceState()
         for event in parse_stream(text):
@@ -95,7 +49,7 @@ def test_recorded_harness_log_reaches_its_listed_verdict(
     header, events = parse_log(text)
     if header is not None:
         assert Path(header.get("cwd", "/")).is_absolute()
-    events = _restore_seq_and_time(events)
+    events = restore_seq_and_time(events)
 
     if verdict == "accept":
         state = validate_batch(TraceState(), events, allow_reliability=True)

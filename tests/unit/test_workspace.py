@@ -102,9 +102,12 @@ def test_rule_4_6_file_over_the_cap_fails_before_reading(
     (root / "exact").write_bytes(b"x" * LIMIT)
     opened: list[str] = []
     real_open = os.open
-    monkeypatch.setattr(
-        workspace_module.os, "open", lambda p, *a: opened.append(p) or real_open(p, *a)
-    )
+
+    def recording_open(path: str, flags: int, *args: int) -> int:
+        opened.append(path)
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(workspace_module.os, "open", recording_open)
     assert "over the 1024-byte limit" in refusal(root, "big")
     assert opened == []
     assert len(read(root, "exact")) == LIMIT

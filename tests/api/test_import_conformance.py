@@ -1,0 +1,61 @@
+"""Real-data conformance through the API: every recorded Harness log reaches its listed verdict
+when imported (or, for live streams, appended event by event), and a refusal names the rule, the
+event index and its seq and stores nothing."""
+
+from __future__ import annotations
+
+import pytest
+import zstandard
+
+from governor.domain.harness import parse_stream
+from governor.models import Event, Session
+from tests.conftest import AgentClient
+from tests.harness_corpus import denormalised_text, index_rows
+
+ROWS = [pytest.param(row, id=f"{row.verdict}:{row.path.removeprefix('logs/')}")
+        for row in index_rows() if row.verdict != "skip"]
+
+
+@pytest.mark.parametrize("row", ROWS)
+def test_recorded_log_reaches_its_verdict_through_the_api(
+    agent: AgentClient, workspace: object, row: object
+) -> None:
+    text = denormalised_text(row.path)  # type: ignore[attr-defined]
+    verdict = row.verdict  # type: ignore[attr-defined]
+    if verdict == "accept-stream":
+        session = agent.create_session(workspace)  # type: ignore[arg-type]
+        events = parse_stream(text)
+        for event in events:
+            response = agent.append(session["id"], [event])
+            assert response.status_code == 200, response.content
+        assert Event.objects.filter(session_id=session["id"]).count() == len(events)
+        return
+    response = agent.post("/sessions/import", raw=text, content_type="application/x-ndjson")
+    if verdict == "accept":
+        assert response.status_code == 201, response.content
+        session = Session.objects.get(pk=response.json()["id"])
+        assert session.imported
+        assert response.json()["next_seq"] == session.events.count() > 0
+        return
+    assert response.status_code == 422, response.content
+    error = response.json()["error"]
+    assert error["code"] == "INVARIANT"
+    assert error["details"]["rule"] and isinstance(error["details"]["index"], int)
+    assert "seq" in error["details"]
+    assert not Session.objects.exists()
+    assert not Event.objects.exists()
+
+
+def test_zstd_compressed_log_is_imported(agent: AgentClient) -> None:
+    [row] = [r for r in index_rows() if r.path.endswith("agent-instructions/session.jsonl")]
+    body = zstandard.ZstdCompressor().compress(denormalised_text(row.path).encode())
+    response = agent.post("/sessions/import", raw=body, content_type="application/zstd")
+    assert response.status_code == 201, response.content
+
+
+def test_imported_governor_events_are_marked_imported(agent: AgentClient) -> None:
+    [row] = [r for r in index_rows() if r.path.endswith("agent-instructions/session.jsonl")]
+    response = agent.post("/sessions/import", raw=denormalised_text(row.path),
+                          content_type="application/x-ndjson")
+    first = Event.objects.filter(session_id=response.json()["id"]).order_by("seq").first()
+    assert first is not None and first.meta and first.meta.get("imported") is True
