@@ -92,7 +92,7 @@ class ReceiptRule(NamedTuple):
 RECEIPTED_EVENTS: dict[str, ReceiptRule] = {
     "reliability/attempt": ReceiptRule("attempt", None),
     "reliability/terminal": ReceiptRule("terminal", None),
-    "reliability/contract": ReceiptRule("contract", "contract"),
+    "reliability/contract": ReceiptRule("contract", None),
 }
 """Event type → how its receipt recomputes. Extend as more governor events are verified."""
 
@@ -351,7 +351,7 @@ class _Export:
         if event.type == "reliability/contract":
             contract_id = contract_id_of(event.type, event.data)
             if contract_id is not None:
-                self.contract_receipts[contract_id] = event.data["contract"]["receipt"]
+                self.contract_receipts[contract_id] = event.data["receipt"]
         if event.type == "reliability/terminal":
             contract_id = contract_id_of(event.type, event.data)
             self.latest_contract_at[seq] = self.contract_receipts.get(contract_id or "")
@@ -433,7 +433,7 @@ class _Export:
         if predicate["eventSeq"] != event.seq:
             return f"predicate eventSeq {predicate['eventSeq']} is not {event.seq}"
         if kind == "contract":
-            expected_contract = event.data["contract"].get("receipt")
+            expected_contract = event.data.get("receipt")
         else:
             expected_contract = self.latest_contract_at.get(event.seq)
             if expected_contract is None:
@@ -465,13 +465,9 @@ class _Export:
 
 
 def contract_id_of(event_type: str, data: Any) -> str | None:
-    """The contract an attested event is about: `data.contract.id` for a contract event,
-    `data.contractId` otherwise."""
-    if type(data) is not dict:
-        return None
-    holder = data.get("contract") if event_type == "reliability/contract" else data
-    key = "id" if event_type == "reliability/contract" else "contractId"
-    value = holder.get(key) if type(holder) is dict else None
+    """The contract an attested event is about: `data.contractId` (a contract event's data is
+    the stored contract itself)."""
+    value = data.get("contractId") if type(data) is dict else None
     return value if type(value) is str else None
 
 
