@@ -15,6 +15,9 @@ class JSONTextField(models.TextField):
     """JSON kept as text. PostgreSQL's jsonb cannot hold U+0000, which real agent logs contain;
     JSON text escapes it, so every database stores every lossless JSON value."""
 
+    _pyi_private_set_type: Any
+    _pyi_private_get_type: Any
+
     def from_db_value(self, value: str | None, expression: Any, connection: Any) -> Any:
         return None if value is None else json.loads(value)
 
@@ -118,7 +121,8 @@ class WorkspaceKind(models.TextChoices):
 class Session(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="sessions")
-    external_id = models.CharField(max_length=200, null=True, blank=True)
+    # NULL, not "", for sessions without one: the unique constraint ignores NULLs.
+    external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     workspace_kind = models.CharField(max_length=16, choices=WorkspaceKind.choices)
     workspace_path = models.CharField(max_length=4096, blank=True)
     header = JSONTextField(null=True, blank=True)
@@ -152,12 +156,12 @@ class Event(models.Model):
     origin = models.CharField(max_length=8, choices=Origin.choices)
     data = JSONTextField()
     meta = JSONTextField(null=True, blank=True)
-    raw = models.TextField(null=True, blank=True)
+    raw = models.TextField(null=True, blank=True)  # noqa: DJ001 - NULL for governor events
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
     # Denormalised from `data` at append time so evidence questions are indexed lookups.
-    tool_name = models.CharField(max_length=256, null=True, blank=True)
-    call_id = models.CharField(max_length=256, null=True, blank=True)
+    tool_name = models.CharField(max_length=256, null=True, blank=True)  # noqa: DJ001
+    call_id = models.CharField(max_length=256, null=True, blank=True)  # noqa: DJ001
     is_error = models.BooleanField(null=True)
     governor_tool = models.BooleanField(null=True)
 
@@ -216,6 +220,9 @@ class EventBatch(models.Model):
             models.UniqueConstraint(fields=["session", "key"], name="event_batch_key_unique")
         ]
 
+    def __str__(self) -> str:
+        return f"{self.session_id} batch {self.key}"
+
 
 class SigningKey(models.Model):
     keyid = models.CharField(max_length=64, unique=True)
@@ -243,3 +250,6 @@ class Attestation(models.Model):
     keyid = models.CharField(max_length=64)
     envelope = JSONTextField()
     created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"attestation of event {self.event_id}"

@@ -1,6 +1,6 @@
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.conf import settings
 from django.urls import path, re_path
 from django.views.static import serve
 

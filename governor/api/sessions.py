@@ -7,7 +7,7 @@ from typing import Any
 
 import zstandard
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router, Status
 
 from governor.api.auth import agent_token, session_for_token
@@ -146,7 +146,7 @@ def import_session(request: HttpRequest) -> Status[dict[str, Any]]:
 
 
 @router.get("/sessions/{session_id}/export", response={200: None, **ERROR_RESPONSES})
-def export_session(request: HttpRequest, session_id: str) -> HttpResponse:
+def export_session(request: HttpRequest, session_id: str) -> StreamingHttpResponse:
     session = session_for_token(agent_token(request), session_id)
     return export_response(session)
 

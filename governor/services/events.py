@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time as clock
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +64,7 @@ def _build_rows(
     session: Session,
     state: SessionState,
     envelopes: list[dict[str, Any]],
-    raws: list[str | None],
+    raws: Sequence[str | None],
     *,
     origin: str,
     imported: bool,
@@ -101,7 +102,7 @@ def events_append(
     *,
     session: Session,
     envelopes: list[dict[str, Any]],
-    raws: list[str | None] | None = None,
+    raws: Sequence[str | None] | None = None,
     expected_seq: int | None = None,
     idempotency_key: str | None = None,
     extra_types: frozenset[str] = frozenset(),
@@ -155,7 +156,7 @@ def events_append(
 
 
 def lifecycle_of(state: SessionState) -> lifecycle.LifecycleState:
-    return state.lifecycle or lifecycle.initial_state()  # type: ignore[return-value]
+    return state.lifecycle or lifecycle.initial_state()
 
 
 def _fold_governor_events(state: SessionState, rows: list[Event]) -> lifecycle.LifecycleState:

@@ -19,6 +19,7 @@ from governor.services import keys
 from governor.services.errors import Conflict, Invalid
 from governor.services.events import AppendResult, events_append, now_ms
 
+
 def allowed_roots(project: Project) -> list[Path]:
     roots = list(project.workspace_roots or [])
     if project.slug == "demo":

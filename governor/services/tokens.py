@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from governor.models import AgentToken, Project
 
-TOKEN_PREFIX = "gov_"
+TOKEN_PREFIX = "gov_"  # noqa: S105 - a public marker, not a secret
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 

@@ -56,9 +56,9 @@ def test_database_trigger_refuses_updating_an_event(agent: AgentClient, session:
 
 def test_database_trigger_refuses_deleting_an_event(agent: AgentClient, session: dict) -> None:
     agent.append(session["id"], Trace().start_turn().flush())
-    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM governor_event")
+    with (pytest.raises(DatabaseError, match="append-only"), transaction.atomic(),
+          connection.cursor() as cursor):
+        cursor.execute("DELETE FROM governor_event")
 
 
 def test_model_refuses_saving_an_existing_event(agent: AgentClient, session: dict) -> None:

@@ -81,6 +81,6 @@ def test_database_trigger_fires_on_postgresql(tmp_path: Path) -> None:
                                                "data": {}}])
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
         Event.objects.filter(session=session).update(time=5)
-    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM governor_event")
+    with (pytest.raises(DatabaseError, match="append-only"), transaction.atomic(),
+          connection.cursor() as cursor):
+        cursor.execute("DELETE FROM governor_event")

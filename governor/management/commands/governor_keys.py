@@ -17,6 +17,6 @@ class Command(BaseCommand):
             self.stdout.write(f"new active key {key.keyid}; older keys stay for verification")
             return
         keys.key_active()
-        for key in keys.public_keys():
-            flag = "active" if key["active"] else "retired"
-            self.stdout.write(f"{key['keyid']}\t{flag}\t{key['publicKey']}")
+        for public in keys.public_keys():
+            flag = "active" if public["active"] else "retired"
+            self.stdout.write(f"{public['keyid']}\t{flag}\t{public['publicKey']}")

@@ -46,9 +46,10 @@ class Command(BaseCommand):
                     project_set(project=project, workspace_roots=options["workspace_root"])
                 self.stdout.write(f"created project {project.slug}")
                 return
-            project = Project.objects.filter(slug=options["slug"]).first()
-            if project is None:
+            found = Project.objects.filter(slug=options["slug"]).first()
+            if found is None:
                 raise CommandError(f"no project {options['slug']!r}")
+            project = found
             changes: dict[str, Any] = {
                 name: options[name] for name in SETTABLE if options.get(name) is not None
             }

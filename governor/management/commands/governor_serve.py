@@ -34,8 +34,9 @@ class Command(BaseCommand):
         ]
         host = options["bind"]
         self.stdout.write(f"broker: {settings.BROKER_URL} ({settings.BROKER_REASON})")
-        self.stdout.write(f"database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}"
-                          f" {settings.DATABASES['default']['NAME']}")
+        database = settings.DATABASES["default"]
+        self.stdout.write(f"database: {str(database['ENGINE']).rsplit('.', 1)[-1]} "
+                          f"{database['NAME']}")
         self.stdout.write(self.style.SUCCESS(
             f"reviewer inbox http://{host}/reviews/  ·  API docs http://{host}/api/v1/docs  ·  "
             f"admin http://{host}/admin/  ·  Ctrl-C stops"
