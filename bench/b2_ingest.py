@@ -1,0 +1,237 @@
+"""B2. Event ingestion throughput (shared/BENCHMARKS.md).
+
+The accepted recorded Harness logs go through `events_append` (full validation, hash chain,
+projection, one transaction per batch of at most 1,000), one fresh session per log per copy.
+References in the same process, on the same database, against the same rows: the ORM's
+`bulk_create` of the precomputed Event instances, and the driver's own `executemany` of the
+precomputed column values, each batch in its own transaction like the governed path. The arms
+take turns within each repetition (the order rotates), so drift hits all three alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import uuid
+from typing import Any
+
+from bench.common import (
+    database_env,
+    database_labels,
+    django_setup,
+    isolated,
+    markdown_table,
+    median,
+    postgres_url,
+    progress,
+    rate,
+)
+
+NAME = "B2"
+BATCH = 1000
+ARMS = ("governed", "orm", "executemany")
+GOALS = {"ratio_orm": 0.4, "governed_eps": {"sqlite": 10_000, "postgresql": 5_000}}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--copies", type=int, default=3,
+                        help="B2: corpus copies per repetition (~11k events each; default 3)")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    server = postgres_url(args.postgres)
+    params = {"batch": BATCH, "copies": args.copies, "repeats": args.repeats}
+    result: dict[str, Any] = {"params": params, "databases": {}}
+    for label in database_labels(server):
+        with database_env(label, server) as env:
+            result["databases"][label] = isolated(measure, label, params, args.profile, env=env)
+    return result
+
+
+# --- in the child: one database, fresh Django -------------------------------------------------
+
+
+def _corpus() -> list[tuple[list[dict[str, Any]], list[str]]]:
+    """(envelopes, raw texts) of every accepted log, normalisation undone, in index order. The
+    raw text is what a client would have sent for the event, which the API stores."""
+    from governor.domain.harness import parse_log
+    from tests.harness_corpus import denormalised_text, index_rows, restore_seq_and_time
+
+    logs = []
+    for row in index_rows():
+        if row.verdict == "accept":
+            _header, events = parse_log(denormalised_text(row.path))
+            events = restore_seq_and_time(events)
+            raws = [json.dumps(e, ensure_ascii=False, separators=(",", ":")) for e in events]
+            logs.append((events, raws))
+    return logs
+
+
+def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]:
+    django_setup()
+    from django.conf import settings
+    from django.db import connection, transaction
+
+    from governor.domain.chain import GENESIS
+    from governor.models import Event, Project, Session, SessionState
+    from governor.services.events import _build_rows, events_append
+    from governor.services.sessions import session_create
+    from governor.services.tokens import token_create
+
+    workspace = settings.VAR_DIR / "workspace"
+    workspace.mkdir()
+    project = Project.objects.create(slug="bench", name="Bench", review_mode="off",
+                                     workspace_roots=[str(settings.VAR_DIR)])
+    token, _secret = token_create(project=project, name="bench")
+    logs = _corpus()
+
+    # The exact rows the governed path stores, built once by its own row builder (the session
+    # and hashes differ per session; the references do not look at them).
+    proto = Session(id=uuid.uuid4(), project=project)
+    fields = [f for f in Event._meta.concrete_fields if f.attname not in ("id", "session_id")]
+    rows_per_log = []
+    for envelopes, raws in logs:
+        state = SessionState(session=proto, next_seq=0, head=GENESIS)
+        built = _build_rows(proto, state, envelopes, raws, origin="agent", imported=False)
+        rows_per_log.append([{f.attname: getattr(row, f.attname) for f in fields}
+                             for row in built])
+    columns = ["session_id", *(f.column for f in fields)]
+    preps = [f.get_db_prep_save for f in fields]
+    mark = "?" if connection.vendor == "sqlite" else "%s"
+    insert = (f"INSERT INTO {Event._meta.db_table} ({', '.join(columns)}) "
+              f"VALUES ({', '.join([mark] * len(columns))})")
+    session_pk = Session._meta.pk
+
+    def sessions(copies: int) -> list[Session]:
+        return [session_create(token=token, workspace={"kind": "path", "path": str(workspace)})[0]
+                for _ in range(copies) for _log in logs]
+
+    def batches(items: list[Any]) -> list[list[Any]]:
+        return [items[i:i + BATCH] for i in range(0, len(items), BATCH)]
+
+    # Each arm: untimed preparation (fresh sessions, precomputed inputs), then the timed loop.
+    def governed(copies: int) -> tuple[int, float]:
+        work = [(s, b, r) for s, (envs, raws) in zip(sessions(copies), logs * copies, strict=True)
+                for b, r in zip(batches(envs), batches(raws), strict=True)]
+        start = time.perf_counter()
+        for session, envelopes, raws in work:
+            events_append(session=session, envelopes=envelopes, raws=raws)
+        return sum(len(b) for _, b, _ in work), time.perf_counter() - start
+
+    def orm(copies: int) -> tuple[int, float]:
+        work = [batches([Event(session=s, **row) for row in rows])
+                for s, rows in zip(sessions(copies), rows_per_log * copies, strict=True)]
+        work = [batch for per_log in work for batch in per_log]
+        start = time.perf_counter()
+        for batch in work:
+            with transaction.atomic():
+                Event.objects.bulk_create(batch)
+        return sum(map(len, work)), time.perf_counter() - start
+
+    def executemany(copies: int) -> tuple[int, float]:
+        work = []
+        for s, rows in zip(sessions(copies), rows_per_log * copies, strict=True):
+            sid = session_pk.get_db_prep_value(s.id, connection)
+            values = [(sid, *(prep(row[f.attname], connection) for f, prep in zip(
+                fields, preps, strict=True))) for row in rows]
+            work += batches(values)
+        connection.ensure_connection()
+        driver = connection.connection
+        start = time.perf_counter()
+        for batch in work:
+            with transaction.atomic():
+                cursor = driver.cursor()
+                cursor.executemany(insert, batch)
+                cursor.close()
+        return sum(map(len, work)), time.perf_counter() - start
+
+    arms = {"governed": governed, "orm": orm, "executemany": executemany}
+    progress(f"[B2 {label}] warm-up: one corpus copy through each arm")
+    for arm in arms.values():
+        arm(1)
+
+    copies, repeats = params["copies"], params["repeats"]
+    seconds: dict[str, list[float]] = {name: [] for name in ARMS}
+    events = 0
+    for rep in range(repeats):
+        order = ARMS[rep % 3:] + ARMS[:rep % 3]
+        for name in order:
+            events, elapsed = arms[name](copies)
+            seconds[name].append(elapsed)
+        progress(f"[B2 {label}] repeat {rep + 1}/{repeats}: " + ", ".join(
+            f"{name} {rate(events / seconds[name][-1])}/s" for name in ARMS))
+
+    if profile:
+        _profile(label, lambda: governed(copies))
+
+    eps = {name: [events / s for s in seconds[name]] for name in ARMS}
+    return {
+        "database": _version(connection),
+        "logs": len(logs),
+        "events": events,
+        "batches": sum(len(batches(rows)) for rows in rows_per_log) * copies,
+        "governed_eps": median(eps["governed"]),
+        "orm_eps": median(eps["orm"]),
+        "executemany_eps": median(eps["executemany"]),
+        "ratio_orm": median([g / o for g, o in zip(eps["governed"], eps["orm"], strict=True)]),
+        "ratio_executemany": median([g / x for g, x in zip(
+            eps["governed"], eps["executemany"], strict=True)]),
+        "seconds": seconds,
+    }
+
+
+def _version(connection: Any) -> str:
+    if connection.vendor == "sqlite":
+        import sqlite3
+
+        return f"SQLite {sqlite3.sqlite_version}"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        return f"PostgreSQL {cursor.fetchone()[0]}"
+
+
+def _profile(label: str, repetition: Any) -> None:
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    events, elapsed = repetition()
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(25)
+    progress(f"[B2 {label}] cProfile of one governed repetition ({events} events, "
+             f"{elapsed:.2f} s under the profiler):\n{out.getvalue()}")
+
+
+# --- in the parent: reporting -----------------------------------------------------------------
+
+
+def table(result: dict[str, Any]) -> str:
+    rows = []
+    for label, r in result["databases"].items():
+        rows.append([
+            r["database"], f"{r['events']:,}",
+            rate(r["governed_eps"]), rate(r["orm_eps"]), rate(r["executemany_eps"]),
+            f"{r['ratio_orm']:.2f}", f"{r['ratio_executemany']:.3f}",
+            f"{GOALS['ratio_orm']} / {rate(GOALS['governed_eps'][label])}",
+        ])
+    p = result["params"]
+    note = (f"Events/s are medians of {p['repeats']} repetitions; ratios are medians of the "
+            f"per-repetition ratios. Batches of at most {p['batch']:,}, one session per log.")
+    header = ["database", "events/rep", "governed ev/s", "ORM bulk_create ev/s",
+              "executemany ev/s", "governed/ORM", "governed/executemany", "goal (ratio / ev/s)"]
+    return markdown_table(header, rows) + "\n\n" + note
+
+
+def gates(result: dict[str, Any]) -> list[str]:
+    failed = []
+    for label, r in result["databases"].items():
+        if r["ratio_orm"] < GOALS["ratio_orm"]:
+            failed.append(f"{label}: governed/ORM {r['ratio_orm']:.2f} < {GOALS['ratio_orm']}")
+        floor = GOALS["governed_eps"][label]
+        if r["governed_eps"] < floor:
+            failed.append(f"{label}: governed {rate(r['governed_eps'])} ev/s < {rate(floor)}")
+    return failed
