@@ -74,7 +74,10 @@ class Project(models.Model):
     extra_event_types = models.JSONField(
         default=list, blank=True, help_text="Event types beyond the Harness catalog to accept."
     )
-    webhook_url = models.URLField(blank=True)
+    webhook_url = models.URLField(blank=True, help_text="Receives a signed POST when a "
+                                  "proposal starts waiting for review.")
+    webhook_secret = models.CharField(max_length=200, blank=True,
+                                      help_text="HMAC-SHA256 key for the webhook signature.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

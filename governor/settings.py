@@ -265,3 +265,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+
+# Absolute links in notifications (emails, webhooks) point here.
+PUBLIC_URL = os.environ.get("GOVERNOR_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+CELERY_BEAT_SCHEDULE = {
+    "expire-due-reviews": {"task": "reviews.tasks.expire_due_reviews", "schedule": 30.0},
+    "expire-lost-runs": {"task": "verification.tasks.expire_lost_runs", "schedule": 15.0},
+}

@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 from django.views.static import serve
 
 from governor import views
@@ -11,6 +11,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("api/v1/", api.urls),
     path("admin/", admin.site.urls),
+    path("reviews/", include("reviews.urls")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     # Vendored htmx, CSS and the admin's assets, collected by `make run`; small and immutable.

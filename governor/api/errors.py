@@ -13,6 +13,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 from governor.domain.canonical import JSONValueError
 from governor.domain.contracts import ContractError
 from governor.domain.harness import InvariantError
+from governor.domain.review import ReviewError
 from governor.services import errors
 
 
@@ -71,6 +72,10 @@ def install(api: NinjaAPI) -> None:
 
     @api.exception_handler(ContractError)
     def bad_contract(request: HttpRequest, exc: ContractError) -> HttpResponse:
+        return error_response(api, request, 422, "VALIDATION", str(exc), exc.errors)
+
+    @api.exception_handler(ReviewError)
+    def bad_review(request: HttpRequest, exc: ReviewError) -> HttpResponse:
         return error_response(api, request, 422, "VALIDATION", str(exc), exc.errors)
 
     @api.exception_handler(NinjaValidationError)

@@ -20,28 +20,11 @@ from governor.domain.canonical import (
     canonical_equal,
     loads_strict,
 )
+from governor.domain.harness import is_governor_tool, tool_result_info
 from governor.domain.workspace import Workspace, WorkspaceError
 
-GOVERNOR_TOOL_NAMES = frozenset(
-    {
-        "reliability_assess",
-        "reliability_draft",
-        "reliability_begin",
-        "reliability_begin_code",
-        "reliability_verify",
-        "reliability_status",
-        "reliability_abstain",
-        "reliability_code_profiles",
-        "reliability_code_verify",
-    }
-)
 WORKSPACE_WRITE = "workspace-write"
 EVIDENCE_SNIPPET_CHARS = 80
-
-
-def is_governor_tool(name: str) -> bool:
-    """§2: the last segment after `__` or `.` (or the whole name) is a governor tool name."""
-    return re.split(r"__|\.", name)[-1] in GOVERNOR_TOOL_NAMES
 
 
 @dataclass(frozen=True)
@@ -97,37 +80,6 @@ def _data(event: Mapping[str, Any]) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def result_call_id(data: Mapping[str, Any]) -> str | None:
-    """The call id a `tool/result` answers (`message.source.callId`, else the block's id)."""
-    message = data.get("message")
-    if not isinstance(message, dict):
-        return None
-    source = message.get("source")
-    if isinstance(source, dict) and isinstance(source.get("callId"), str):
-        return str(source["callId"])
-    block = _first_block(message)
-    if block is not None and isinstance(block.get("toolCallId"), str):
-        return str(block["toolCallId"])
-    return None
-
-
-def _first_block(message: Mapping[str, Any]) -> dict[str, Any] | None:
-    content = message.get("content")
-    if isinstance(content, list) and content and isinstance(content[0], dict):
-        return content[0]
-    return None
-
-
-def result_is_error(data: Mapping[str, Any]) -> bool:
-    """Rule 4.9: a result succeeded only when `content[0].isError` is false and there is no
-    `data.error`; anything else (including a missing flag) is an error."""
-    if data.get("error") is not None:
-        return True
-    message = data.get("message")
-    block = _first_block(message) if isinstance(message, dict) else None
-    return block is None or block.get("isError") is not False
-
-
 class LogEvidence:
     """`Evidence` over stored events `{"seq", "type", "origin", "data"}` held in memory."""
 
@@ -143,9 +95,9 @@ class LogEvidence:
             data = _data(event)
             if event["type"] == "tool/call" and isinstance(data.get("callId"), str):
                 latest_call[data["callId"]] = int(event["seq"])
-            elif event["type"] == "tool/result":
-                call_id = result_call_id(data)
-                if call_id in latest_call and not result_is_error(data):
+            elif (result := tool_result_info(event)) is not None:
+                call_id, is_error = result
+                if call_id in latest_call and not is_error:
                     answered.add(latest_call[call_id])
         return answered
 
@@ -181,13 +133,10 @@ class LogEvidence:
             if event["type"] == "tool/call" and isinstance(data.get("callId"), str):
                 name = data.get("name")
                 call_names[data["callId"]] = name if isinstance(name, str) else None
-            elif (
-                event["type"] == "tool/result"
-                and int(event["seq"]) > after_seq
-                and result_is_error(data)
-            ):
-                call_id = result_call_id(data)
-                return int(event["seq"]), call_names.get(call_id) if call_id else None
+            elif int(event["seq"]) > after_seq and (result := tool_result_info(event)) is not None:
+                call_id, is_error = result
+                if is_error:
+                    return int(event["seq"]), call_names.get(call_id)
         return None
 
     def mutation_boundary(self, after_seq: int, profile: str) -> int:

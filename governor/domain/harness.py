@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from governor.domain.canonical import JSONValueError, loads_strict
@@ -181,7 +182,7 @@ def is_governor_tool(name: str) -> bool:
     return name.rsplit("__", 1)[-1].rsplit(".", 1)[-1] in GOVERNOR_TOOL_NAMES
 
 
-def tool_call_info(envelope: dict[str, Any]) -> tuple[str, str, str] | None:
+def tool_call_info(envelope: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """(call id, tool name, arguments text) of a `tool/call` event, else None."""
     if envelope.get("type") != "tool/call":
         return None
@@ -194,7 +195,7 @@ def tool_call_info(envelope: dict[str, Any]) -> tuple[str, str, str] | None:
     return call_id, name, arguments
 
 
-def tool_result_info(envelope: dict[str, Any]) -> tuple[str, bool] | None:
+def tool_result_info(envelope: Mapping[str, Any]) -> tuple[str, bool] | None:
     """(call id, is_error) of a `tool/result` event, else None. An error is `content[0].isError`
     true or a `data.error` present."""
     if envelope.get("type") != "tool/result":

@@ -46,6 +46,10 @@ def _index_fields(envelope: dict[str, Any]) -> dict[str, Any]:
             call_id, name, _arguments = info
             return {"call_id": call_id, "tool_name": name,
                     "governor_tool": harness.is_governor_tool(name)}
+    elif kind == "tool/code-dispatch-start":
+        name = envelope["data"].get("name")
+        if isinstance(name, str):
+            return {"tool_name": name, "governor_tool": harness.is_governor_tool(name)}
     elif kind == "tool/result":
         result = harness.tool_result_info(envelope)
         if result is not None:
@@ -55,9 +59,9 @@ def _index_fields(envelope: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_workspace_mutation(envelope: dict[str, Any], fields: dict[str, Any]) -> bool:
-    if envelope["type"] == "tool/code-dispatch-start":
-        return True
-    return envelope["type"] == "tool/call" and fields.get("governor_tool") is False
+    """Rule 4.10's boundary events: any tool call or code dispatch that is not the governor's."""
+    return (envelope["type"] in ("tool/call", "tool/code-dispatch-start")
+            and fields.get("governor_tool") is not True)
 
 
 def _build_rows(

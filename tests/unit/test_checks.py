@@ -15,9 +15,9 @@ from governor.domain.checks import (
     VerificationRecord,
     evaluate_check,
     evaluate_checks,
-    is_governor_tool,
     resolve_pointer,
 )
+from governor.domain.harness import is_governor_tool
 from governor.domain.workspace import Workspace
 
 START = 10

@@ -1,0 +1,173 @@
+"""Contracts and their outcomes: assess, begin, verify, turn-stop, abstain, status, review."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Router, Status
+
+from governor.api.auth import agent_token, session_for_token
+from governor.api.bodies import json_body
+from governor.api.errors import ERROR_RESPONSES
+from governor.api.sessions import session_out
+from governor.domain import lifecycle
+from governor.models import Session, SessionState
+from governor.services import contracts
+from governor.services.errors import Invalid
+from reviews import services as reviews
+
+router = Router(tags=["contracts"])
+
+PROPOSAL_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {
+            "type": "object",
+            "required": ["objective", "claims", "checks"],
+            "properties": {
+                "objective": {"type": "string", "maxLength": 4096},
+                "claims": {"type": "array", "items": {"type": "object"}},
+                "checks": {"type": "array", "items": {"type": "object"}},
+                "max_attempts": {"type": "integer", "minimum": 1, "maximum": 10},
+                "intent": {"type": "object"},
+                "draft_receipt": {"type": "string"},
+            },
+            "additionalProperties": False,
+        }}},
+    }
+}
+MAX_WAIT_SECONDS = 60
+POLL_SECONDS = 0.25
+
+
+def _session(request: HttpRequest, session_id: str) -> Session:
+    return session_for_token(agent_token(request), session_id)
+
+
+def _terminal(record: Any) -> dict[str, Any] | None:
+    if record is None:
+        return None
+    data = record["data"]
+    return {"status": data["status"], "reason": data["reason"], "receipt": data["receipt"],
+            "contract_id": data["contractId"], "seq": record["seq"],
+            "imported": record["imported"]}
+
+
+def session_status(session: Session) -> dict[str, Any]:
+    state = SessionState.objects.get(session=session)
+    folded = state.lifecycle or lifecycle.initial_state()
+    pending = reviews.review_pending(session)
+    latest = reviews.review_latest(session)
+    contract = folded["contract"]
+    return {
+        **session_out(session),
+        "state": lifecycle.state_name(folded, review_pending=pending is not None),
+        "contract": contract["data"] if contract else None,
+        "attempts": [{**record["data"], "seq": record["seq"]} for record in folded["attempts"]],
+        "terminal": _terminal(folded["terminal"]),
+        "review": reviews.review_status(latest) if latest else None,
+        "latest_draft": folded["latestDraft"]["data"] if folded["latestDraft"] else None,
+    }
+
+
+@router.get("/sessions/{session_id}", response={200: dict, **ERROR_RESPONSES})
+def get_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
+    return session_status(_session(request, session_id))
+
+
+@router.post("/sessions/{session_id}/assess", response={200: dict, **ERROR_RESPONSES},
+             openapi_extra=PROPOSAL_BODY)
+def assess(request: HttpRequest, session_id: str) -> dict[str, Any]:
+    session = _session(request, session_id)
+    body, _ = json_body(request)
+    kind = "code" if request.GET.get("kind") == "code" else "general"
+    return contracts.contract_assess(session=session, body=body, kind=kind)
+
+
+def _begin(request: HttpRequest, session_id: str, kind: str) -> Status[dict[str, Any]]:
+    session = _session(request, session_id)
+    body, _ = json_body(request)
+    result = contracts.contract_begin(session=session, body=body, kind=kind)
+    answer: dict[str, Any] = {"status": result.status, "assessment": result.assessment}
+    if result.status == "review-required":
+        return Status(200, answer)
+    if result.status == "review-pending":
+        assert result.review is not None
+        answer["review"] = result.review
+        answer["review_url"] = request.build_absolute_uri(result.review["review_url"])
+        return Status(202, answer)
+    answer["contract"] = result.contract
+    return Status(201, answer)
+
+
+@router.post("/sessions/{session_id}/contracts",
+             response={200: dict, 201: dict, 202: dict, **ERROR_RESPONSES},
+             openapi_extra=PROPOSAL_BODY)
+def begin(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
+    return _begin(request, session_id, "general")
+
+
+@router.post("/sessions/{session_id}/code-contracts",
+             response={200: dict, 201: dict, 202: dict, **ERROR_RESPONSES},
+             openapi_extra=PROPOSAL_BODY)
+def begin_code(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
+    return _begin(request, session_id, "code")
+
+
+def _outcome(result: contracts.AttemptResult) -> dict[str, Any]:
+    return {"decision": result.decision, "message": result.message, "attempt": result.attempt,
+            "terminal": result.terminal}
+
+
+@router.post("/sessions/{session_id}/verify", response={200: dict, **ERROR_RESPONSES})
+def verify(request: HttpRequest, session_id: str) -> dict[str, Any]:
+    return _outcome(contracts.attempt_record(session=_session(request, session_id),
+                                             trigger="manual"))
+
+
+@router.post("/sessions/{session_id}/turn-stop", response={200: dict, **ERROR_RESPONSES})
+def turn_stop(request: HttpRequest, session_id: str) -> dict[str, Any]:
+    return contracts.turn_stop(session=_session(request, session_id))
+
+
+ABSTAIN_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["reason"], "additionalProperties": False,
+    "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": 2000}}}}}}}
+
+
+@router.post("/sessions/{session_id}/abstain", response={200: dict, **ERROR_RESPONSES},
+             openapi_extra=ABSTAIN_BODY)
+def abstain(request: HttpRequest, session_id: str) -> dict[str, Any]:
+    session = _session(request, session_id)
+    body, _ = json_body(request)
+    unknown = sorted(set(body) - {"reason"})
+    if unknown:
+        raise Invalid(f"unknown field(s) {unknown}",
+                      details=[{"path": key, "message": "unknown field"} for key in unknown])
+    return _outcome(contracts.contract_abstain(session=session, reason=body.get("reason")))
+
+
+@router.get("/sessions/{session_id}/review", response={200: dict, **ERROR_RESPONSES})
+def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> dict[str, Any]:
+    """The latest review of the session. With `wait`, holds the request (at most 60 s) until
+    the pending proposal is decided or replaced by the next stage's."""
+    session = _session(request, session_id)
+    wait = max(0, min(wait, MAX_WAIT_SECONDS))
+    review = reviews.review_latest(session)
+    deadline = time.monotonic() + wait
+    while review is not None and review.status == "pending" and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+        latest = reviews.review_latest(session)
+        changed = latest is not None and (latest.pk, latest.status) != (review.pk, review.status)
+        review = latest
+        if changed:
+            break
+    return {"review": reviews.review_status(review) if review else None}
+
+
+@router.delete("/sessions/{session_id}/review", response={200: dict, **ERROR_RESPONSES})
+def withdraw_review(request: HttpRequest, session_id: str) -> dict[str, Any]:
+    review = reviews.review_cancel(session=_session(request, session_id))
+    return {"review": reviews.review_status(review)}

@@ -1,0 +1,92 @@
+"""SEMANTICS §6: the two review stages' proposal documents and decision payloads.
+
+    intent proposal    {stage: "intent", sessionId, contractKind, objective, constraints,
+                        assumptions, nonGoals, ambiguities, authorship}
+                       receipt("intent-proposal", it)
+    evidence proposal  {stage: "evidence", sessionId, contractId, contractKind, objective, claims,
+                        checks, maxAttempts, authorship, coverage, approvedIntent:
+                        {proposal, proposalReceipt, reviewReceipt}}
+                       receipt("contract-proposal", it)
+    review decision    {proposalReceipt, decision, decidedBy, feedbackBytes, feedbackReceipt?,
+                        intentProposalReceipt? (evidence stage), receipt}
+                       receipt("intent-review" | "contract-review", it without receipt);
+                       the feedback text itself is never in it, only its size and receipt
+                       ("intent-feedback" | "contract-feedback").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governor.domain.canonical import receipt
+
+MAX_FEEDBACK_CHARS = 2000
+DECISIONS = ("approved", "revision-requested", "rejected", "expired", "cancelled")
+STAGE_KINDS = {
+    "intent": ("intent-proposal", "intent-review", "intent-feedback"),
+    "evidence": ("contract-proposal", "contract-review", "contract-feedback"),
+}
+
+
+class ReviewError(ValueError):
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.errors = [{"path": path, "message": message}]
+
+
+def intent_proposal(*, session_id: str, kind: str, objective: str, intent: dict[str, Any],
+                    authorship: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "stage": "intent", "sessionId": session_id, "contractKind": kind,
+        "objective": objective, "constraints": intent["constraints"],
+        "assumptions": intent["assumptions"], "nonGoals": intent["nonGoals"],
+        "ambiguities": intent["ambiguities"], "authorship": authorship,
+    }
+
+
+def evidence_proposal(*, session_id: str, contract_id: str, kind: str, objective: str,
+                      claims: list[dict[str, Any]], checks: list[dict[str, Any]],
+                      max_attempts: int, authorship: dict[str, Any], coverage: dict[str, Any],
+                      intent_proposal: dict[str, Any], intent_proposal_receipt: str,
+                      intent_review_receipt: str) -> dict[str, Any]:
+    return {
+        "stage": "evidence", "sessionId": session_id, "contractId": contract_id,
+        "contractKind": kind, "objective": objective, "claims": claims, "checks": checks,
+        "maxAttempts": max_attempts, "authorship": authorship, "coverage": coverage,
+        "approvedIntent": {"proposal": intent_proposal, "proposalReceipt": intent_proposal_receipt,
+                           "reviewReceipt": intent_review_receipt},
+    }
+
+
+def proposal_receipt(stage: str, proposal: dict[str, Any]) -> str:
+    return receipt(STAGE_KINDS[stage][0], proposal)
+
+
+def feedback_text(raw: Any) -> str:
+    if raw is None:
+        return ""
+    if not isinstance(raw, str):
+        raise ReviewError("feedback", "must be text")
+    text = raw.strip()
+    if len(text) > MAX_FEEDBACK_CHARS:
+        raise ReviewError("feedback", f"is {len(text)} characters; at most {MAX_FEEDBACK_CHARS}")
+    return text
+
+
+def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
+                     decided_by: dict[str, Any], feedback: str = "",
+                     intent_proposal_receipt: str | None = None) -> dict[str, Any]:
+    """The review event's data: who decided what about which receipt; never the feedback."""
+    if decision not in DECISIONS:
+        raise ReviewError("decision", f"must be one of {', '.join(DECISIONS)}")
+    _, review_kind, feedback_kind = STAGE_KINDS[stage]
+    payload: dict[str, Any] = {
+        "proposalReceipt": proposal_receipt, "decision": decision, "decidedBy": decided_by,
+        "feedbackBytes": len(feedback.encode("utf-8")),
+    }
+    if feedback:
+        payload["feedbackReceipt"] = receipt(feedback_kind, feedback)
+    if intent_proposal_receipt is not None:
+        payload["intentProposalReceipt"] = intent_proposal_receipt
+    payload["receipt"] = receipt(review_kind, payload)
+    return payload

@@ -1,0 +1,239 @@
+"""Completion contracts: assess, begin, activate, attempts, turn-stop, abstain (SEMANTICS §5–7).
+
+`contract_activate` is the one place a contract becomes active, whether at once (review off)
+or after the evidence approval of a two-stage review."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from governor.domain import contracts as domain
+from governor.domain import coverage, lifecycle, messages
+from governor.domain.checks import evaluate_checks
+from governor.domain.workspace import Workspace
+from governor.models import Project, ReviewMode, Session, SessionState
+from governor.services.attestations import attest
+from governor.services.errors import Conflict, Invalid
+from governor.services.events import governor_event_append, lifecycle_of
+from governor.services.evidence import DatabaseEvidence
+from verification.services import profile_receipts, required_profile_ids
+
+
+@dataclass
+class BeginResult:
+    status: str  # "active" | "review-pending" | "review-required"
+    contract: dict[str, Any] | None = None
+    assessment: dict[str, Any] | None = None
+    review: dict[str, Any] | None = None
+
+
+@dataclass
+class AttemptResult:
+    attempt: dict[str, Any] | None
+    terminal: dict[str, Any] | None
+    decision: str
+    message: str
+    replayed: bool = False
+    results: list[Any] = field(default_factory=list)
+
+
+def _locked_state(session: Session) -> SessionState:
+    return SessionState.objects.select_for_update().get(session=session)
+
+
+def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = False,
+              require_intent: bool = False) -> domain.Proposal:
+    code = kind == "code"
+    proposal = domain.validate_proposal(
+        body, max_checks=project.max_checks, max_attempts_cap=project.max_attempts,
+        allow_empty_checks=assess_only or code, allow_empty_claims=code,
+        require_intent=require_intent,
+    )
+    if proposal.draft_receipt is not None and project.authoring_mode != "auxiliary-model":
+        raise Invalid("draft_receipt is only accepted when the project drafts contracts with an "
+                      "auxiliary model", details=[{"path": "draft_receipt",
+                                                    "message": "not accepted in this mode"}])
+    if code:
+        proposal = domain.inject_code_profiles(proposal, required_profile_ids(project),
+                                               max_checks=project.max_checks)
+    return proposal
+
+
+def _assessment(proposal: domain.Proposal) -> dict[str, Any]:
+    return coverage.assess(proposal.objective, proposal.claims, proposal.checks)
+
+
+def contract_assess(*, session: Session, body: Any, kind: str = "general") -> dict[str, Any]:
+    """The coverage preflight of §5. Writes nothing."""
+    proposal = _proposal(session.project, body, kind=kind, assess_only=True)
+    assessment = _assessment(proposal)
+    return {"status": assessment["status"], "assessment": assessment}
+
+
+def authorship(project: Project) -> dict[str, Any]:
+    """Who wrote the claims and checks. Outside auxiliary-model drafting it is only what the
+    caller declares, and labelled so."""
+    return {"mode": project.authoring_mode, "declaredBy": "caller"}
+
+
+def contract_begin(*, session: Session, body: Any, kind: str) -> BeginResult:
+    from reviews import services as reviews
+
+    project = session.project
+    review_required = project.review_mode == ReviewMode.REQUIRED
+    proposal = _proposal(project, body, kind=kind, require_intent=review_required)
+    assessment = _assessment(proposal)
+    if assessment["status"] != "ready":
+        return BeginResult(status="review-required", assessment=assessment)
+    with transaction.atomic():
+        state = _locked_state(session)
+        if lifecycle_of(state)["open"]:
+            raise Conflict("a contract is already active in this session; it must reach a "
+                           "terminal (certified, exhausted or abstained) before another begins")
+        if reviews.review_pending(session) is not None:
+            raise Conflict("a contract proposal is already waiting for review in this session")
+        started_at_seq = state.next_seq - 1
+        if review_required:
+            review = reviews.review_open(session=session, proposal=proposal,
+                                         assessment=assessment, started_at_seq=started_at_seq,
+                                         authorship=authorship(project))
+            return BeginResult(status="review-pending", review=review, assessment=assessment)
+        contract = contract_activate(
+            session=session, state=state, proposal=proposal, started_at_seq=started_at_seq,
+            version=domain.CONTRACT_VERSION_REVIEW_OFF, coverage_receipt=assessment["receipt"],
+        )
+        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+    return BeginResult(status="active", contract=contract, assessment=assessment)
+
+
+def contract_activate(
+    *,
+    session: Session,
+    state: SessionState,
+    proposal: domain.Proposal,
+    started_at_seq: int,
+    version: int,
+    coverage_receipt: str,
+    contract_id: str | None = None,
+    **review_refs: str,
+) -> dict[str, Any]:
+    """Write the contract event and sign it. The caller holds the state lock and saves it."""
+    document = domain.contract_document(
+        proposal, contract_id=contract_id or f"contract-{uuid.uuid4()}", version=version,
+        started_at_seq=started_at_seq, coverage_receipt=coverage_receipt,
+        authorship=authorship(session.project), **review_refs,
+    )
+    event = governor_event_append(session=session, state=state, type=lifecycle.CONTRACT,
+                                  data=document)
+    attest(session=session, event=event, contract=document,
+           profile_receipts=_profiles_used(session.project, document))
+    return document
+
+
+def _profiles_used(project: Project, contract: dict[str, Any]) -> list[str]:
+    current = profile_receipts(project)
+    named = {check.get("profile") for check in contract["checks"]
+             if check.get("kind") == "code_verification_succeeded"}
+    return [current[name] for name in sorted(n for n in named if n in current)]
+
+
+def _current(state: SessionState) -> tuple[lifecycle.LifecycleState, dict[str, Any] | None]:
+    folded = lifecycle_of(state)
+    record = folded["contract"]
+    return folded, (record["data"] if record else None)
+
+
+def _terminal_answer(folded: lifecycle.LifecycleState) -> AttemptResult:
+    terminal = folded["terminal"]["data"] if folded["terminal"] else None
+    assert terminal is not None
+    last = folded["attempts"][-1]["data"] if folded["attempts"] else None
+    results = last["results"] if last else []
+    return AttemptResult(attempt=last, terminal=terminal, decision=terminal["status"],
+                         message=messages.terminal_message(terminal, results), replayed=True,
+                         results=results)
+
+
+def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
+    """Evaluate every check now and record the attempt; end the contract when it decides."""
+    with transaction.atomic():
+        state = _locked_state(session)
+        folded, contract = _current(state)
+        if contract is None:
+            raise Conflict("there is no contract in this session to verify")
+        if folded["terminal"] is not None:
+            return _terminal_answer(folded)
+        project = session.project
+        results = evaluate_checks(
+            contract, evidence=DatabaseEvidence(session, state),
+            workspace=Workspace(session.workspace_path),
+            current_profile_receipts=profile_receipts(project),
+            max_file_bytes=project.max_file_bytes,
+        )
+        number = len(folded["attempts"]) + 1
+        maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
+        attempt = messages.attempt_payload(contract_id=contract["contractId"], attempt=number,
+                                           trigger=trigger, results=results)
+        governor_event_append(session=session, state=state, type=lifecycle.ATTEMPT, data=attempt)
+        decision, reason = messages.decide_attempt(results, number, maximum)
+        terminal = None
+        if decision == "repair":
+            message = messages.repair_message(results, number, maximum)
+        else:
+            terminal = _terminal_write(session=session, state=state, contract=contract,
+                                       status=decision, reason=reason,
+                                       attempt_receipt=attempt["receipt"])
+            message = messages.terminal_message(terminal, results)
+        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+    return AttemptResult(attempt=attempt, terminal=terminal, decision=decision, message=message,
+                         results=list(results))
+
+
+def _terminal_write(*, session: Session, state: SessionState, contract: dict[str, Any],
+                    status: str, reason: str, attempt_receipt: str | None) -> dict[str, Any]:
+    terminal = messages.terminal_payload(contract_id=contract["contractId"], status=status,
+                                         reason=reason, attempt_receipt=attempt_receipt)
+    event = governor_event_append(session=session, state=state, type=lifecycle.TERMINAL,
+                                  data=terminal)
+    attest(session=session, event=event, contract=contract, terminal=terminal,
+           profile_receipts=_profiles_used(session.project, contract))
+    return terminal
+
+
+def turn_stop(*, session: Session) -> dict[str, Any]:
+    """§7: the agent wants to stop. Allow when nothing is active; otherwise attempt and steer."""
+    from reviews import services as reviews
+
+    state = SessionState.objects.get(session=session)
+    folded, contract = _current(state)
+    if contract is None or folded["terminal"] is not None:
+        if reviews.review_pending(session) is not None:
+            return {"action": "allow", "message": messages.REVIEW_PENDING_ALLOW_MESSAGE}
+        return {"action": "allow", "message": ""}
+    outcome = attempt_record(session=session, trigger="turn-stop")
+    if outcome.replayed:  # a terminal was written between our read and the lock
+        return {"action": "allow", "message": ""}
+    answer: dict[str, Any] = {"action": "steer", "message": outcome.message,
+                              "attempt": outcome.attempt}
+    if outcome.terminal is not None:
+        answer["terminal"] = outcome.terminal
+    return answer
+
+
+def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
+    text = messages.abstain_reason(reason)
+    with transaction.atomic():
+        state = _locked_state(session)
+        folded, contract = _current(state)
+        if contract is None:
+            raise Conflict("there is no contract in this session to abstain from")
+        if folded["terminal"] is not None:
+            return _terminal_answer(folded)
+        terminal = _terminal_write(session=session, state=state, contract=contract,
+                                   status="abstained", reason=text, attempt_receipt=None)
+        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+    return AttemptResult(attempt=None, terminal=terminal, decision="abstained",
+                         message=messages.terminal_message(terminal))

@@ -1,0 +1,69 @@
+"""The `Evidence` questions of rule 4.9–4.10 answered by indexed queries on the session log, so
+an attempt costs the same whether the log holds a thousand events or a hundred thousand."""
+
+from __future__ import annotations
+
+from django.db.models import Exists, OuterRef, QuerySet
+
+from governor.domain.checks import WORKSPACE_WRITE, VerificationRecord, verification_record
+from governor.models import Event, Session, SessionState
+
+CODE_VERIFICATION = "reliability/code-verification"
+
+
+class DatabaseEvidence:
+    def __init__(self, session: Session, state: SessionState) -> None:
+        self.session = session
+        self.state = state
+        self.events = Event.objects.filter(session=session)
+
+    def _calls(self, tool: str, after_seq: int) -> QuerySet[Event]:
+        return self.events.filter(type="tool/call", tool_name=tool, seq__gt=after_seq)
+
+    def tool_success_count(self, tool: str, after_seq: int, arguments_contain: str | None) -> int:
+        # A result answers the latest earlier call with its id: no call with the same id
+        # may stand between them.
+        later_call = self.events.filter(type="tool/call", call_id=OuterRef("call_id"),
+                                        seq__gt=OuterRef(OuterRef("seq")),
+                                        seq__lt=OuterRef("seq"))
+        answered_ok = self.events.filter(
+            type="tool/result", call_id=OuterRef("call_id"), seq__gt=OuterRef("seq"),
+            is_error=False,
+        ).filter(~Exists(later_call))
+        calls = self._calls(tool, after_seq).filter(Exists(answered_ok))
+        if arguments_contain is None:
+            return calls.count()
+        # Case-sensitive substring on the raw arguments text, in Python: the same test on every
+        # database (SQLite's LIKE ignores case), over this tool's answered calls only.
+        return sum(
+            1 for data in calls.values_list("data", flat=True)
+            if isinstance(data.get("arguments"), str) and arguments_contain in data["arguments"]
+        )
+
+    def tool_call_count(self, tool: str, after_seq: int) -> int:
+        return self._calls(tool, after_seq).count()
+
+    def first_tool_error(self, after_seq: int) -> tuple[int, str | None] | None:
+        error = (self.events.filter(type="tool/result", is_error=True, seq__gt=after_seq)
+                 .order_by("seq").values_list("seq", "call_id").first())
+        if error is None:
+            return None
+        seq, call_id = error
+        name = (self.events.filter(type="tool/call", call_id=call_id, seq__lt=seq)
+                .order_by("-seq").values_list("tool_name", flat=True).first())
+        return seq, name
+
+    def mutation_boundary(self, after_seq: int, profile: str) -> int:
+        boundary = max(after_seq, self.state.last_mutation_seq)
+        for record in self._verifications(after_seq):
+            if record.profile != profile and record.sandbox_mode == WORKSPACE_WRITE:
+                boundary = max(boundary, record.seq)
+        return boundary
+
+    def verifications_after(self, profile: str, after_seq: int) -> list[VerificationRecord]:
+        return [r for r in self._verifications(after_seq) if r.profile == profile]
+
+    def _verifications(self, after_seq: int) -> list[VerificationRecord]:
+        rows = self.events.filter(type=CODE_VERIFICATION, seq__gt=after_seq)
+        return [verification_record(seq, data)
+                for seq, data in rows.order_by("seq").values_list("seq", "data")]

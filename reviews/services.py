@@ -1,0 +1,232 @@
+"""Opening, deciding, withdrawing and expiring reviews (SEMANTICS §6)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from governor.domain import contracts as contract_domain
+from governor.domain import lifecycle
+from governor.domain import review as domain
+from governor.models import Membership, Role, Session, SessionState
+from governor.services.errors import Conflict, Invalid, NotFound
+from governor.services.events import governor_event_append
+from reviews.models import Approval, Review, Stage, Status
+
+EVENT_TYPES: dict[str, str] = {Stage.INTENT: lifecycle.INTENT_REVIEW,
+                               Stage.EVIDENCE: lifecycle.CONTRACT_REVIEW}
+
+
+class StaleReceipt(Conflict):
+    """The receipt a reviewer posted is not the session's current pending proposal."""
+
+
+def review_url(review: Review) -> str:
+    return reverse("reviews:detail", args=[review.pk])
+
+
+def review_for_user(user: Any, review_id: Any) -> Review:
+    """The review if `user` reviews its project; anything else is a 404."""
+    try:
+        key = uuid.UUID(str(review_id))
+    except ValueError:
+        raise NotFound("review not found") from None
+    review = (Review.objects.select_related("session__project")
+              .filter(pk=key, session__project__memberships__user_id=user.pk,
+                      session__project__memberships__role=Role.REVIEWER).first())
+    if review is None:
+        raise NotFound("review not found")
+    return review
+
+
+def _expire_if_due(review: Review, state: SessionState) -> bool:
+    if review.status == Status.PENDING and review.expires_at <= timezone.now():
+        _decide(review, state, decision=Status.EXPIRED, decided_by={"kind": "system"})
+        return True
+    return False
+
+
+def review_pending(session: Session) -> Review | None:
+    """The session's pending review, after expiring it if its time has passed."""
+    review = Review.objects.filter(session=session, status=Status.PENDING).first()
+    if review is None or review.expires_at > timezone.now():
+        return review
+    with transaction.atomic():
+        state = SessionState.objects.select_for_update().get(session=session)
+        review = Review.objects.select_for_update().get(pk=review.pk)
+        if _expire_if_due(review, state):
+            state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+            return None
+    return review if review.status == Status.PENDING else None
+
+
+def _plan(proposal: contract_domain.Proposal, **extra: Any) -> dict[str, Any]:
+    return {**asdict(proposal), **extra}
+
+
+def _create(session: Session, stage: str, proposal: dict[str, Any],
+            plan: dict[str, Any]) -> Review:
+    ttl = timedelta(seconds=session.project.review_ttl_seconds)
+    review = Review.objects.create(
+        session=session, stage=stage, proposal=proposal,
+        receipt=domain.proposal_receipt(stage, proposal), plan=plan,
+        expires_at=timezone.now() + ttl,
+    )
+    from reviews import notifications
+
+    transaction.on_commit(lambda: notifications.proposal_waiting(review))
+    return review
+
+
+def review_open(*, session: Session, proposal: contract_domain.Proposal,
+                assessment: dict[str, Any], started_at_seq: int,
+                authorship: dict[str, Any]) -> dict[str, Any]:
+    """Stage 1: the intent proposal. Called inside the begin transaction."""
+    assert proposal.intent is not None
+    document = domain.intent_proposal(session_id=str(session.pk), kind=proposal.kind,
+                                      objective=proposal.objective, intent=proposal.intent,
+                                      authorship=authorship)
+    plan = _plan(proposal, assessment=assessment, started_at_seq=started_at_seq,
+                 authorship=authorship)
+    return review_status(_create(session, Stage.INTENT, document, plan))
+
+
+def review_status(review: Review, *, include_feedback: bool = True) -> dict[str, Any]:
+    answer: dict[str, Any] = {
+        "id": str(review.pk), "stage": review.stage, "status": review.status,
+        "proposal_receipt": review.receipt, "review_url": review_url(review),
+        "expires_at": review.expires_at.isoformat(),
+        "decision": None if review.status == Status.PENDING else review.status,
+        "decision_receipt": review.decision_receipt or None,
+    }
+    if include_feedback:
+        answer["feedback"] = review.feedback or None
+    return answer
+
+
+def _decide(review: Review, state: SessionState, *, decision: str, decided_by: dict[str, Any],
+            feedback: str = "", user: Any = None) -> dict[str, Any]:
+    intent_receipt = None
+    if review.stage == Stage.EVIDENCE:
+        intent_receipt = review.proposal["approvedIntent"]["proposalReceipt"]
+    payload = domain.decision_payload(stage=review.stage, proposal_receipt=review.receipt,
+                                      decision=decision, decided_by=decided_by,
+                                      feedback=feedback,
+                                      intent_proposal_receipt=intent_receipt)
+    governor_event_append(session=review.session, state=state, type=EVENT_TYPES[review.stage],
+                          data=payload)
+    review.status = decision
+    review.decided_by = user
+    review.decided_at = timezone.now()
+    review.decision_receipt = payload["receipt"]
+    review.feedback = feedback
+    review.save(update_fields=["status", "decided_by", "decided_at", "decision_receipt",
+                               "feedback"])
+    return payload
+
+
+def _is_reviewer(user: Any, session: Session) -> bool:
+    return Membership.objects.filter(user_id=user.pk, project_id=session.project_id,
+                                     role=Role.REVIEWER).exists()
+
+
+def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
+                  feedback: Any = None) -> Review:
+    """A reviewer's decision on exactly the proposal they saw (its receipt)."""
+    if decision not in (Status.APPROVED, Status.REVISION_REQUESTED, Status.REJECTED):
+        raise Invalid("decision must be approved, revision-requested or rejected",
+                      details=[{"path": "decision", "message": "unknown decision"}])
+    text = domain.feedback_text(feedback)
+    session = review.session
+    with transaction.atomic():
+        state = SessionState.objects.select_for_update().get(session=session)
+        review = Review.objects.select_for_update().select_related("session__project").get(
+            pk=review.pk)
+        if not _is_reviewer(user, session):
+            raise NotFound("review not found")
+        if _expire_if_due(review, state):
+            state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+            raise StaleReceipt("this proposal expired before it was decided; nothing was "
+                               "approved")
+        if review.status != Status.PENDING or receipt != review.receipt:
+            raise StaleReceipt(
+                "this is not the session's current pending proposal (it was decided, withdrawn, "
+                "replaced or changed since the page was loaded); nothing was approved")
+        who = {"kind": "reviewer", "userId": user.pk}
+        if decision == Status.APPROVED:
+            Approval.objects.get_or_create(review=review, user=user)
+            approvals = list(review.approvals.order_by("created_at").values_list("user_id",
+                                                                                 flat=True))
+            if len(approvals) < session.project.required_approvals:
+                return review
+            payload = _decide(review, state, decision=decision, user=user,
+                              decided_by={"kind": "reviewers", "userIds": approvals})
+            _advance(review, state, payload)
+        else:
+            _decide(review, state, decision=decision, decided_by=who, feedback=text, user=user)
+        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+    return review
+
+
+def _advance(review: Review, state: SessionState, decision: dict[str, Any]) -> None:
+    """After an approval: the intent stage opens the evidence stage; the evidence stage
+    activates the contract (version 5) through the one activation service."""
+    from governor.services.contracts import contract_activate
+
+    plan = dict(review.plan)
+    proposal = contract_domain.Proposal(
+        objective=plan["objective"], claims=plan["claims"], checks=plan["checks"],
+        max_attempts=plan["max_attempts"], intent=plan["intent"],
+        draft_receipt=plan["draft_receipt"], kind=plan["kind"])
+    if review.stage == Stage.INTENT:
+        contract_id = f"contract-{uuid.uuid4()}"
+        document = domain.evidence_proposal(
+            session_id=str(review.session_id), contract_id=contract_id, kind=proposal.kind,
+            objective=proposal.objective, claims=proposal.claims, checks=proposal.checks,
+            max_attempts=proposal.max_attempts, authorship=plan["authorship"],
+            coverage=plan["assessment"], intent_proposal=review.proposal,
+            intent_proposal_receipt=review.receipt, intent_review_receipt=decision["receipt"])
+        plan["contract_id"] = contract_id
+        _create(review.session, Stage.EVIDENCE, document, plan)
+        return
+    intent = review.proposal["approvedIntent"]
+    contract_activate(
+        session=review.session, state=state, proposal=proposal,
+        started_at_seq=plan["started_at_seq"], version=contract_domain.CONTRACT_VERSION_REVIEWED,
+        coverage_receipt=plan["assessment"]["receipt"], contract_id=plan["contract_id"],
+        intent_proposal_receipt=intent["proposalReceipt"],
+        intent_review_receipt=intent["reviewReceipt"],
+        contract_proposal_receipt=review.receipt, contract_review_receipt=decision["receipt"])
+
+
+def review_cancel(*, session: Session) -> Review:
+    """The agent withdraws its pending proposal."""
+    with transaction.atomic():
+        state = SessionState.objects.select_for_update().get(session=session)
+        review = Review.objects.select_for_update().filter(session=session,
+                                                           status=Status.PENDING).first()
+        if review is None:
+            raise Conflict("there is no pending review in this session to withdraw")
+        _decide(review, state, decision=Status.CANCELLED, decided_by={"kind": "agent"})
+        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+    return review
+
+
+def review_latest(session: Session) -> Review | None:
+    review_pending(session)  # expires a due one first
+    return Review.objects.filter(session=session).order_by("-created_at").first()
+
+
+def reviews_expire_due() -> int:
+    """Expire every pending review whose time has passed (fails closed even if nobody looks)."""
+    expired = 0
+    for review in Review.objects.filter(status=Status.PENDING, expires_at__lte=timezone.now()):
+        if review_pending(review.session) is None:
+            expired += 1
+    return expired

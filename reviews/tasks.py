@@ -1,0 +1,55 @@
+"""Thin Celery tasks: load by id, call one function."""
+
+from __future__ import annotations
+
+import urllib.request
+
+from celery import shared_task
+from django.core.mail import send_mail
+
+from governor.models import Membership, Role
+from reviews import notifications
+from reviews.models import Review, Status
+from reviews.services import reviews_expire_due
+
+
+@shared_task
+def notify_reviewers(review_id: str) -> int:
+    review = Review.objects.select_related("session__project").get(pk=review_id)
+    if review.status != Status.PENDING:
+        return 0
+    project = review.session.project
+    emails = sorted({m.user.email for m in Membership.objects.select_related("user")
+                     .filter(project=project, role=Role.REVIEWER) if m.user.email})
+    if not emails:
+        return 0
+    payload = notifications.waiting_payload(review)
+    send_mail(
+        subject=f"[{project.slug}] {review.stage} proposal waiting for review",
+        message=(f"An agent's {review.stage} proposal in project {project.slug} waits for your "
+                 f"review until {payload['expires_at']}.\n\nReview it: {payload['url']}\n"
+                 f"Proposal receipt: {review.receipt}\n"),
+        from_email=None, recipient_list=emails,
+    )
+    return len(emails)
+
+
+@shared_task(bind=True, max_retries=6, retry_backoff=True, retry_backoff_max=600,
+             retry_jitter=True)
+def post_webhook(self, review_id: str) -> int:  # type: ignore[no-untyped-def]
+    review = Review.objects.select_related("session__project").get(pk=review_id)
+    project = review.session.project
+    body, headers = notifications.signed_request(project.webhook_secret,
+                                                 notifications.waiting_payload(review))
+    request = urllib.request.Request(project.webhook_url, data=body, headers=headers,  # noqa: S310
+                                     method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+            return int(response.status)
+    except OSError as exc:
+        raise self.retry(exc=exc) from exc
+
+
+@shared_task
+def expire_due_reviews() -> int:
+    return reviews_expire_due()

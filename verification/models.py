@@ -1,0 +1,99 @@
+"""ARCHITECTURE §4: operator-configured verifier profiles and their runs."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db import models
+
+from governor.models import JSONTextField, Project, Session
+
+
+class SandboxMode(models.TextChoices):
+    READ_ONLY = "read-only"
+    WORKSPACE_WRITE = "workspace-write"
+
+
+class VerifierProfile(models.Model):
+    """A trusted command an agent may only name. `receipt` covers everything that changes how
+    it runs; every receipt it ever had stays readable in `ProfileVersion`."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="profiles")
+    profile_id = models.CharField("id", max_length=128)
+    description = models.CharField(max_length=500)
+    argv = JSONTextField(help_text='Command and arguments, e.g. ["pytest", "-q"].')
+    timeout_ms = models.PositiveIntegerField(default=120_000)
+    sandbox_mode = models.CharField(max_length=16, choices=SandboxMode.choices,
+                                    default=SandboxMode.READ_ONLY)
+    required = models.BooleanField(default=True)
+    env = JSONTextField(default=dict, blank=True, help_text="Fixed environment variables.")
+    limits = JSONTextField(default=dict, blank=True,
+                           help_text="memory_bytes, pids, file_bytes, cpu_seconds, "
+                                     "output_bytes, open_files")
+    rootfs = models.CharField(max_length=1024, blank=True,
+                              help_text="Unpacked root filesystem to run in instead of the "
+                                        "host's read-only system (absolute path).")
+    show_output_to_reviewers = models.BooleanField(default=False)
+    receipt = models.CharField(max_length=71, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "profile_id"], name="profile_id_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug}/{self.profile_id}"
+
+
+class ProfileVersion(models.Model):
+    """Every receipt a profile has had, with the definition it covered."""
+
+    profile = models.ForeignKey(VerifierProfile, on_delete=models.CASCADE,
+                                related_name="versions")
+    receipt = models.CharField(max_length=71)
+    definition = JSONTextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "receipt"], name="profile_version_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.profile} {self.receipt[:19]}"
+
+
+class RunState(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+class VerificationRun(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="runs")
+    profile = models.ForeignKey(VerifierProfile, on_delete=models.PROTECT, related_name="runs")
+    profile_receipt = models.CharField(max_length=71)
+    definition = JSONTextField(help_text="The profile definition this run executes.")
+    state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    result = JSONTextField(null=True, blank=True)
+    output_tail = models.TextField(blank=True)
+    event_seq = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["state", "lease_expires_at"], name="run_state_lease")]
+
+    def __str__(self) -> str:
+        return f"run {self.id} ({self.state})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": str(self.id), "profile": self.profile.profile_id, "state": self.state,
+                "result": self.result}
