@@ -45,13 +45,6 @@ def review_for_user(user: Any, review_id: Any) -> Review:
     return review
 
 
-def _expire_if_due(review: Review, state: SessionState) -> bool:
-    if review.status == Status.PENDING and review.expires_at <= timezone.now():
-        _decide(review, state, decision=Status.EXPIRED, decided_by={"kind": "system"})
-        return True
-    return False
-
-
 def review_pending(session: Session) -> Review | None:
     """The session's pending review, after expiring it if its time has passed."""
     review = Review.objects.filter(session=session, status=Status.PENDING).first()
@@ -60,9 +53,9 @@ def review_pending(session: Session) -> Review | None:
     with transaction.atomic():
         state = SessionState.objects.select_for_update().get(session=session)
         review = Review.objects.select_for_update().get(pk=review.pk)
-        if _expire_if_due(review, state):
+        if review.status == Status.PENDING and review.expires_at <= timezone.now():
+            _decide(review, state, decision=Status.EXPIRED, decided_by={"kind": "system"})
             state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
-            return None
     return review if review.status == Status.PENDING else None
 
 
@@ -112,6 +105,7 @@ def review_status(review: Review, *, include_feedback: bool = True) -> dict[str,
 
 def _decide(review: Review, state: SessionState, *, decision: str, decided_by: dict[str, Any],
             feedback: str = "", user: Any = None) -> dict[str, Any]:
+    decision = Status(decision).value  # plain str: enum members are not JSON values
     intent_receipt = None
     if review.stage == Stage.EVIDENCE:
         intent_receipt = review.proposal["approvedIntent"]["proposalReceipt"]
@@ -144,14 +138,14 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
                       details=[{"path": "decision", "message": "unknown decision"}])
     text = domain.feedback_text(feedback)
     session = review.session
+    if not _is_reviewer(user, session):
+        raise NotFound("review not found")
+    review_pending(session)  # records a due expiry in its own transaction: it fails closed
     with transaction.atomic():
         state = SessionState.objects.select_for_update().get(session=session)
         review = Review.objects.select_for_update().select_related("session__project").get(
             pk=review.pk)
-        if not _is_reviewer(user, session):
-            raise NotFound("review not found")
-        if _expire_if_due(review, state):
-            state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+        if review.status == Status.EXPIRED:
             raise StaleReceipt("this proposal expired before it was decided; nothing was "
                                "approved")
         if review.status != Status.PENDING or receipt != review.receipt:

@@ -88,3 +88,17 @@ def reviewer(project: Project) -> Any:
 @pytest.fixture
 def session(agent: AgentClient, workspace: Path) -> dict[str, Any]:
     return agent.create_session(workspace)
+
+
+@pytest.fixture(autouse=True)
+def _tasks_run_inline() -> Any:
+    """Unit and API tests run Celery tasks in-process; integration tests use a real worker."""
+    from governor.celery import app
+
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+INTENT = {"constraints": ["keep the public API"], "assumptions": ["Python 3.11"],
+          "non_goals": ["no new dependencies"], "ambiguities": ["which README section?"]}

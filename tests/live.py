@@ -1,0 +1,91 @@
+"""A real server for tests that need one: gunicorn (threaded, as `make run` starts it) on a
+free port, against its own SQLite database, bootstrapped with the real management commands."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+ADMIN_PASSWORD = "live-admin-password-1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Live:
+    url: str
+    token: str
+    env: dict[str, str]
+    workspace_root: Path
+
+    def manage(self, *args: str) -> str:
+        result = subprocess.run(  # noqa: S603
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True,
+            text=True, timeout=120, check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    def client(self, timeout: float = 70.0) -> httpx.Client:
+        return httpx.Client(base_url=self.url + "/api/v1", timeout=timeout,
+                            headers={"Authorization": f"Bearer {self.token}"})
+
+
+@contextmanager
+def live_server(tmp: Path, *, threads: int = 16, extra_env: dict[str, str] | None = None,
+                worker: bool = False) -> Iterator[Live]:
+    var = tmp / "var"
+    workspace_root = tmp / "workspaces"
+    workspace_root.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GOVERNOR_VAR_DIR": str(var), "GOVERNOR_ADMIN_PASSWORD": ADMIN_PASSWORD,
+           "GOVERNOR_WORKSPACE_ROOTS": str(workspace_root), "DEBUG": "0",
+           "GOVERNOR_BROKER_URL": "filesystem://", **(extra_env or {})}
+    env.pop("DATABASE_URL", None) if "DATABASE_URL" not in (extra_env or {}) else None
+    port = free_port()
+    bootstrap = Live(f"http://127.0.0.1:{port}", "", env, workspace_root)
+    bootstrap.manage("migrate", "--no-input", "-v", "0")
+    out = bootstrap.manage("governor_bootstrap")
+    match = re.search(r"agent token:\s+(\S+)", out)
+    assert match, out
+    live = Live(bootstrap.url, match.group(1), env, workspace_root)
+    command = [sys.executable, "manage.py", "governor_serve", "--bind", f"127.0.0.1:{port}",
+               "--threads", str(threads)]
+    if not worker:
+        command.append("--no-worker")
+    log = (tmp / "server.log").open("w")
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log,  # noqa: S603
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(live.url + "/healthz", timeout=1).status_code in (200, 503):
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((tmp / "server.log").read_text())
+            time.sleep(0.2)
+        yield live
+    finally:
+        os.killpg(process.pid, 15)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+        log.close()
