@@ -12,6 +12,7 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("admin/", admin.site.urls),
     path("reviews/", include("reviews.urls")),
+    path("sessions/", include("governor.pages")),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     # Vendored htmx, CSS and the admin's assets, collected by `make run`; small and immutable.

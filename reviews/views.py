@@ -1,16 +1,155 @@
-"""Reviewer pages (htmx-enhanced, server-rendered)."""
+"""Reviewer pages (server-rendered, htmx-enhanced): the inbox and one proposal with its decision.
+
+Without JavaScript every decision is a plain POST answered by a redirect; with htmx the same POST
+returns the decision panel partial. A refused decision re-renders the page (or the panel) saying
+that nothing was approved and why."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseNotFound
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from governor.domain.review import ReviewError
+from governor.models import Membership, Role
+from governor.pages import check_parameters
+from governor.services.errors import Invalid, NotFound
+from reviews import services
+from reviews.forms import DecisionForm
+from reviews.models import Review, Stage, Status
+
+DECISION_PANEL = "reviews/partials/decision.html"
+
+
+def _review_or_404(user: Any, review_id: Any) -> Review:
+    try:
+        return services.review_for_user(user, review_id)
+    except NotFound:
+        raise Http404("review not found") from None
 
 
 @login_required
+@require_GET
 def inbox(request: HttpRequest) -> HttpResponse:
-    return HttpResponseNotFound("the inbox page is being built")
+    projects = Membership.objects.filter(user_id=request.user.pk, role=Role.REVIEWER)
+    pending = (Review.objects.select_related("session__project").defer("plan")
+               .filter(status=Status.PENDING, expires_at__gt=timezone.now(),
+                       session__project__in=projects.values("project_id"))
+               .order_by("-created_at"))
+    htmx = request.htmx  # type: ignore[attr-defined]
+    template = "reviews/partials/inbox_list.html" if htmx else "reviews/inbox.html"
+    return render(request, template, {"reviews": pending})
+
+
+def _next_review(review: Review) -> Review | None:
+    """The evidence proposal an approved intent opened (it names the intent's receipt)."""
+    if review.stage != Stage.INTENT or review.status != Status.APPROVED:
+        return None
+    for candidate in (Review.objects.filter(session_id=review.session_id, stage=Stage.EVIDENCE,
+                                            created_at__gte=review.created_at)
+                      .defer("plan").order_by("created_at")):
+        if candidate.proposal["approvedIntent"]["proposalReceipt"] == review.receipt:
+            return candidate
+    return None
+
+
+def _panel(request: HttpRequest, review: Review, *, form: DecisionForm | None = None,
+           refusal: str = "", refusal_title: str = "", just_decided: bool = False
+           ) -> dict[str, Any]:
+    approvals = list(review.approvals.values_list("user_id", flat=True))
+    pending = review.status == Status.PENDING and review.expires_at > timezone.now()
+    return {
+        "review": review, "pending": pending, "refusal": refusal, "refusal_title": refusal_title,
+        "just_decided": just_decided,
+        "form": form, "feedback_field": (form or DecisionForm()).fields["feedback"],
+        "approvals": len(approvals),
+        "required_approvals": review.session.project.required_approvals,
+        "approved_by_me": request.user.pk in approvals, "next_review": _next_review(review),
+    }
+
+
+def _proposal(review: Review) -> dict[str, Any]:
+    proposal = review.proposal
+    if review.stage != Stage.EVIDENCE:
+        return {"proposal": proposal}
+    coverage = proposal.get("coverage") or {}
+    findings = coverage.get("findings", [])
+    checks = [{**check_parameters(check), "anchor": f"check-{index}"}
+              for index, check in enumerate(proposal.get("checks", []))]
+    anchors = {check["id"]: check["anchor"] for check in checks}
+    covered = {row.get("id"): row for row in coverage.get("claims", [])}
+    claims = [{**claim, "coverage": covered.get(claim.get("id")),
+               "check_links": [(check_id, anchors.get(check_id, ""))
+                               for check_id in claim.get("checkIds", [])]}
+              for claim in proposal.get("claims", [])]
+    return {
+        "proposal": proposal, "coverage": coverage, "checks": checks, "claims": claims,
+        "errors": [finding for finding in findings if finding.get("severity") == "error"],
+        "warnings": [finding for finding in findings if finding.get("severity") != "error"],
+        "approved_intent": proposal.get("approvedIntent") or {},
+    }
+
+
+def _render(request: HttpRequest, review: Review, *, status: int = 200,
+            **panel: Any) -> HttpResponse:
+    context = _panel(request, review, **panel)
+    if request.htmx:  # type: ignore[attr-defined]
+        return render(request, DECISION_PANEL, context, status=status)
+    return render(request, "reviews/detail.html", {**context, **_proposal(review)},
+                  status=status)
+
+
+def _current(review: Review) -> Review:
+    """The review as stored now, after expiring it if its time has passed (fails closed)."""
+    if review.status == Status.PENDING and review.expires_at <= timezone.now():
+        services.review_pending(review.session)
+        review.refresh_from_db()
+    return review
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def detail(request: HttpRequest, review_id: str) -> HttpResponse:
-    return HttpResponseNotFound("the review page is being built")
+    review = _review_or_404(request.user, review_id)
+    if request.method == "GET":
+        return _render(request, _current(review))
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        return _render(request, review, form=form, status=400,
+                       refusal="the form was incomplete or invalid (see below)",
+                       refusal_title="Nothing was decided.")
+    try:
+        review = services.review_decide(
+            user=request.user, review=review, receipt=form.cleaned_data["receipt"],
+            decision=form.cleaned_data["decision"], feedback=form.cleaned_data["feedback"])
+    except services.StaleReceipt as exc:
+        review.refresh_from_db()
+        return _render(request, _current(review), status=409, refusal=exc.message,
+                       refusal_title="Nothing was approved.")
+    except NotFound:
+        raise Http404("review not found") from None
+    except (Invalid, ReviewError) as exc:
+        return _render(request, review, form=form, status=400, refusal=str(exc),
+                       refusal_title="Nothing was decided.")
+    review.refresh_from_db()
+    if request.htmx:  # type: ignore[attr-defined]
+        return _render(request, review, just_decided=True)
+    messages.success(request, _outcome(review))
+    return redirect("reviews:detail", review_id=review.pk)
+
+
+def _outcome(review: Review) -> str:
+    if review.status == Status.PENDING:
+        return "Your approval is recorded; more reviewers must approve this exact receipt."
+    if review.status == Status.APPROVED and review.stage == Stage.INTENT:
+        return "Intent approved. The evidence plan is now waiting for review."
+    if review.status == Status.APPROVED:
+        return "Evidence approved. The contract is active."
+    if review.status == Status.REVISION_REQUESTED:
+        return "Revision requested. Nothing was approved; the agent will read your feedback."
+    return "Rejected. Nothing was approved."

@@ -47,7 +47,7 @@ class Live:
 
 
 @contextmanager
-def live_server(tmp: Path, *, threads: int = 16, extra_env: dict[str, str] | None = None,
+def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
                 worker: bool = False) -> Iterator[Live]:
     var = tmp / "var"
     workspace_root = tmp / "workspaces"
@@ -63,8 +63,7 @@ def live_server(tmp: Path, *, threads: int = 16, extra_env: dict[str, str] | Non
     match = re.search(r"agent token:\s+(\S+)", out)
     assert match, out
     live = Live(bootstrap.url, match.group(1), env, workspace_root)
-    command = [sys.executable, "manage.py", "governor_serve", "--bind", f"127.0.0.1:{port}",
-               "--threads", str(threads)]
+    command = [sys.executable, "manage.py", "governor_serve", "--bind", f"127.0.0.1:{port}"]
     if not worker:
         command.append("--no-worker")
     log = (tmp / "server.log").open("w")

@@ -18,7 +18,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--bind", default=os.environ.get("GOVERNOR_BIND", "127.0.0.1:8000"))
-        parser.add_argument("--threads", type=int, default=16)
+        parser.add_argument("--threads", type=int, default=64)
         parser.add_argument("--no-worker", action="store_true", help="web only")
 
     def handle(self, *args: Any, **options: Any) -> None:

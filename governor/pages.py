@@ -1,0 +1,138 @@
+"""The session timeline page (ARCHITECTURE §6): what happened in one session, for the members of
+its project. Included from governor/urls.py under `sessions/`."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.urls import path
+from django.views.decorators.http import require_GET
+
+from governor.api.contracts import session_status
+from governor.api.sessions import export_response
+from governor.models import Event, Membership, Role, Session
+from reviews.models import Review
+from verification.models import RunState, VerificationRun
+
+app_name = "sessions"
+
+EVENTS_PER_PAGE = 200
+SHORT_HASH_CHARS = 12
+
+
+def session_for_member(user: Any, session_id: Any) -> Session:
+    """The session if `user` reviews or operates its project; anything else is a 404."""
+    try:
+        key = uuid.UUID(str(session_id))
+    except ValueError:
+        raise Http404("session not found") from None
+    session = (Session.objects.select_related("project")
+               .filter(pk=key, project__memberships__user_id=user.pk,
+                       project__memberships__role__in=(Role.REVIEWER, Role.OPERATOR))
+               .first())
+    if session is None:
+        raise Http404("session not found")
+    return session
+
+
+def check_parameters(check: dict[str, Any]) -> dict[str, Any]:
+    """A check as a reviewer reads it: id, kind and every other field as exact JSON text, so
+    whitespace, quotes and types stay visible."""
+    return {
+        "id": check.get("id"), "kind": check.get("kind"),
+        "parameters": [(name, json.dumps(value, ensure_ascii=False))
+                       for name, value in check.items() if name not in ("id", "kind")],
+    }
+
+
+def _runs(session: Session) -> dict[str, Any]:
+    runs = list(VerificationRun.objects.filter(session=session).select_related("profile")
+                .order_by("created_at"))
+    rows = []
+    for run in runs:
+        result = run.result if isinstance(run.result, dict) else {}
+        duration = result.get("durationMs")
+        if duration is None and run.started_at and run.finished_at:
+            duration = int((run.finished_at - run.started_at).total_seconds() * 1000)
+        rows.append({
+            "run": run, "profile": run.profile.profile_id, "state": run.state,
+            "finished": run.state == RunState.FINISHED, "passed": result.get("passed") is True,
+            "failure_kind": result.get("failureKind"), "exit_code": result.get("exitCode"),
+            "signal": result.get("signal"), "duration_ms": duration,
+            "output_tail": run.output_tail if run.profile.show_output_to_reviewers else None,
+        })
+    live = any(run.state in (RunState.QUEUED, RunState.RUNNING) for run in runs)
+    return {"runs": rows, "runs_live": live}
+
+
+def _events_page(session: Session, before: int | None) -> dict[str, Any]:
+    events = Event.objects.filter(session=session).defer("data", "raw").order_by("-seq")
+    if before is not None:
+        events = events.filter(seq__lt=before)
+    rows = list(events[:EVENTS_PER_PAGE + 1])
+    has_older = len(rows) > EVENTS_PER_PAGE
+    rows = rows[:EVENTS_PER_PAGE][::-1]
+    return {
+        "events": [{
+            "seq": event.seq, "type": event.type, "origin": event.origin,
+            "time": datetime.fromtimestamp(event.time / 1000, tz=UTC),
+            "short_hash": event.hash[:SHORT_HASH_CHARS], "hash": event.hash,
+            "imported": bool(event.meta and event.meta.get("imported"))
+                        and event.type.startswith("reliability/"),
+        } for event in rows],
+        "older_before": rows[0].seq if has_older and rows else None,
+        "paged": before is not None,
+    }
+
+
+def _before(request: HttpRequest) -> int | None:
+    raw = request.GET.get("before", "")
+    return int(raw) if raw.isdigit() else None
+
+
+def _contract(status: dict[str, Any]) -> dict[str, Any] | None:
+    contract = status["contract"]
+    if contract is None:
+        return None
+    review = contract.get("review") or {}
+    return {**contract, "reviewed": review.get("reviewed") is True,
+            "checks_shown": [check_parameters(check) for check in contract.get("checks", [])]}
+
+
+@login_required
+@require_GET
+def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    session = session_for_member(request.user, session_id)
+    if request.htmx and request.htmx.target == "runs":  # type: ignore[attr-defined]
+        return render(request, "sessions/partials/runs.html", {"session": session,
+                                                               **_runs(session)})
+    status = session_status(session)
+    reviews = (Review.objects.filter(session=session).select_related("decided_by")
+               .prefetch_related("approvals__user").order_by("created_at"))
+    context = {
+        "session": session, "status": status, "contract": _contract(status),
+        "reviews": reviews,
+        "is_reviewer": Membership.objects.filter(user_id=request.user.pk,
+                                                 project_id=session.project_id,
+                                                 role=Role.REVIEWER).exists(),
+        **_runs(session), **_events_page(session, _before(request)),
+    }
+    return render(request, "sessions/timeline.html", context)
+
+
+@login_required
+@require_GET
+def session_export(request: HttpRequest, session_id: uuid.UUID) -> StreamingHttpResponse:
+    return export_response(session_for_member(request.user, session_id))
+
+
+urlpatterns = [
+    path("<uuid:session_id>/", session_timeline, name="timeline"),
+    path("<uuid:session_id>/export", session_export, name="export"),
+]
