@@ -1,0 +1,71 @@
+"""ARCHITECTURE §4: the projection (SessionState) must always equal a fold over the log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from governor.domain import harness, lifecycle
+from governor.domain.chain import GENESIS
+from governor.models import Event, Origin, Session, SessionState
+
+ENVELOPE_KEYS = (("sourceSeq", "seq"), ("ignorable", "ignorable"), ("surfaceOp", "surfaceOp"),
+                 ("sourceEventSeqs", "sourceEventSeqs"))
+
+
+def _envelope(event: Event) -> dict[str, Any]:
+    envelope: dict[str, Any] = {"type": event.type, "time": event.time, "data": event.data}
+    for stored, wire in ENVELOPE_KEYS:
+        if event.meta and stored in event.meta:
+            envelope[wire] = event.meta[stored]
+    return envelope
+
+
+def projection_from_log(session: Session) -> dict[str, Any]:
+    """The projection recomputed from the events alone."""
+    trace = harness.TraceState()
+    folded = lifecycle.initial_state()
+    head, next_seq, last_mutation = GENESIS, 0, -1
+    events = Event.objects.filter(session=session).order_by("seq")
+    for event in events.iterator(chunk_size=2000):
+        imported = bool(event.meta and event.meta.get("imported"))
+        if event.origin == Origin.AGENT:
+            harness.validate_event(trace, _envelope(event), index=event.seq,
+                                   allow_reliability=imported,
+                                   extra_types=frozenset(session.project.extra_event_types))
+            if event.type in ("tool/call", "tool/code-dispatch-start") and not event.governor_tool:
+                last_mutation = event.seq
+        else:
+            trace.count = event.seq + 1
+        if event.type.startswith("reliability/"):
+            folded = lifecycle.apply(folded, {"seq": event.seq, "type": event.type,
+                                              "data": event.data, "imported": imported})
+        head, next_seq = event.hash, event.seq + 1
+    return {"next_seq": next_seq, "head": head, "trace": trace.to_json(), "lifecycle": folded,
+            "last_mutation_seq": last_mutation}
+
+
+def stored_projection(state: SessionState) -> dict[str, Any]:
+    return {"next_seq": state.next_seq, "head": state.head, "trace": state.trace,
+            "lifecycle": state.lifecycle or lifecycle.initial_state(),
+            "last_mutation_seq": state.last_mutation_seq}
+
+
+def projection_differences(session: Session) -> list[str]:
+    """Names of the projection fields that differ from the fold (empty when they agree)."""
+    expected = projection_from_log(session)
+    actual = stored_projection(SessionState.objects.get(session=session))
+    return [name for name in expected if expected[name] != actual[name]]
+
+
+def session_refold(*, session: Session) -> list[str]:
+    """Rebuild the projection from the log; returns the fields that were wrong."""
+    with transaction.atomic():
+        state = SessionState.objects.select_for_update().get(session=session)
+        expected = projection_from_log(session)
+        wrong = [name for name in expected if expected[name] != stored_projection(state)[name]]
+        for name, value in expected.items():
+            setattr(state, name, value)
+        state.save(update_fields=[*expected, "updated_at"])
+    return wrong
