@@ -176,6 +176,7 @@ class Event(models.Model):
             models.Index(fields=["session", "type", "seq"], name="event_session_type_seq"),
             models.Index(fields=["session", "tool_name", "seq"], name="event_session_tool_seq"),
             models.Index(fields=["session", "call_id"], name="event_session_call"),
+            models.Index(fields=["session", "is_error", "seq"], name="event_session_error_seq"),
         ]
 
     def __str__(self) -> str:

@@ -105,6 +105,11 @@ def _contract(status: dict[str, Any]) -> dict[str, Any] | None:
             "checks_shown": [check_parameters(check) for check in contract.get("checks", [])]}
 
 
+def _is_reviewer(user: Any, session: Session) -> bool:
+    return Membership.objects.filter(user_id=user.pk, project_id=session.project_id,
+                                     role=Role.REVIEWER).exists()
+
+
 @login_required
 @require_GET
 def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
@@ -113,14 +118,13 @@ def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpRespons
         return render(request, "sessions/partials/runs.html", {"session": session,
                                                                **_runs(session)})
     status = session_status(session)
-    reviews = (Review.objects.filter(session=session).select_related("decided_by")
+    reviews = (Review.objects.filter(session=session).defer("plan", "proposal")
+               .select_related("decided_by")
                .prefetch_related("approvals__user").order_by("created_at"))
     context = {
         "session": session, "status": status, "contract": _contract(status),
         "reviews": reviews,
-        "is_reviewer": Membership.objects.filter(user_id=request.user.pk,
-                                                 project_id=session.project_id,
-                                                 role=Role.REVIEWER).exists(),
+        "is_reviewer": _is_reviewer(request.user, session),
         **_runs(session), **_events_page(session, _before(request)),
     }
     return render(request, "sessions/timeline.html", context)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import rfc8785
+from governor.domain.canonical import canonical_bytes_checked
 
 GENESIS = "0" * 64
 META_KEYS = ("sourceSeq", "ignorable", "surfaceOp", "sourceEventSeqs", "imported")
@@ -38,5 +38,5 @@ def event_hash(
     }
     if meta:
         body["meta"] = meta
-    # Values were checked on the way in (canonical.check_json_value); hash without re-walking.
-    return hashlib.sha256(rfc8785.dumps(body)).hexdigest()
+    # Values were checked on the way in (canonical.check_json_value).
+    return hashlib.sha256(canonical_bytes_checked(body)).hexdigest()

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from governor.domain import harness, lifecycle
 from governor.domain.canonical import canonical_bytes, sha256_hex
@@ -64,7 +64,12 @@ def _is_workspace_mutation(envelope: dict[str, Any], fields: dict[str, Any]) -> 
             and fields.get("governor_tool") is not True)
 
 
-def _build_rows(
+COLUMNS = ("session_id", "seq", "type", "time", "origin", "data", "meta", "raw", "prev_hash",
+           "hash", "tool_name", "call_id", "is_error", "governor_tool")
+_dump = Event._meta.get_field("data").get_prep_value  # type: ignore[union-attr]
+
+
+def _chain_rows(
     session: Session,
     state: SessionState,
     envelopes: list[dict[str, Any]],
@@ -72,7 +77,8 @@ def _build_rows(
     *,
     origin: str,
     imported: bool,
-) -> list[Event]:
+) -> list[dict[str, Any]]:
+    """Seqs, hashes and index fields for new events; advances `state` (not yet saved)."""
     session_id = str(session.id)
     seq = state.next_seq
     prev = state.head
@@ -88,14 +94,32 @@ def _build_rows(
         fields = _index_fields(envelope) if origin == Origin.AGENT else {}
         if _is_workspace_mutation(envelope, fields):
             state.last_mutation_seq = seq
-        rows.append(Event(session=session, seq=seq, type=kind, time=time, origin=origin,
-                          data=envelope["data"], meta=meta or None, raw=raw, prev_hash=prev,
-                          hash=digest, **fields))
+        rows.append({"session_id": session.pk, "seq": seq, "type": kind, "time": time,
+                     "origin": origin, "data": envelope["data"], "meta": meta or None,
+                     "raw": raw, "prev_hash": prev, "hash": digest, **fields})
         prev = digest
         seq += 1
     state.next_seq = seq
     state.head = prev
     return rows
+
+
+def _insert(rows: list[dict[str, Any]]) -> None:
+    """One `executemany` of plain column values: a third of `bulk_create`'s cost per event
+    (benchmark B2), and the model's own validation has already happened in the domain."""
+    table = Event._meta.db_table
+    session_key = Session._meta.pk.get_db_prep_value(rows[0]["session_id"], connection)  # type: ignore[union-attr]
+    placeholders = ", ".join(["%s"] * len(COLUMNS))
+    sql = f"INSERT INTO {table} ({', '.join(COLUMNS)}) VALUES ({placeholders})"  # noqa: S608
+    values = [
+        (session_key, row["seq"], row["type"], row["time"], row["origin"],
+         _dump(row["data"]), _dump(row["meta"]), row["raw"], row["prev_hash"], row["hash"],
+         row.get("tool_name"), row.get("call_id"), row.get("is_error"),
+         row.get("governor_tool"))
+        for row in rows
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, values)
 
 
 def batch_digest(envelopes: list[dict[str, Any]]) -> str:
@@ -144,8 +168,9 @@ def events_append(
             extra_types=extra_types,
         )
         first_seq = state.next_seq
-        rows = _build_rows(session, state, envelopes, raws, origin=Origin.AGENT, imported=imported)
-        Event.objects.bulk_create(rows)
+        rows = _chain_rows(session, state, envelopes, raws, origin=Origin.AGENT,
+                           imported=imported)
+        _insert(rows)
         if imported:
             state.lifecycle = _fold_governor_events(state, rows)
         state.trace = trace.to_json()
@@ -163,12 +188,14 @@ def lifecycle_of(state: SessionState) -> lifecycle.LifecycleState:
     return state.lifecycle or lifecycle.initial_state()
 
 
-def _fold_governor_events(state: SessionState, rows: list[Event]) -> lifecycle.LifecycleState:
+def _fold_governor_events(
+    state: SessionState, rows: list[dict[str, Any]]
+) -> lifecycle.LifecycleState:
     folded = lifecycle_of(state)
     for row in rows:
-        if row.type.startswith("reliability/"):
-            folded = lifecycle.apply(folded, {"seq": row.seq, "type": row.type, "data": row.data,
-                                              "imported": True})
+        if row["type"].startswith("reliability/"):
+            folded = lifecycle.apply(folded, {"seq": row["seq"], "type": row["type"],
+                                              "data": row["data"], "imported": True})
     return folded
 
 
@@ -177,8 +204,9 @@ def governor_event_append(
 ) -> Event:
     """Append one governor event. The caller holds the state row lock inside its transaction
     and saves the state afterwards; the lifecycle projection is advanced here."""
-    [row] = _build_rows(session, state, [{"type": type, "time": now_ms(), "data": data}], [None],
-                        origin=Origin.GOVERNOR, imported=False)
+    [fields] = _chain_rows(session, state, [{"type": type, "time": now_ms(), "data": data}],
+                           [None], origin=Origin.GOVERNOR, imported=False)
+    row = Event(**fields)
     row.save()
     trace = harness.TraceState.from_json(state.trace)
     trace.count = state.next_seq  # governor events take seqs in the same space as the agent's

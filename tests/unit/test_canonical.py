@@ -9,10 +9,14 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from governor.domain.canonical import (
     JSONValueError,
     canonical_bytes,
+    canonical_bytes_checked,
     canonical_equal,
     check_json_value,
     loads_strict,
@@ -269,3 +273,32 @@ def test_rule_1_3_the_kind_is_part_of_the_receipt() -> None:
 def test_rule_1_3_receipts_refuse_what_rule_1_2_refuses() -> None:
     with pytest.raises(JSONValueError):
         receipt("attempt", {"score": float("nan")})
+
+
+# --- the fast path used for hashing appended events -------------------------------------------
+
+
+_scalars = (st.none() | st.booleans()
+            | st.integers(min_value=-(2**53 - 1), max_value=2**53 - 1)
+            | st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: f != 0 or
+                                                                        str(f)[0] != "-")
+            | st.text(alphabet=st.characters(blacklist_categories=["Cs"])))
+_values = st.recursive(
+    _scalars,
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=6),
+                      children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_values)
+def test_rule_1_1_fast_canonical_path_equals_rfc8785(value: object) -> None:
+    assert canonical_bytes_checked(value) == rfc8785.dumps(value)
+
+
+def test_rule_1_1_fast_path_orders_astral_keys_by_utf16_code_units() -> None:
+    value = {"\U0001f600": 1, "\ufb33": 2}
+    assert canonical_bytes_checked(value) == rfc8785.dumps(value)
+    assert canonical_bytes_checked(value).index("\ufb33".encode()) > 0

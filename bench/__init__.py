@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m bench` (see bench/__main__.py and docs/benchmarks.md)."""

@@ -1,0 +1,275 @@
+"""SEMANTICS §8 "Profile": what an operator may configure as a trusted verifier command.
+
+Input (snake_case, as an operator form or API sends it)::
+
+    {
+      "id": "unit-tests",                # kebab-case, ≤ 128
+      "description": "…",                # 1..500 characters after trimming
+      "argv": ["pytest", "-q"],          # command (absolute path or bare name, ≤ 1024) + ≤ 50 args
+      "timeout_ms": 120000,              # optional; 1,000..900,000
+      "sandbox_mode": "read-only",       # optional; "read-only" | "workspace-write"
+      "required": true,                  # optional
+      "env": {"CI": "1"},                # optional; ≤ 64 names, values strings ≤ 4096
+      "limits": {…},                     # optional; any of LIMITS below
+      "rootfs": "/srv/images/py311",     # optional; directory used as / instead of the host's
+      "show_output_to_reviewers": false  # optional; output policy, does not change how it runs
+    }
+
+Limits (defaults and inclusive bounds; each is applied to every process of the sandbox):
+
+    memory_bytes   RLIMIT_AS, address space per process       2 GiB    64 MiB .. 64 GiB
+    pids           RLIMIT_NPROC, processes of the sandbox user  256       8 .. 4,096
+    file_bytes     RLIMIT_FSIZE, largest file a process writes 256 MiB   1 MiB .. 16 GiB
+    cpu_seconds    RLIMIT_CPU, CPU time per process            600       1 .. 3,600
+    open_files     RLIMIT_NOFILE, descriptors per process      1,024    16 .. 65,536
+    output_bytes   output kept per stream (stdout, stderr)     64 KiB    0 .. 1 MiB
+
+The definition (camelCase) holds exactly what changes how the command runs; its receipt is the
+profile receipt. Description, `required` and the output policy are not part of it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from governor.domain.canonical import JSONValueError, check_json_value, receipt
+from governor.domain.contracts import PROFILE_ID_RE
+
+MAX_ID_CHARS = 128
+MAX_DESCRIPTION_CHARS = 500
+MAX_COMMAND_CHARS = 1024
+MAX_ARGS = 50
+MAX_ARG_CHARS = 4096
+TIMEOUT_MS_RANGE = (1_000, 900_000)
+DEFAULT_TIMEOUT_MS = 120_000
+SANDBOX_MODES = ("read-only", "workspace-write")
+MAX_ENV_VARS = 64
+MAX_ENV_NAME_CHARS = 256
+MAX_ENV_VALUE_CHARS = 4096
+MAX_ROOTFS_CHARS = 1024
+
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SECRET_NAME_RE = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
+
+KIB, MIB, GIB = 1024, 1024**2, 1024**3
+
+# name -> (default, lowest, highest, camelCase name in the definition)
+LIMITS: dict[str, tuple[int, int, int, str]] = {
+    "memory_bytes": (2 * GIB, 64 * MIB, 64 * GIB, "memoryBytes"),
+    "pids": (256, 8, 4096, "pids"),
+    "file_bytes": (256 * MIB, 1 * MIB, 16 * GIB, "fileBytes"),
+    "cpu_seconds": (600, 1, 3600, "cpuSeconds"),
+    "open_files": (1024, 16, 65_536, "openFiles"),
+    "output_bytes": (64 * KIB, 0, 1 * MIB, "outputBytes"),
+}
+
+FIELDS = frozenset({"id", "description", "argv", "timeout_ms", "sandbox_mode", "required", "env",
+                    "limits", "rootfs", "show_output_to_reviewers"})
+REQUIRED_FIELDS = ("id", "description", "argv")
+
+
+class ProfileError(ValueError):
+    """A refused profile. `errors` lists every failing field as {"path", "message"}; paths are
+    slash-separated from the profile root (``argv/2``, ``env/API_TOKEN``), ``""`` for the root."""
+
+    def __init__(self, errors: list[dict[str, str]]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{e['path'] or '(profile)'}: {e['message']}" for e in errors))
+
+
+class _Errors:
+    def __init__(self) -> None:
+        self.items: list[dict[str, str]] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append({"path": path, "message": message})
+
+
+def _join(*parts: object) -> str:
+    return "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _text(errors: _Errors, path: str, value: Any, low: int, high: int) -> str | None:
+    """`value` if it is a string of `low`..`high` characters with no NUL, else None (recorded)."""
+    if type(value) is not str:
+        errors.add(path, "must be a string")
+        return None
+    try:
+        check_json_value(value)
+    except JSONValueError as exc:
+        errors.add(path, exc.reason)
+        return None
+    if "\x00" in value:
+        errors.add(path, "must not contain a NUL character")
+        return None
+    if not low <= len(value) <= high:
+        errors.add(path, f"must be {low}..{high} characters long (got {len(value)})")
+        return None
+    return value
+
+
+def _integer(errors: _Errors, path: str, value: Any, low: int, high: int) -> int | None:
+    if type(value) is not int:  # True is not 1 here, and neither is 1.0
+        errors.add(path, "must be an integer")
+        return None
+    if not low <= value <= high:
+        errors.add(path, f"must be between {low:,} and {high:,} (got {value:,})")
+        return None
+    return value
+
+
+def _boolean(errors: _Errors, path: str, value: Any) -> bool | None:
+    if type(value) is not bool:
+        errors.add(path, "must be true or false")
+        return None
+    return value
+
+
+def _profile_id(errors: _Errors, value: Any) -> str | None:
+    text = _text(errors, "id", value, 1, MAX_ID_CHARS)
+    if text is not None and not PROFILE_ID_RE.match(text):
+        errors.add("id", "must be kebab-case: lowercase letters and digits in words joined by "
+                         "single hyphens (e.g. unit-tests)")
+        return None
+    return text
+
+
+def _description(errors: _Errors, value: Any) -> str | None:
+    if type(value) is str and not value.strip():
+        errors.add("description", "must not be empty or blank")
+        return None
+    return _text(errors, "description", value.strip() if type(value) is str else value,
+                 1, MAX_DESCRIPTION_CHARS)
+
+
+def _argv(errors: _Errors, value: Any) -> list[str] | None:
+    if type(value) is not list:
+        errors.add("argv", "must be a list: the command and its arguments")
+        return None
+    if not value:
+        errors.add("argv", "must name a command")
+        return None
+    before = len(errors.items)
+    command = _text(errors, "argv/0", value[0], 1, MAX_COMMAND_CHARS)
+    if command is not None and not _is_command(command):
+        errors.add("argv/0", "must be an absolute path or a bare command name found on the "
+                             "sandbox PATH (no relative paths)")
+    if len(value) - 1 > MAX_ARGS:
+        errors.add("argv", f"has {len(value) - 1} arguments; at most {MAX_ARGS} are allowed")
+    for index, arg in enumerate(value[1:], start=1):
+        _text(errors, _join("argv", index), arg, 1, MAX_ARG_CHARS)
+    return list(value) if len(errors.items) == before else None
+
+
+def _is_command(command: str) -> bool:
+    if command.startswith("/"):
+        return command != "/"
+    return "/" not in command and command not in (".", "..")
+
+
+def _env(errors: _Errors, value: Any) -> dict[str, str] | None:
+    if type(value) is not dict:
+        errors.add("env", "must be an object of NAME: value")
+        return None
+    if len(value) > MAX_ENV_VARS:
+        errors.add("env", f"has {len(value)} variables; at most {MAX_ENV_VARS} are allowed")
+    before = len(errors.items)
+    for name, item in value.items():
+        path = _join("env", name)
+        if _text(errors, path, name, 1, MAX_ENV_NAME_CHARS) is None:
+            continue
+        if not ENV_NAME_RE.match(name):
+            errors.add(path, "is not a valid environment variable name "
+                             "(letters, digits and _, not starting with a digit)")
+        elif SECRET_NAME_RE.search(name):
+            errors.add(path, "looks like a credential (the name contains KEY, PASSWORD, SECRET "
+                             "or TOKEN); verifier profiles never carry secrets")
+        _text(errors, path, item, 0, MAX_ENV_VALUE_CHARS)
+    return dict(value) if len(errors.items) == before else None
+
+
+def _limits(errors: _Errors, value: Any) -> dict[str, int] | None:
+    if type(value) is not dict:
+        errors.add("limits", "must be an object")
+        return None
+    before = len(errors.items)
+    for name in value:
+        if name not in LIMITS:
+            errors.add(_join("limits", name), f"unknown limit (known: {', '.join(LIMITS)})")
+    limits: dict[str, int] = {}
+    for name, (default, low, high, _camel) in LIMITS.items():
+        if name not in value:
+            limits[name] = default
+        elif (item := _integer(errors, _join("limits", name), value[name], low, high)) is not None:
+            limits[name] = item
+    return limits if len(errors.items) == before else None
+
+
+def _rootfs(errors: _Errors, value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    text = _text(errors, "rootfs", value, 1, MAX_ROOTFS_CHARS)
+    if text is None:
+        return None
+    if not text.startswith("/"):
+        errors.add("rootfs", "must be an absolute path")
+    elif text.rstrip("/") == "":
+        errors.add("rootfs", "must not be the host's root directory")
+    elif ".." in text.split("/"):
+        errors.add("rootfs", "must not contain a '..' segment")
+    else:
+        return text
+    return None
+
+
+def validate_profile(raw: Any) -> dict[str, Any]:
+    """§8: the profile `raw` describes, with every default filled in (snake_case), or
+    ProfileError listing every failing field."""
+    errors = _Errors()
+    if type(raw) is not dict:
+        raise ProfileError([{"path": "", "message": "must be an object"}])
+    for key in raw:
+        if key not in FIELDS:
+            errors.add(_join(key), "unknown field")
+    for key in REQUIRED_FIELDS:
+        if key not in raw:
+            errors.add(key, "required")
+    profile: dict[str, Any] = {
+        "id": _profile_id(errors, raw["id"]) if "id" in raw else None,
+        "description": _description(errors, raw["description"]) if "description" in raw else None,
+        "argv": _argv(errors, raw["argv"]) if "argv" in raw else None,
+        "timeout_ms": _integer(errors, "timeout_ms", raw.get("timeout_ms", DEFAULT_TIMEOUT_MS),
+                               *TIMEOUT_MS_RANGE),
+        "sandbox_mode": raw.get("sandbox_mode", SANDBOX_MODES[0]),
+        "required": _boolean(errors, "required", raw.get("required", True)),
+        "env": _env(errors, raw.get("env", {})),
+        "limits": _limits(errors, raw.get("limits", {})),
+        "rootfs": _rootfs(errors, raw.get("rootfs")),
+        "show_output_to_reviewers": _boolean(errors, "show_output_to_reviewers",
+                                             raw.get("show_output_to_reviewers", False)),
+    }
+    if profile["sandbox_mode"] not in SANDBOX_MODES:
+        errors.add("sandbox_mode", f"must be one of {', '.join(SANDBOX_MODES)}")
+    if errors.items:
+        raise ProfileError(errors.items)
+    return profile
+
+
+def profile_definition(validated: dict[str, Any]) -> dict[str, Any]:
+    """The canonical definition of a validated profile: everything that changes how it runs."""
+    return {
+        "id": validated["id"],
+        "argv": list(validated["argv"]),
+        "timeoutMs": validated["timeout_ms"],
+        "sandboxMode": validated["sandbox_mode"],
+        "env": dict(validated["env"]),
+        "limits": {camel: validated["limits"][name]
+                   for name, (_default, _low, _high, camel) in LIMITS.items()},
+        "rootfs": validated["rootfs"],
+    }
+
+
+def profile_receipt(definition: dict[str, Any]) -> str:
+    """Rule 1.4 `code-verification-profile`: the receipt of a profile definition."""
+    return receipt("code-verification-profile", definition)
