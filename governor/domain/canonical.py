@@ -139,10 +139,7 @@ def _json_dumps_is_jcs(value: Any) -> bool:
                 return False
         return True
     if kind is list:
-        for item in value:
-            if not _json_dumps_is_jcs(item):
-                return False
-        return True
+        return all(_json_dumps_is_jcs(item) for item in value)
     return kind is not float
 
 
