@@ -266,6 +266,12 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
 
+# A running verification whose worker vanished ends as an infrastructure failure this long
+# after its profile timeout.
+GOVERNOR_RUN_LEASE_GRACE_SECONDS = env_int(
+    "GOVERNOR_RUN_LEASE_GRACE_SECONDS", 30, minimum=1, maximum=3600
+)
+
 # Absolute links in notifications (emails, webhooks) point here.
 PUBLIC_URL = os.environ.get("GOVERNOR_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 CELERY_BEAT_SCHEDULE = {

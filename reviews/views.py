@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -33,13 +34,16 @@ def _review_or_404(user: Any, review_id: Any) -> Review:
         raise Http404("review not found") from None
 
 
+def _reviewed_projects(user: Any) -> QuerySet[Membership, Any]:
+    return Membership.objects.filter(user_id=user.pk, role=Role.REVIEWER).values("project_id")
+
+
 @login_required
 @require_GET
 def inbox(request: HttpRequest) -> HttpResponse:
-    projects = Membership.objects.filter(user_id=request.user.pk, role=Role.REVIEWER)
     pending = (Review.objects.select_related("session__project").defer("plan")
                .filter(status=Status.PENDING, expires_at__gt=timezone.now(),
-                       session__project__in=projects.values("project_id"))
+                       session__project__in=_reviewed_projects(request.user))
                .order_by("-created_at"))
     htmx = request.htmx  # type: ignore[attr-defined]
     template = "reviews/partials/inbox_list.html" if htmx else "reviews/inbox.html"

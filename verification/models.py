@@ -46,6 +46,15 @@ class VerifierProfile(models.Model):
     def __str__(self) -> str:
         return f"{self.project.slug}/{self.profile_id}"
 
+    def definition(self) -> dict[str, Any]:
+        """Everything that changes how it runs (the receipt covers exactly this)."""
+        from governor.domain.profiles import profile_definition, validate_profile
+
+        return profile_definition(validate_profile({
+            "id": self.profile_id, "description": self.description, "argv": self.argv,
+            "timeout_ms": self.timeout_ms, "sandbox_mode": self.sandbox_mode, "env": self.env,
+            "limits": self.limits, "rootfs": self.rootfs or None}))
+
 
 class ProfileVersion(models.Model):
     """Every receipt a profile has had, with the definition it covered."""

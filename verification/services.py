@@ -1,10 +1,31 @@
-"""Verifier profiles as the rest of the system sees them."""
+"""Verifier profiles and verification runs (SEMANTICS §8, ARCHITECTURE §7)."""
 
 from __future__ import annotations
 
-from governor.models import Project
-from verification.models import VerifierProfile
+import logging
+import os
+import socket
+import uuid
+from datetime import timedelta
+from typing import Any
 
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from governor.domain import lifecycle
+from governor.domain.profiles import LIMITS, profile_definition, profile_receipt, validate_profile
+from governor.models import Project, Session, SessionState
+from governor.services.errors import NotFound, Unavailable
+from governor.services.events import governor_event_append
+from verification.models import ProfileVersion, RunState, VerificationRun, VerifierProfile
+
+log = logging.getLogger(__name__)
+OUTPUT_TAIL_CHARS = 8192
+
+
+# --- profiles -----------------------------------------------------------------------------------
 
 def profile_receipts(project: Project) -> dict[str, str]:
     """Each profile's current receipt, by profile id (rule 4.10 freshness needs it)."""
@@ -15,3 +36,162 @@ def profile_receipts(project: Project) -> dict[str, str]:
 def required_profile_ids(project: Project) -> list[str]:
     return sorted(VerifierProfile.objects.filter(project=project, required=True)
                   .values_list("profile_id", flat=True))
+
+
+def profile_as_input(profile: VerifierProfile) -> dict[str, Any]:
+    """The profile in the operator's file format (snake_case, as `validate_profile` reads it)."""
+    definition = profile.definition()
+    return {
+        "id": profile.profile_id, "description": profile.description, "argv": profile.argv,
+        "timeout_ms": profile.timeout_ms, "sandbox_mode": profile.sandbox_mode,
+        "required": profile.required, "env": profile.env,
+        "limits": {name: definition["limits"][camel]
+                   for name, (_d, _lo, _hi, camel) in LIMITS.items()},
+        "rootfs": profile.rootfs or None,
+        "show_output_to_reviewers": profile.show_output_to_reviewers,
+    }
+
+
+def profile_save(*, project: Project, raw: dict[str, Any]) -> tuple[VerifierProfile, bool]:
+    """Create or update a profile from operator input; (profile, changed). Every receipt it ever
+    had stays readable as a ProfileVersion."""
+    validated = validate_profile(raw)
+    definition = profile_definition(validated)
+    receipt = profile_receipt(definition)
+    fields = {
+        "description": validated["description"], "argv": validated["argv"],
+        "timeout_ms": validated["timeout_ms"], "sandbox_mode": validated["sandbox_mode"],
+        "required": validated["required"], "env": validated["env"],
+        "limits": validated["limits"], "rootfs": validated["rootfs"] or "",
+        "show_output_to_reviewers": validated["show_output_to_reviewers"], "receipt": receipt,
+    }
+    with transaction.atomic():
+        profile = (VerifierProfile.objects.select_for_update()
+                   .filter(project=project, profile_id=validated["id"]).first())
+        if profile is None:
+            profile = VerifierProfile.objects.create(project=project,
+                                                     profile_id=validated["id"], **fields)
+            changed = True
+        else:
+            changed = any(getattr(profile, name) != value for name, value in fields.items())
+            for name, value in fields.items():
+                setattr(profile, name, value)
+            profile.save()
+        ProfileVersion.objects.get_or_create(profile=profile, receipt=receipt,
+                                             defaults={"definition": definition})
+    return profile, changed
+
+
+# --- runs ---------------------------------------------------------------------------------------
+
+def run_for_token(project: Project, run_id: str) -> VerificationRun:
+    try:
+        key = uuid.UUID(str(run_id))
+    except ValueError:
+        raise NotFound(f"verification {run_id} not found") from None
+    run = (VerificationRun.objects.select_related("profile", "session")
+           .filter(pk=key, session__project=project).first())
+    if run is None:
+        raise NotFound(f"verification {run_id} not found")
+    return run
+
+
+def run_request(*, session: Session, profile_id: Any) -> VerificationRun:
+    """Queue a run of the named profile. The agent names a profile, never a command."""
+    from verification import tasks
+
+    profile = VerifierProfile.objects.filter(project=session.project,
+                                             profile_id=profile_id).first()
+    if profile is None:
+        raise NotFound(f"no verifier profile {profile_id!r} in project {session.project.slug}")
+    run = VerificationRun.objects.create(session=session, profile=profile,
+                                         profile_receipt=profile.receipt,
+                                         definition=profile.definition())
+    try:
+        tasks.run_verification.apply_async(args=(str(run.pk),), retry=False)
+    except Exception as exc:  # noqa: BLE001 - whatever the transport raises, the run cannot start
+        run.delete()  # it never started: nothing to record
+        log.warning("broker unavailable, run of %s refused: %s", profile_id, exc)
+        raise Unavailable("the task broker is unavailable, so the verification cannot be "
+                          "queued; the session log is intact — try again later") from None
+    return run
+
+
+def _lease_seconds(run: VerificationRun) -> float:
+    return run.definition["timeoutMs"] / 1000 + settings.GOVERNOR_RUN_LEASE_GRACE_SECONDS
+
+
+def run_claim(run_id: str) -> VerificationRun | None:
+    """Compare-and-set queued → running. None when another worker has it or it already ran: a
+    redelivered task never runs a command twice."""
+    run = VerificationRun.objects.filter(pk=run_id).first()
+    if run is None:
+        return None
+    now = timezone.now()
+    claimed = VerificationRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
+        state=RunState.RUNNING, started_at=now, attempts=F("attempts") + 1,
+        lease_owner=f"{socket.gethostname()}:{os.getpid()}",
+        lease_expires_at=now + timedelta(seconds=_lease_seconds(run)),
+    )
+    if not claimed:
+        return None
+    run.refresh_from_db()
+    return run
+
+
+def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str = "") -> None:
+    """Append the result event and end the run, in one transaction."""
+    with transaction.atomic():
+        state = SessionState.objects.select_for_update().get(session_id=run.session_id)
+        locked = VerificationRun.objects.select_for_update().get(pk=run.pk)
+        if locked.state == RunState.FINISHED:
+            return
+        data = {"verificationId": str(run.pk), "profile": run.profile.profile_id,
+                "profileReceipt": run.profile_receipt, **record}
+        event = governor_event_append(session=run.session, state=state,
+                                      type=lifecycle.CODE_VERIFICATION, data=data)
+        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+        locked.state = RunState.FINISHED
+        locked.result = data
+        locked.output_tail = output_tail[-OUTPUT_TAIL_CHARS:]
+        locked.event_seq = event.seq
+        locked.finished_at = timezone.now()
+        locked.save(update_fields=["state", "result", "output_tail", "event_seq",
+                                   "finished_at"])
+
+
+def infrastructure_record(run: VerificationRun, why: str) -> dict[str, Any]:
+    from verification.sandbox import empty_stream_record
+
+    return {"passed": False, "failureKind": "infrastructure", "exitCode": None, "signal": None,
+            "durationMs": 0, "sandboxMode": run.definition["sandboxMode"],
+            "stdout": empty_stream_record("stdout"), "stderr": empty_stream_record("stderr"),
+            "detail": why}
+
+
+def runs_expire_lost(now: Any = None) -> int:
+    """Runs whose worker vanished (lease passed while running) end as `infrastructure`
+    failures — never passed, and never silently executed again."""
+    now = now or timezone.now()
+    lost = VerificationRun.objects.select_related("profile", "session").filter(
+        state=RunState.RUNNING, lease_expires_at__lt=now)
+    count = 0
+    for run in lost:
+        run_finish(run=run, record=infrastructure_record(
+            run, "the worker running this verification was lost before it reported a result"))
+        count += 1
+    return count
+
+
+def run_execute(run: VerificationRun) -> None:
+    """Run a claimed run in the sandbox and record its result."""
+    from verification.sandbox import run_sandboxed
+
+    result = run_sandboxed(run.definition, run.session.workspace_path)
+    record = result.record()
+    if result.detail:
+        record["detail"] = result.detail
+    tail = ""
+    if run.profile.show_output_to_reviewers:
+        tail = "\n".join(part for part in (result.stdout.tail, result.stderr.tail) if part)
+    run_finish(run=run, record=record, output_tail=tail)

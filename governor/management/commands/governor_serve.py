@@ -31,6 +31,8 @@ class Command(BaseCommand):
         worker = [
             os.path.join(bin_dir, "celery"), "-A", "governor.celery", "worker",
             "--loglevel", "INFO", "--concurrency", "2", "--without-gossip", "--without-mingle",
+            # Periodic work (expiring reviews and lost runs) rides in the worker: one process.
+            "--beat", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule"),
         ]
         host = options["bind"]
         self.stdout.write(f"broker: {settings.BROKER_URL} ({settings.BROKER_REASON})")

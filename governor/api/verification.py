@@ -1,0 +1,63 @@
+"""Trusted verification: list profiles, queue a run, read (long-poll) its result."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Router, Status
+
+from governor.api.auth import agent_token, session_for_token
+from governor.api.bodies import json_body
+from governor.api.errors import ERROR_RESPONSES
+from governor.services.errors import Invalid
+from verification import services
+from verification.models import RunState, VerifierProfile
+
+router = Router(tags=["verification"])
+MAX_WAIT_SECONDS = 60
+POLL_SECONDS = 0.2
+
+
+@router.get("/code-profiles", response={200: dict, **ERROR_RESPONSES})
+def code_profiles(request: HttpRequest) -> dict[str, Any]:
+    """What an agent may run, by name. Never the command or its environment."""
+    profiles = VerifierProfile.objects.filter(project=agent_token(request).project)
+    return {"profiles": [
+        {"id": p.profile_id, "description": p.description, "required": p.required,
+         "timeout_ms": p.timeout_ms, "sandbox_mode": p.sandbox_mode, "receipt": p.receipt}
+        for p in profiles.order_by("profile_id")]}
+
+
+RUN_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["profile"],
+    "properties": {"profile": {"type": "string", "description": "a profile id"}}}}}}}
+
+
+@router.post("/sessions/{session_id}/code-verifications",
+             response={202: dict, **ERROR_RESPONSES}, openapi_extra=RUN_BODY)
+def request_run(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
+    session = session_for_token(agent_token(request), session_id)
+    body, _ = json_body(request)  # any field but `profile` is ignored: no commands, no options
+    profile = body.get("profile")
+    if not isinstance(profile, str) or not profile:
+        raise Invalid("profile: required, the id of one of the project's verifier profiles",
+                      details=[{"path": "profile", "message": "required"}])
+    run = services.run_request(session=session, profile_id=profile)
+    return Status(202, {"id": str(run.pk), "state": run.state})
+
+
+@router.get("/code-verifications/{run_id}", response={200: dict, **ERROR_RESPONSES})
+def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str, Any]:
+    project = agent_token(request).project
+    run = services.run_for_token(project, run_id)
+    deadline = time.monotonic() + max(0, min(wait, MAX_WAIT_SECONDS))
+    while True:
+        if run.state == RunState.RUNNING:
+            services.runs_expire_lost()
+            run.refresh_from_db()
+        if run.state == RunState.FINISHED or time.monotonic() >= deadline:
+            return run.as_dict()
+        time.sleep(POLL_SECONDS)
+        run.refresh_from_db()

@@ -1,0 +1,116 @@
+"""Helpers for the reviewer-page specifications: proposals made the way an agent makes them
+(through the API), and forms submitted the way a browser submits them (the token and the
+receipt come from the page that was shown)."""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from django.test import Client
+
+from reviews.models import Review
+from tests.conftest import AgentClient
+
+INTENT = {
+    "constraints": ["Keep the existing sections of README.md"],
+    "assumptions": ["README.md may not exist yet"],
+    "non_goals": ["No changes to CI"],
+    "ambiguities": ["Which package manager the Install section should name"],
+}
+
+
+def contract_body(*, checks: int = 2, claims: int = 1, **extra: Any) -> dict[str, Any]:
+    """A ready-to-begin contract with an intent: `claims` critical claims sharing `checks`
+    file checks (the first `file_exists`, the rest `file_contains`)."""
+    check_list: list[dict[str, Any]] = [{"id": "readme-exists", "kind": "file_exists",
+                                         "path": "README.md"}]
+    check_list += [{"id": f"readme-has-{n}", "kind": "file_contains", "path": "README.md",
+                    "text": f"## Section {n}"} for n in range(1, checks)]
+    check_ids = [check["id"] for check in check_list]
+    claim_list = [{"id": f"claim-{n}", "statement": f"README.md satisfies requirement {n}",
+                   "importance": "critical", "verification": "deterministic",
+                   "check_ids": check_ids if n == 0 else [check_ids[n % len(check_ids)]]}
+                  for n in range(claims)]
+    return {"objective": "Write README.md with an Install section", "claims": claim_list,
+            "checks": check_list, "intent": INTENT, **extra}
+
+
+def propose(agent: AgentClient, workspace: Path, **body: Any) -> tuple[str, Review]:
+    """A new session whose begin waits for review; the session id and its intent review."""
+    session_id = agent.create_session(workspace)["id"]
+    response = agent.post(f"/sessions/{session_id}/contracts", contract_body(**body))
+    assert response.status_code == 202, response.content
+    return session_id, Review.objects.get(pk=response.json()["review"]["id"])
+
+
+def reviewer_client(username: str, password: str) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    assert client.login(username=username, password=password)
+    return client
+
+
+class _Forms(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[dict[str, Any]] = []
+        self._form: dict[str, Any] | None = None
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = {name: value or "" for name, value in attrs}
+        if tag == "form":
+            self._form = {"action": attributes.get("action", ""),
+                          "method": attributes.get("method", "get"), "fields": {},
+                          "buttons": [], "attrs": attributes}
+            self.forms.append(self._form)
+        elif self._form is not None and tag == "input" and "name" in attributes:
+            self._form["fields"][attributes["name"]] = attributes.get("value", "")
+        elif self._form is not None and tag == "textarea":
+            self._textarea = attributes.get("name")
+            self._form["fields"][self._textarea] = ""
+        elif self._form is not None and tag == "button":
+            self._form["buttons"].append("")
+
+    def handle_data(self, data: str) -> None:
+        if self._form is None:
+            return
+        if self._textarea is not None:
+            self._form["fields"][self._textarea] += data
+        elif self._form["buttons"] and self.lasttag == "button":
+            self._form["buttons"][-1] += data.strip()
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._form = None
+        elif tag == "textarea":
+            self._textarea = None
+
+
+def forms_on(html: str) -> list[dict[str, Any]]:
+    parser = _Forms()
+    parser.feed(html)
+    return parser.forms
+
+
+def decision_form(html: str, button: str) -> dict[str, Any]:
+    """The form on the page whose submit button reads exactly `button`."""
+    matches = [form for form in forms_on(html) if button in form["buttons"]]
+    assert len(matches) == 1, f"expected one form with a {button!r} button"
+    return matches[0]
+
+
+def press(client: Client, url: str, button: str, *, feedback: str | None = None,
+          html: str | None = None, **headers: str) -> Any:
+    """Load `url` (unless the page's `html` is given), fill in the form of `button` and post it
+    exactly as the browser would."""
+    if html is None:
+        page = client.get(url)
+        assert page.status_code == 200, page.status_code
+        html = page.content.decode()
+    form = decision_form(html, button)
+    fields = dict(form["fields"])
+    if feedback is not None:
+        fields["feedback"] = feedback
+    return client.post(form["action"], fields, headers=headers or None)

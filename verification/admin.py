@@ -1,0 +1,144 @@
+"""Operators manage their projects' verifier profiles here; every save is validated by the
+rules of SEMANTICS §8 and keeps the previous receipt readable."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from governor.domain.profiles import ProfileError, validate_profile
+from governor.models import Project, Role
+from verification.models import ProfileVersion, VerificationRun, VerifierProfile
+from verification.services import profile_save
+
+
+def operated_projects(request: HttpRequest) -> QuerySet[Project]:
+    if request.user.is_superuser:
+        return Project.objects.all()
+    return Project.objects.filter(memberships__user_id=request.user.pk,
+                                  memberships__role=Role.OPERATOR)
+
+
+class ProfileForm(forms.ModelForm):
+    argv = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}),
+                           help_text='JSON array, e.g. ["pytest", "-q"]')
+    env = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False,
+                          help_text='JSON object, e.g. {"CI": "1"}')
+    limits = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False,
+                             help_text="JSON object: memory_bytes, pids, file_bytes, "
+                                       "cpu_seconds, open_files, output_bytes")
+
+    class Meta:
+        model = VerifierProfile
+        fields = ("project", "profile_id", "description", "argv", "timeout_ms", "sandbox_mode",
+                  "required", "env", "limits", "rootfs", "show_output_to_reviewers")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("argv", "env", "limits"):
+            value = self.initial.get(name)
+            if value is not None and not isinstance(value, str):
+                self.initial[name] = json.dumps(value)
+
+    def _json(self, name: str, empty: Any) -> Any:
+        text = (self.cleaned_data.get(name) or "").strip()
+        if not text:
+            return empty
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not valid JSON: {exc.msg}") from None
+
+    def clean_argv(self) -> Any:
+        return self._json("argv", [])
+
+    def clean_env(self) -> Any:
+        return self._json("env", {})
+
+    def clean_limits(self) -> Any:
+        return self._json("limits", {})
+
+    def raw(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {"id": data["profile_id"], "description": data["description"],
+                "argv": data["argv"], "timeout_ms": data["timeout_ms"],
+                "sandbox_mode": data["sandbox_mode"], "required": data["required"],
+                "env": data["env"], "limits": data["limits"], "rootfs": data["rootfs"] or None,
+                "show_output_to_reviewers": data["show_output_to_reviewers"]}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if not self.errors:
+            try:
+                validate_profile(self.raw())
+            except ProfileError as exc:
+                names = {"id": "profile_id"}
+                for error in exc.errors:
+                    field = names.get(error["path"].split("/")[0], error["path"].split("/")[0])
+                    target = field if field in self.fields else None
+                    self.add_error(target, f"{error['path']}: {error['message']}")
+        return cleaned
+
+
+class ProfileVersionInline(admin.TabularInline):
+    model = ProfileVersion
+    extra = 0
+    can_delete = False
+    readonly_fields = ("receipt", "definition", "created_at")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(VerifierProfile)
+class VerifierProfileAdmin(admin.ModelAdmin):
+    form = ProfileForm
+    list_display = ("profile_id", "project", "required", "sandbox_mode", "timeout_ms", "receipt")
+    list_filter = ("project", "required", "sandbox_mode")
+    readonly_fields = ("receipt",)
+    inlines = [ProfileVersionInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[VerifierProfile]:
+        return super().get_queryset(request).filter(project__in=operated_projects(request))
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest,
+                                 **kwargs: Any) -> Any:
+        if db_field.name == "project":
+            kwargs["queryset"] = operated_projects(request)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: VerifierProfile, form: Any,
+                   change: bool) -> None:
+        saved, _ = profile_save(project=form.cleaned_data["project"], raw=form.raw())
+        obj.pk = saved.pk
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_active and operated_projects(request).exists()
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_module_permission(request)
+
+    has_add_permission = has_view_permission
+    has_change_permission = has_view_permission
+
+
+@admin.register(VerificationRun)
+class VerificationRunAdmin(admin.ModelAdmin):
+    list_display = ("id", "profile", "session", "state", "created_at", "finished_at")
+    list_filter = ("state",)
+    readonly_fields = [f.name for f in VerificationRun._meta.fields]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[VerificationRun]:
+        return super().get_queryset(request).filter(
+            profile__project__in=operated_projects(request))
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -1,0 +1,632 @@
+"""SEMANTICS §8 "Run": one verifier command in a bubblewrap sandbox.
+
+Who runs it. bubblewrap is started as an unprivileged host identity: 65534:65534 ("nobody") when
+the worker is root, the worker's own ids otherwise; inside, the command is uid/gid 65534 of its own
+user namespace either way. Not as root, because bubblewrap maps the sandbox user to the uid that
+started it: as root the command would be host uid 0 (without capabilities), the kernel never
+applies RLIMIT_NPROC to uid 0, so `pids` would not stop a fork bomb, and a process that escaped
+the mount namespace would own every root-owned file. What that costs:
+
+- the files the command uses must be readable by that identity (other-readable, as a normal
+  checkout is), the workspace directory writable by it for `workspace-write`; this is checked
+  for the workspace and rootfs directories before anything starts (mode bits: an ACL the check
+  cannot see still fails safely, as `infrastructure`, before the command starts). Where they
+  lie does not matter: a root worker binds them onto fixed mount points in a private mount
+  namespace before it drops to 65534, as bubblewrap could not pass a directory private to root;
+- RLIMIT_NPROC counts every process of the identity on the host, so sandboxes running at the
+  same time share one `pids` budget (bubblewrap's monitor takes one process of it).
+
+The command is pid 1 of its PID namespace (--as-pid-1), as in `docker run` without --init:
+bubblewrap's own reaper would outlive bubblewrap and end as a zombie on the host, reaped
+whenever the host's init gets to it and counted against `pids` until then. So bubblewrap reaps
+the command itself, and the kernel lets a namespace's pid 1 finish exiting only once every other
+process in it is gone: when bubblewrap exits, nothing of the run is left. The price is pid 1's
+rules for the command: signals it has no handler for, sent from inside the sandbox, are ignored,
+and orphans inside are reparented to it.
+
+What an output receipt covers: for each stream, `receipt("code-verification-output",
+{"stream": "stdout"|"stderr", "sha256": hex})` over every byte the sandbox wrote to that stream,
+in order, from the start until end of file or until the process tree was killed, whatever was
+kept. Nothing is decoded or normalised. When bubblewrap fails before the command starts, its own
+message is those bytes. Only the last `outputBytes` bytes are kept (`truncated` when more came);
+they are the operator's `tail`, never part of an event.
+
+Exit status. bubblewrap reports a command killed by signal N as status 128+N, like a shell, so
+statuses 129..159 are recorded as that signal, not as an exit code. A timeout is recorded as
+SIGKILL, the signal that ended it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import hashlib
+import json
+import os
+import posixpath
+import resource
+import selectors
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from governor.domain.canonical import receipt
+
+BWRAP = "/usr/bin/bwrap"
+SANDBOX_UID = SANDBOX_GID = 65534
+NOBODY = (65534, 65534)
+WORKSPACE = "/workspace"
+# The sandbox's own private tmpfs mounts, never the host's.
+SANDBOX_TMP = "/tmp"  # noqa: S108
+SANDBOX_SHM = "/dev/shm"  # noqa: S108
+TMPFS_BYTES = 64 * 1024 * 1024
+FIXED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SANDBOX_TMP, "LANG": "C.UTF-8",
+             "TMPDIR": SANDBOX_TMP}
+# The only parts of the host's /etc a command sees: the dynamic linker's cache and the
+# Debian alternatives that /usr/bin links point through. No passwd, shadow, hosts or keys.
+HOST_ETC = ("/etc/alternatives", "/etc/ld.so.cache")
+HOST_SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib64")
+ROOTFS_MOUNT_POINTS = ("/proc", "/dev", SANDBOX_TMP, WORKSPACE)
+READ_CHUNK = 65_536
+KILL_GRACE_SECONDS = 2.0
+MAX_SYMLINK_HOPS = 40
+SIGNAL_STATUSES = range(129, 160)
+
+READ, WRITE, EXECUTE = 4, 2, 1
+SEARCH = EXECUTE  # on a directory
+
+# Where a root worker binds the workspace and rootfs, in a mount namespace of its own.
+STAGING = "/run/governor-sandbox"
+STAGED_WORKSPACE = STAGING + "/workspace"
+STAGED_ROOTFS = STAGING + "/rootfs"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+CLONE_NEWNS = 0x0002_0000
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x4_0000
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    bytes: int
+    truncated: bool
+    receipt: str
+    tail: str
+
+    def record(self) -> dict[str, Any]:
+        """The persisted part: never the output itself."""
+        return {"bytes": self.bytes, "truncated": self.truncated, "receipt": self.receipt}
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    passed: bool
+    failure_kind: str | None  # None | "exit" | "timeout" | "configuration" | "infrastructure"
+    exit_code: int | None
+    signal: int | None
+    duration_ms: int
+    stdout: StreamResult
+    stderr: StreamResult
+    sandbox_mode: str
+    detail: str = ""  # why it failed, for operators
+
+    def record(self) -> dict[str, Any]:
+        """The fields of a `reliability/code-verification` event this run decides (§8)."""
+        return {
+            "passed": self.passed,
+            "failureKind": self.failure_kind,
+            "exitCode": self.exit_code,
+            "signal": self.signal,
+            "durationMs": self.duration_ms,
+            "sandboxMode": self.sandbox_mode,
+            "stdout": self.stdout.record(),
+            "stderr": self.stderr.record(),
+        }
+
+
+class _Capture:
+    """Counts and hashes every byte of one stream, keeping only the last `cap` bytes."""
+
+    def __init__(self, name: str, cap: int) -> None:
+        self.name = name
+        self.cap = cap
+        self.count = 0
+        self.digest = hashlib.sha256()
+        self.kept = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        self.count += len(chunk)
+        self.digest.update(chunk)
+        self.kept += chunk[-self.cap:] if self.cap else b""
+        if len(self.kept) > self.cap:
+            del self.kept[: len(self.kept) - self.cap]
+
+    def result(self) -> StreamResult:
+        return StreamResult(
+            bytes=self.count,
+            truncated=self.count > len(self.kept),
+            receipt=receipt("code-verification-output",
+                            {"stream": self.name, "sha256": self.digest.hexdigest()}),
+            tail=self.kept.decode("utf-8", errors="replace"),
+        )
+
+
+@dataclass(frozen=True)
+class _Identity:
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+    switch_from_root: bool  # the worker is root and becomes this identity to start bubblewrap
+
+
+def _identity(run_as: tuple[int, int]) -> _Identity:
+    if 0 in run_as:
+        raise ValueError("the sandbox never runs as host root: RLIMIT_NPROC would not apply")
+    if os.geteuid() == 0:
+        return _Identity(run_as[0], run_as[1], (), switch_from_root=True)
+    return _Identity(os.getuid(), os.getgid(), tuple(os.getgroups()), switch_from_root=False)
+
+
+def _allows(info: os.stat_result, who: _Identity, wanted: int) -> bool:
+    if info.st_uid == who.uid:
+        granted = info.st_mode >> 6
+    elif info.st_gid == who.gid or info.st_gid in who.groups:
+        granted = info.st_mode >> 3
+    else:
+        granted = info.st_mode
+    return granted & wanted == wanted
+
+
+def _directory_problem(path: str, who: _Identity, wanted: int, what: str) -> str | None:
+    """Why `who` cannot use directory `path` (already resolved) as `wanted`, or None. Where it
+    lies does not matter: a root worker stages it (see `_child_setup`), any other worker found
+    it itself."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return f"{what} {path} is not available ({exc.strerror})"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{what} {path} is not a directory"
+    if not _allows(info, who, wanted):
+        needs = "readable and writable" if wanted & WRITE else "readable"
+        return f"{what} {path} is not {needs} by the sandbox user {who.uid}"
+    return None
+
+
+# --- the sandbox's file system ---------------------------------------------------------------
+
+
+def _system_layout(rootfs: str | None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(read-only binds as (host, sandbox), symlinks as (target, sandbox)) for the system part:
+    the rootfs as /, or the host's /usr with /bin, /lib… as the host has them and a few /etc
+    entries."""
+    if rootfs:
+        return [(rootfs, "/")], []
+    binds, links = [("/usr", "/usr")], []
+    for path in HOST_SYSTEM_LINKS:
+        if os.path.islink(path):
+            links.append((os.readlink(path), path))
+        elif os.path.isdir(path):
+            binds.append((path, path))
+    binds += [(path, path) for path in HOST_ETC if os.path.exists(path)]
+    return binds, links
+
+
+def sandbox_env(definition: Mapping[str, Any]) -> dict[str, str]:
+    """The command's whole environment: the fixed minimal set, then the profile's own."""
+    return {**FIXED_ENV, **definition["env"]}
+
+
+def bwrap_argv(definition: Mapping[str, Any], workspace: str, *, bwrap: str = BWRAP,
+               status_fd: int | None = None) -> list[str]:
+    writable = definition["sandboxMode"] == "workspace-write"
+    binds, links = _system_layout(definition.get("rootfs"))
+    argv = [bwrap, "--unshare-all", "--unshare-user",
+            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--disable-userns",
+            "--die-with-parent", "--as-pid-1", "--new-session", "--hostname", "sandbox",
+            "--cap-drop", "ALL", "--clearenv"]
+    for name, value in sorted(sandbox_env(definition).items()):
+        argv += ["--setenv", name, value]
+    for host, inside in binds:
+        argv += ["--ro-bind", host, inside]
+    for target, inside in links:
+        argv += ["--symlink", target, inside]
+    # Every writable place is a sized tmpfs or the workspace: the root and /dev tmpfs that
+    # bubblewrap builds are made read-only last, as an unsized tmpfs would take host memory.
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(TMPFS_BYTES), "--tmpfs", SANDBOX_SHM,
+             "--size", str(TMPFS_BYTES), "--tmpfs", SANDBOX_TMP,
+             "--bind" if writable else "--ro-bind", workspace, WORKSPACE,
+             "--remount-ro", "/dev", "--remount-ro", "/",
+             "--chdir", WORKSPACE]
+    if status_fd is not None:
+        argv += ["--json-status-fd", str(status_fd)]
+    return [*argv, "--", *definition["argv"]]
+
+
+class _View:
+    """The sandbox's file tree as the host sees it, to find the command before anything runs."""
+
+    def __init__(self, definition: Mapping[str, Any], workspace: str) -> None:
+        binds, links = _system_layout(definition.get("rootfs"))
+        self.mounts = {inside: host for host, inside in binds} | {WORKSPACE: workspace}
+        self.links = {inside: target for target, inside in links}
+        # Fresh and empty (/tmp) or not files at all (/proc, /dev): nothing to run there.
+        self.opaque = ("/proc", "/dev", SANDBOX_TMP)
+
+    def host_path(self, path: str) -> str | None:
+        if any(path == o or path.startswith(o + "/") for o in self.opaque):
+            return None
+        for point in sorted(self.mounts, key=len, reverse=True):
+            if path == point or path.startswith(point.rstrip("/") + "/"):
+                rest = path[len(point):].lstrip("/")
+                return posixpath.join(self.mounts[point], rest) if rest else self.mounts[point]
+        return None
+
+    def _is_made_up_directory(self, path: str) -> bool:
+        """/ and /etc exist inside only because something is mounted below them."""
+        prefix = path.rstrip("/") + "/"
+        return any(p.startswith(prefix) for p in [*self.mounts, *self.links])
+
+    def resolve(self, path: str) -> str | None:
+        """The host path of what the sandbox sees at absolute `path`, following symlinks the
+        way the sandbox would (absolute targets stay inside it); None when nothing is there."""
+        pending = [part for part in reversed(path.split("/")) if part]
+        current, hops = "/", 0
+        while pending:
+            name = pending.pop()
+            if name in (".", ".."):
+                current = posixpath.dirname(current) if name == ".." else current
+                continue
+            candidate = posixpath.join(current, name)
+            target = self.links.get(candidate)
+            if target is None and candidate not in self.mounts:
+                host = self.host_path(candidate)
+                if host is None:
+                    if not self._is_made_up_directory(candidate):
+                        return None
+                else:
+                    try:
+                        if stat.S_ISLNK(os.lstat(host).st_mode):
+                            target = os.readlink(host)
+                    except OSError:
+                        return None
+            if target is None:
+                current = candidate
+                continue
+            hops += 1
+            if hops > MAX_SYMLINK_HOPS:
+                return None
+            if target.startswith("/"):
+                current = "/"
+            pending += [part for part in reversed(target.split("/")) if part]
+        return self.host_path(current)
+
+
+def _command_problem(definition: Mapping[str, Any], workspace: str, who: _Identity) -> str | None:
+    """Why the command could not be executed inside, as execvp would decide it, or None."""
+    command = definition["argv"][0]
+    view = _View(definition, workspace)
+    search_path = sandbox_env(definition).get("PATH", "")
+    if "/" in command:
+        candidates = [command]
+    else:
+        candidates = [posixpath.join(WORKSPACE, directory, command)
+                      for directory in search_path.split(":")]
+    refused = None
+    for candidate in candidates:
+        host = view.resolve(candidate)
+        if host is None:
+            continue
+        try:
+            info = os.stat(host)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and _allows(info, who, EXECUTE):
+            return None
+        refused = refused or candidate
+    if refused:
+        return f"{refused} is not an executable file for the sandbox user"
+    if "/" in command:
+        return f"{command} does not exist in the sandbox"
+    return f"{command!r} is not on the sandbox PATH ({search_path})"
+
+
+_WORKING_BWRAPS: set[tuple[str, int, int]] = set()
+
+
+def _bwrap_problem(bwrap: str, who: _Identity) -> str | None:
+    try:
+        info = os.stat(bwrap)
+    except OSError as exc:
+        return f"bubblewrap is not available at {bwrap} ({exc.strerror})"
+    if not stat.S_ISREG(info.st_mode) or not _allows(info, who, EXECUTE):
+        return f"{bwrap} is not an executable file for the sandbox user {who.uid}"
+    key = (bwrap, info.st_ino, info.st_mtime_ns)
+    if key in _WORKING_BWRAPS:
+        return None
+    try:
+        answer = subprocess.run([bwrap, "--version"], capture_output=True, timeout=10,  # noqa: S603
+                                env={}, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{bwrap} does not run ({exc})"
+    if answer.returncode != 0 or not answer.stdout.startswith(b"bubblewrap"):
+        return f"{bwrap} --version did not answer as bubblewrap does"
+    _WORKING_BWRAPS.add(key)
+    return None
+
+
+def _setup_problem(definition: Mapping[str, Any], workspace: str, bwrap: str,
+                   who: _Identity) -> tuple[str, str] | None:
+    """(failure kind, why) when the sandbox could not run the command, checked before anything
+    starts; None when it can."""
+    if problem := _bwrap_problem(bwrap, who):
+        return "infrastructure", problem
+    if who.switch_from_root:
+        try:
+            for point in (STAGED_WORKSPACE, STAGED_ROOTFS):
+                os.makedirs(point, exist_ok=True)
+                os.chmod(point, 0o755)  # noqa: S103 - an empty mount point the sandbox user passes
+        except OSError as exc:
+            return "infrastructure", f"cannot prepare {STAGING}: {exc.strerror}"
+    wanted = READ | SEARCH | (WRITE if definition["sandboxMode"] == "workspace-write" else 0)
+    if problem := _directory_problem(workspace, who, wanted, "workspace"):
+        return "infrastructure", problem
+    if rootfs := definition.get("rootfs"):
+        rootfs = os.path.realpath(rootfs)
+        if problem := _directory_problem(rootfs, who, READ | SEARCH, "rootfs"):
+            return "infrastructure", problem
+        for point in ROOTFS_MOUNT_POINTS:
+            if not os.path.isdir(rootfs + point):
+                return "infrastructure", f"rootfs {rootfs} has no {point} directory to mount on"
+    if problem := _command_problem(definition, workspace, who):
+        return "configuration", problem
+    return None
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+def _checked(result: int, what: str) -> None:
+    if result != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"{what}: {os.strerror(number)}")
+
+
+def _child_setup(limits: Mapping[str, int], who: _Identity, staged: list[tuple[str, str]],
+                 parent_pid: int) -> Callable[[], None]:
+    """What the child does between fork and exec of bubblewrap (which sets no rlimits)."""
+    rlimits = [(resource.RLIMIT_NPROC, limits["pids"]),
+               (resource.RLIMIT_FSIZE, limits["fileBytes"]),
+               (resource.RLIMIT_CPU, limits["cpuSeconds"]),
+               (resource.RLIMIT_NOFILE, limits["openFiles"])]
+    address_space = limits["memoryBytes"]
+    binds = [(source.encode(), target.encode()) for source, target in staged]
+    kill = int(signal.SIGKILL)
+
+    def setup() -> None:
+        # Limits first: only root may raise a hard limit (open files may need it).
+        for which, value in rlimits:
+            resource.setrlimit(which, (value, value))
+        if binds:
+            # bubblewrap, started as the sandbox user, could not pass a directory private to
+            # root on the way to the workspace; so root binds it onto a fixed mount point first,
+            # in a mount namespace of this child alone.
+            _checked(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+            _checked(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "private /")
+            for source, target in binds:
+                _checked(_libc.mount(source, target, None, MS_BIND | MS_REC, None), "bind")
+        if who.switch_from_root:
+            os.setgroups([])
+            os.setresgid(who.gid, who.gid, who.gid)
+            os.setresuid(who.uid, who.uid, who.uid)
+        # If the worker dies, bubblewrap dies, and with it (--die-with-parent) the sandbox.
+        # Set after the uid change, which clears it.
+        _libc.prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != parent_pid:
+            os._exit(1)
+        # Last: a large worker's forked child may already use more address space than allowed.
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    return setup
+
+
+class _Status:
+    """What bubblewrap writes on --json-status-fd: "child-pid" and "pid-namespace" of the
+    sandbox's pid 1 (the command) as soon as it exists, "exit-code" only once a command that
+    was started has ended."""
+
+    def __init__(self) -> None:
+        self.text = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        self.text += chunk
+
+    def fields(self) -> dict[str, Any]:
+        decoder, rest = json.JSONDecoder(), self.text.decode("utf-8", errors="replace").strip()
+        fields: dict[str, Any] = {}
+        while rest:
+            try:
+                document, end = decoder.raw_decode(rest)
+            except ValueError:
+                break
+            if isinstance(document, dict):
+                fields.update(document)
+            rest = rest[end:].lstrip()
+        return fields
+
+
+def _collect(sinks: Sequence[tuple[IO[bytes], Callable[[bytes], None]]], bwrap_exit: int,
+             deadline: float) -> bool:
+    """Read every pipe to end of file and wait until bubblewrap has exited (its pidfd is
+    readable; it stays unreaped); False if `deadline` came first. Reads never pause, so a
+    flood neither blocks the command nor grows memory beyond what the sinks keep."""
+    with selectors.DefaultSelector() as selector:
+        for pipe, feed in sinks:
+            if not pipe.closed:
+                selector.register(pipe, selectors.EVENT_READ, (pipe, feed))
+        selector.register(bwrap_exit, selectors.EVENT_READ, None)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            for key, _events in selector.select(remaining):
+                if key.data is None:
+                    selector.unregister(bwrap_exit)
+                    continue
+                pipe, feed = key.data
+                if chunk := os.read(key.fd, READ_CHUNK):
+                    feed(chunk)
+                else:
+                    selector.unregister(pipe)
+                    pipe.close()
+    return True
+
+
+def _kill_command(status: Mapping[str, Any]) -> bool:
+    """SIGKILL the sandbox's pid 1, the command: that ends every process of its PID namespace,
+    whatever session or group they moved to, and bubblewrap then reaps it and exits. False when
+    there was nothing to kill or it could not be reached."""
+    pid, namespace = status.get("child-pid"), status.get("pid-namespace")
+    if type(pid) is not int or type(namespace) is not int:
+        return False
+    try:
+        command = os.pidfd_open(pid)
+    except OSError:
+        return False
+    try:
+        # Opened first, checked second: if the pid still lives in the sandbox's namespace now,
+        # the descriptor is the command and not a process that reused a reaped pid.
+        if os.stat(f"/proc/{pid}/ns/pid").st_ino != namespace:
+            return False
+        signal.pidfd_send_signal(command, signal.SIGKILL)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(command)
+
+
+def _kill_bwrap(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL bubblewrap's process group; --die-with-parent takes the sandbox with it. Only
+    called while bubblewrap is unreaped, so the group id cannot belong to anything else."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _not_started(definition: Mapping[str, Any], kind: str, detail: str) -> SandboxResult:
+    cap = definition["limits"]["outputBytes"]
+    return SandboxResult(passed=False, failure_kind=kind, exit_code=None, signal=None,
+                         duration_ms=0, stdout=_Capture("stdout", cap).result(),
+                         stderr=_Capture("stderr", cap).result(),
+                         sandbox_mode=definition["sandboxMode"], detail=detail)
+
+
+def run_sandboxed(definition: Mapping[str, Any], workspace: str, *,
+                  on_start: Callable[[int], None] | None = None, bwrap: str = BWRAP,
+                  run_as: tuple[int, int] = NOBODY) -> SandboxResult:
+    """Run a profile definition's command in the sandbox over `workspace` and report how it
+    ended. Nothing starts unless bubblewrap, the workspace, the rootfs and the command are all
+    usable; otherwise the result is an `infrastructure` or `configuration` failure. Returns
+    only when no process of the sandbox is left.
+    `on_start(pid)` is called once bubblewrap runs (keep it quick: the timeout is running).
+    `run_as` is the host identity used when the worker is root."""
+    who = _identity(run_as)
+    workspace = os.path.realpath(workspace)
+    if problem := _setup_problem(definition, workspace, bwrap, who):
+        return _not_started(definition, *problem)
+
+    staged: list[tuple[str, str]] = []
+    sandbox_definition, sandbox_workspace = definition, workspace
+    if who.switch_from_root:
+        staged.append((workspace, STAGED_WORKSPACE))
+        sandbox_workspace = STAGED_WORKSPACE
+        if rootfs := definition.get("rootfs"):
+            staged.append((os.path.realpath(rootfs), STAGED_ROOTFS))
+            sandbox_definition = {**definition, "rootfs": STAGED_ROOTFS}
+    limits = definition["limits"]
+    stdout_capture = _Capture("stdout", limits["outputBytes"])
+    stderr_capture = _Capture("stderr", limits["outputBytes"])
+    status = _Status()
+    status_read, status_write = os.pipe()
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(  # noqa: S603 - a fixed argv, never a shell
+            bwrap_argv(sandbox_definition, sandbox_workspace, bwrap=bwrap,
+                       status_fd=status_write),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={}, cwd="/", close_fds=True, pass_fds=(status_write,),
+            start_new_session=True,
+            preexec_fn=_child_setup(limits, who, staged, os.getpid()),
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        os.close(status_read)
+        if isinstance(exc, OSError) and exc.errno == errno.EAGAIN:
+            why = (f"the sandbox user {who.uid} already runs as many processes as the pids "
+                   f"limit ({limits['pids']}) allows")
+        else:
+            why = (f"bubblewrap could not be started as uid {who.uid}: {exc} (setting rlimits, "
+                   f"staging mounts or switching user failed)")
+        return _not_started(definition, "infrastructure", why)
+    finally:
+        os.close(status_write)
+
+    assert process.stdout is not None and process.stderr is not None
+    sinks = [(process.stdout, stdout_capture.feed), (process.stderr, stderr_capture.feed),
+             (os.fdopen(status_read, "rb", buffering=0), status.feed)]
+    bwrap_exit = -1
+    try:
+        bwrap_exit = os.pidfd_open(process.pid)
+        if on_start is not None:
+            on_start(process.pid)
+        finished = _collect(sinks, bwrap_exit, started + definition["timeoutMs"] / 1000)
+        if not finished:
+            if not _kill_command(status.fields()):
+                _kill_bwrap(process)
+            _collect(sinks, bwrap_exit, time.monotonic() + KILL_GRACE_SECONDS)
+        duration_ms = round((time.monotonic() - started) * 1000)
+    finally:
+        if process.poll() is None:
+            _kill_command(status.fields())
+            _kill_bwrap(process)
+        process.wait()
+        if bwrap_exit >= 0:
+            os.close(bwrap_exit)
+        for pipe, _feed in sinks:
+            pipe.close()
+
+    stdout, stderr = stdout_capture.result(), stderr_capture.result()
+
+    def ended(kind: str | None, exit_code: int | None = None, signal_number: int | None = None,
+              detail: str = "") -> SandboxResult:
+        return SandboxResult(passed=kind is None, failure_kind=kind, exit_code=exit_code,
+                             signal=signal_number, duration_ms=duration_ms, stdout=stdout,
+                             stderr=stderr, sandbox_mode=definition["sandboxMode"],
+                             detail=detail)
+
+    exit_status = status.fields().get("exit-code")
+    if not finished:
+        return ended("timeout", signal_number=int(signal.SIGKILL),
+                     detail=f"killed after the {definition['timeoutMs']:,} ms timeout")
+    if type(exit_status) is not int:
+        # bubblewrap stopped before exec: its own message is all stderr holds.
+        message = stderr.tail.strip() or f"bubblewrap ended with status {process.returncode}"
+        kind = "configuration" if "execvp" in message else "infrastructure"
+        return ended(kind, detail=message)
+    if exit_status in SIGNAL_STATUSES:
+        number = exit_status - 128
+        return ended("exit", signal_number=number,
+                     detail=f"killed by signal {number} ({signal.Signals(number).name})")
+    if exit_status != 0:
+        return ended("exit", exit_code=exit_status, detail=f"exited with status {exit_status}")
+    return ended(None, exit_code=0)
+
+
+def empty_stream_record(stream: str) -> dict[str, Any]:
+    """The persisted record of a stream nothing was written to (a run that never started)."""
+    return _Capture(stream, 0).result().record()
