@@ -18,11 +18,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# bubblewrap runs the verifier sandbox; chromium drives the browser tests. Installed when missing.
+# bubblewrap runs the verifier sandbox; the tests also need chromium (browser tests) and
+# busybox-static (a tiny root filesystem for the sandbox's image mode). Installed when missing.
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
-	if [ "$(WITH_BROWSER)" = 1 ]; then command -v chromium >/dev/null || missing="$$missing chromium"; fi; \
+	if [ "$(FOR_TESTS)" = 1 ]; then \
+	  command -v chromium >/dev/null || missing="$$missing chromium"; \
+	  test -x /bin/busybox || missing="$$missing busybox-static"; \
+	fi; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing:$$missing"; \
@@ -43,11 +47,12 @@ lint: install
 	$(VENV)/bin/mypy governor reviews verification
 
 test: install
-	$(MAKE) --no-print-directory system-deps WITH_BROWSER=1
+	$(MAKE) --no-print-directory system-deps FOR_TESTS=1
 	$(MAKE) --no-print-directory lint
-	$(PY) -m pytest -m "not postgres" -q
-	DATABASE_URL=$(TEST_DATABASE_URL) GOVERNOR_TEST_REDIS_URL=$(TEST_REDIS_URL) \
-	  $(PY) -m pytest -m "postgres" -q
+	GOVERNOR_TEST_REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest -m "not postgres" -q
+	@echo "--- the API suite and the concurrency tests again, on PostgreSQL ---"
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) -m pytest -q tests/api \
+	  tests/integration/test_postgres_concurrency.py
 
 bench: install system-deps
 	$(PY) -m bench

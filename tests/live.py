@@ -73,7 +73,7 @@ def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
         deadline = time.monotonic() + 30
         while True:
             try:
-                if httpx.get(live.url + "/healthz", timeout=1).status_code in (200, 503):
+                if httpx.get(live.url + "/healthz", timeout=10).status_code in (200, 503):
                     break
             except httpx.HTTPError:
                 pass

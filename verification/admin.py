@@ -20,7 +20,7 @@ from verification.services import profile_save
 def operated_projects(request: HttpRequest) -> QuerySet[Project]:
     if request.user.is_superuser:
         return Project.objects.all()
-    return Project.objects.filter(memberships__user_id=request.user.pk,
+    return Project.objects.filter(memberships__user_id=int(request.user.pk or 0),
                                   memberships__role=Role.OPERATOR)
 
 

@@ -15,14 +15,18 @@ Input (snake_case, as an operator form or API sends it)::
       "show_output_to_reviewers": false  # optional; output policy, does not change how it runs
     }
 
-Limits (defaults and inclusive bounds; each is applied to every process of the sandbox):
+Limits (defaults and inclusive bounds), set as rlimits on every process of the sandbox:
 
-    memory_bytes   RLIMIT_AS, address space per process       2 GiB    64 MiB .. 64 GiB
-    pids           RLIMIT_NPROC, processes of the sandbox user  256       8 .. 4,096
-    file_bytes     RLIMIT_FSIZE, largest file a process writes 256 MiB   1 MiB .. 16 GiB
-    cpu_seconds    RLIMIT_CPU, CPU time per process            600       1 .. 3,600
-    open_files     RLIMIT_NOFILE, descriptors per process      1,024    16 .. 65,536
-    output_bytes   output kept per stream (stdout, stderr)     64 KiB    0 .. 1 MiB
+    memory_bytes  RLIMIT_AS      address space per process      2 GiB    64 MiB .. 64 GiB
+    pids          RLIMIT_NPROC   processes of the sandbox user    256         8 .. 4,096
+    file_bytes    RLIMIT_FSIZE   largest file a process writes  256 MiB   1 MiB .. 16 GiB
+    cpu_seconds   RLIMIT_CPU     CPU seconds per process          600         1 .. 3,600
+    open_files    RLIMIT_NOFILE  descriptors per process        1,024        16 .. 65,536
+    output_bytes  (kept, not a limit on the command) output kept per stream
+                                                                64 KiB        0 .. 1 MiB
+
+`pids` counts host-wide processes of the sandbox user, so runs at the same time share it
+(verification/sandbox.py explains why).
 
 The definition (camelCase) holds exactly what changes how the command runs; its receipt is the
 profile receipt. Description, `required` and the output policy are not part of it.

@@ -45,18 +45,18 @@ class Command(BaseCommand):
         if not path:
             raise CommandError("load needs a FILE")
         document = self._read(Path(path), fmt)
-        profiles = document.get("profiles") if isinstance(document, dict) else None
-        if not isinstance(profiles, list) or set(document) != {"profiles"}:
+        if not isinstance(document, dict) or set(document) != {"profiles"} or not isinstance(
+                document["profiles"], list):
             raise CommandError(f'{path}: expected exactly {{"profiles": [...]}}')
         changed = 0
         with transaction.atomic():  # all profiles or none
-            for index, raw in enumerate(profiles):
+            for index, raw in enumerate(document["profiles"]):
                 try:
                     _, did_change = profile_save(project=project, raw=raw)
                 except ProfileError as exc:
                     raise CommandError(f"{path}: profiles/{index}: {exc}") from None
                 changed += did_change
-        self.stdout.write(f"{len(profiles)} profile(s) in {path}, {changed} changed")
+        self.stdout.write(f"{len(document['profiles'])} profile(s) in {path}, {changed} changed")
 
     def _read(self, path: Path, fmt: str) -> Any:
         try:
