@@ -16,7 +16,11 @@ from governor.domain import lifecycle
 from governor.domain import review as domain
 from governor.models import Membership, Role, Session, SessionState
 from governor.services.errors import Conflict, Invalid, NotFound
-from governor.services.events import governor_event_append
+from governor.services.events import (
+    governor_event_append,
+    state_locked,
+    state_save_after_governor_events,
+)
 from reviews.models import Approval, Review, Stage, Status
 
 EVENT_TYPES: dict[str, str] = {Stage.INTENT: lifecycle.INTENT_REVIEW,
@@ -51,11 +55,11 @@ def review_pending(session: Session) -> Review | None:
     if review is None or review.expires_at > timezone.now():
         return review
     with transaction.atomic():
-        state = SessionState.objects.select_for_update().get(session=session)
+        state = state_locked(session)
         review = Review.objects.select_for_update().get(pk=review.pk)
         if review.status == Status.PENDING and review.expires_at <= timezone.now():
             _decide(review, state, decision=Status.EXPIRED, decided_by={"kind": "system"})
-            state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+            state_save_after_governor_events(state)
     return review if review.status == Status.PENDING else None
 
 
@@ -142,7 +146,7 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
         raise NotFound("review not found")
     review_pending(session)  # records a due expiry in its own transaction: it fails closed
     with transaction.atomic():
-        state = SessionState.objects.select_for_update().get(session=session)
+        state = state_locked(session)
         review = Review.objects.select_for_update().select_related("session__project").get(
             pk=review.pk)
         if review.status == Status.EXPIRED:
@@ -164,7 +168,7 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
             _advance(review, state, payload)
         else:
             _decide(review, state, decision=decision, decided_by=who, feedback=text, user=user)
-        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+        state_save_after_governor_events(state)
     return review
 
 
@@ -202,13 +206,13 @@ def _advance(review: Review, state: SessionState, decision: dict[str, Any]) -> N
 def review_cancel(*, session: Session) -> Review:
     """The agent withdraws its pending proposal."""
     with transaction.atomic():
-        state = SessionState.objects.select_for_update().get(session=session)
+        state = state_locked(session)
         review = Review.objects.select_for_update().filter(session=session,
                                                            status=Status.PENDING).first()
         if review is None:
             raise Conflict("there is no pending review in this session to withdraw")
         _decide(review, state, decision=Status.CANCELLED, decided_by={"kind": "agent"})
-        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+        state_save_after_governor_events(state)
     return review
 
 

@@ -18,7 +18,11 @@ from governor.domain import lifecycle
 from governor.domain.profiles import LIMITS, profile_definition, profile_receipt, validate_profile
 from governor.models import Project, Session, SessionState
 from governor.services.errors import NotFound, Unavailable
-from governor.services.events import governor_event_append
+from governor.services.events import (
+    governor_event_append,
+    state_locked,
+    state_save_after_governor_events,
+)
 from verification.models import ProfileVersion, RunState, VerificationRun, VerifierProfile
 
 log = logging.getLogger(__name__)
@@ -142,7 +146,7 @@ def run_claim(run_id: str) -> VerificationRun | None:
 def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str = "") -> None:
     """Append the result event and end the run, in one transaction."""
     with transaction.atomic():
-        state = SessionState.objects.select_for_update().get(session_id=run.session_id)
+        state = state_locked(run.session_id)
         locked = VerificationRun.objects.select_for_update().get(pk=run.pk)
         if locked.state == RunState.FINISHED:
             return
@@ -150,7 +154,7 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
                 "profileReceipt": run.profile_receipt, **record}
         event = governor_event_append(session=run.session, state=state,
                                       type=lifecycle.CODE_VERIFICATION, data=data)
-        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+        state_save_after_governor_events(state)
         locked.state = RunState.FINISHED
         locked.result = data
         locked.output_tail = output_tail[-OUTPUT_TAIL_CHARS:]

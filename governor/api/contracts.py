@@ -56,7 +56,7 @@ def _terminal(record: Any) -> dict[str, Any] | None:
 
 
 def session_status(session: Session) -> dict[str, Any]:
-    state = SessionState.objects.get(session=session)
+    state = SessionState.objects.defer("trace").get(session=session)
     folded = state.lifecycle or lifecycle.initial_state()
     pending = reviews.review_pending(session)
     latest = reviews.review_latest(session)

@@ -43,9 +43,12 @@ class VerificationRecord:
 class Evidence(Protocol):
     """Aggregate questions about a session log; `after_seq` excludes itself (seq > after_seq)."""
 
-    def tool_success_count(self, tool: str, after_seq: int, arguments_contain: str | None) -> int:
+    def tool_success_count(
+        self, tool: str, after_seq: int, arguments_contain: str | None, limit: int
+    ) -> int:
         """`tool/call`s named `tool` after `after_seq` (whose raw `arguments` text contains
-        `arguments_contain`, when given) that a non-error `tool/result` answers, by call id."""
+        `arguments_contain`, when given) that a non-error `tool/result` answers, by call id;
+        counting stops at `limit`, so the cost is bounded by what the check needs."""
         ...
 
     def tool_call_count(self, tool: str, after_seq: int) -> int:
@@ -110,7 +113,9 @@ class LogEvidence:
             and _data(event).get("name") == tool
         ]
 
-    def tool_success_count(self, tool: str, after_seq: int, arguments_contain: str | None) -> int:
+    def tool_success_count(
+        self, tool: str, after_seq: int, arguments_contain: str | None, limit: int
+    ) -> int:
         answered = self._calls_answered_ok()
         count = 0
         for seq, data in self._calls(tool, after_seq):
@@ -121,7 +126,7 @@ class LogEvidence:
                 continue
             if seq in answered:
                 count += 1
-        return count
+        return min(count, limit)
 
     def tool_call_count(self, tool: str, after_seq: int) -> int:
         return len(self._calls(tool, after_seq))
@@ -304,12 +309,13 @@ def _min_count(check: Mapping[str, Any]) -> int:
 
 def _tool_succeeded(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
     tool, needle, need = check["tool"], check.get("argumentsContain"), _min_count(check)
-    count = ctx.evidence.tool_success_count(tool, ctx.after_seq, needle)
+    count = ctx.evidence.tool_success_count(tool, ctx.after_seq, needle, need)
     matching = f" with arguments containing {_snippet(needle)}" if needle is not None else ""
-    return count >= need, (
-        f"Tool {tool!r}{matching} succeeded {_times(count)} after seq "
-        f"{ctx.after_seq} (at least {need} needed)."
-    )
+    if count >= need:
+        return True, (f"Tool {tool!r}{matching} succeeded at least {_times(need)} after seq "
+                      f"{ctx.after_seq}, as needed.")
+    return False, (f"Tool {tool!r}{matching} succeeded {_times(count)} after seq "
+                   f"{ctx.after_seq} (at least {need} needed).")
 
 
 def _tool_not_called(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:

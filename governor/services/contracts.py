@@ -18,7 +18,12 @@ from governor.domain.workspace import Workspace
 from governor.models import Project, ReviewMode, Session, SessionState
 from governor.services.attestations import attest
 from governor.services.errors import Conflict, Invalid
-from governor.services.events import governor_event_append, lifecycle_of
+from governor.services.events import (
+    governor_event_append,
+    lifecycle_of,
+    state_locked,
+    state_save_after_governor_events,
+)
 from governor.services.evidence import DatabaseEvidence
 from verification.services import profile_receipts, required_profile_ids
 
@@ -39,10 +44,6 @@ class AttemptResult:
     message: str
     replayed: bool = False
     results: list[Any] = field(default_factory=list)
-
-
-def _locked_state(session: Session) -> SessionState:
-    return SessionState.objects.select_for_update().get(session=session)
 
 
 def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = False,
@@ -90,7 +91,7 @@ def contract_begin(*, session: Session, body: Any, kind: str) -> BeginResult:
     if assessment["status"] != "ready":
         return BeginResult(status="review-required", assessment=assessment)
     with transaction.atomic():
-        state = _locked_state(session)
+        state = state_locked(session)
         if lifecycle_of(state)["open"]:
             raise Conflict("a contract is already active in this session; it must reach a "
                            "terminal (certified, exhausted or abstained) before another begins")
@@ -106,7 +107,7 @@ def contract_begin(*, session: Session, body: Any, kind: str) -> BeginResult:
             session=session, state=state, proposal=proposal, started_at_seq=started_at_seq,
             version=domain.CONTRACT_VERSION_REVIEW_OFF, coverage_receipt=assessment["receipt"],
         )
-        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+        state_save_after_governor_events(state)
     return BeginResult(status="active", contract=contract, assessment=assessment)
 
 
@@ -160,7 +161,7 @@ def _terminal_answer(folded: lifecycle.LifecycleState) -> AttemptResult:
 def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
     """Evaluate every check now and record the attempt; end the contract when it decides."""
     with transaction.atomic():
-        state = _locked_state(session)
+        state = state_locked(session)
         folded, contract = _current(state)
         if contract is None:
             raise Conflict("there is no contract in this session to verify")
@@ -187,7 +188,7 @@ def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
                                        status=decision, reason=reason,
                                        attempt_receipt=attempt["receipt"])
             message = messages.terminal_message(terminal, results)
-        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+        state_save_after_governor_events(state)
     return AttemptResult(attempt=attempt, terminal=terminal, decision=decision, message=message,
                          results=list(results))
 
@@ -207,7 +208,7 @@ def turn_stop(*, session: Session) -> dict[str, Any]:
     """§7: the agent wants to stop. Allow when nothing is active; otherwise attempt and steer."""
     from reviews import services as reviews
 
-    state = SessionState.objects.get(session=session)
+    state = SessionState.objects.defer("trace").get(session=session)
     folded, contract = _current(state)
     if contract is None or folded["terminal"] is not None:
         if reviews.review_pending(session) is not None:
@@ -226,7 +227,7 @@ def turn_stop(*, session: Session) -> dict[str, Any]:
 def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
     text = messages.abstain_reason(reason)
     with transaction.atomic():
-        state = _locked_state(session)
+        state = state_locked(session)
         folded, contract = _current(state)
         if contract is None:
             raise Conflict("there is no contract in this session to abstain from")
@@ -234,6 +235,6 @@ def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
             return _terminal_answer(folded)
         terminal = _terminal_write(session=session, state=state, contract=contract,
                                    status="abstained", reason=text, attempt_receipt=None)
-        state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
+        state_save_after_governor_events(state)
     return AttemptResult(attempt=None, terminal=terminal, decision="abstained",
                          message=messages.terminal_message(terminal))

@@ -34,8 +34,18 @@ def now_ms() -> int:
     return int(clock.time() * 1000)
 
 
-def _locked_state(session: Session) -> SessionState:
-    return SessionState.objects.select_for_update().get(session=session)
+def state_locked(session: Session | str, *, with_trace: bool = False) -> SessionState:
+    """The session's projection row, locked for the rest of the transaction. Appends are
+    serialised by this lock. Governor events never read the Harness trace (it grows with the
+    log), so it is only loaded for agent batches."""
+    rows = SessionState.objects.select_for_update()
+    if not with_trace:
+        rows = rows.defer("trace")
+    return rows.get(session=session)
+
+
+def state_save_after_governor_events(state: SessionState) -> None:
+    state.save(update_fields=["next_seq", "head", "lifecycle", "updated_at"])
 
 
 def _index_fields(envelope: dict[str, Any]) -> dict[str, Any]:
@@ -146,7 +156,7 @@ def events_append(
     key = idempotency_key or (f"expected-seq:{expected_seq}" if expected_seq is not None else None)
     digest = batch_digest(envelopes) if key else ""
     with transaction.atomic():
-        state = _locked_state(session)
+        state = state_locked(session, with_trace=True)
         if key:
             previous = EventBatch.objects.filter(session=session, key=key).first()
             if previous is not None:
@@ -161,8 +171,10 @@ def events_append(
                 f"expected_seq is {expected_seq} but the next seq is {state.next_seq}",
                 details={"expected_seq": expected_seq, "next_seq": state.next_seq},
             )
+        trace = harness.TraceState.from_json(state.trace)
+        trace.count = state.next_seq  # governor events share the seq space and skip the trace
         trace = harness.validate_batch(
-            harness.TraceState.from_json(state.trace),
+            trace,
             envelopes,
             allow_reliability=imported,
             extra_types=extra_types,
@@ -202,15 +214,13 @@ def _fold_governor_events(
 def governor_event_append(
     *, session: Session, state: SessionState, type: str, data: dict[str, Any]
 ) -> Event:
-    """Append one governor event. The caller holds the state row lock inside its transaction
-    and saves the state afterwards; the lifecycle projection is advanced here."""
+    """Append one governor event. The caller holds the state row lock (`state_locked`) inside
+    its transaction and saves it afterwards (`state_save_after_governor_events`); the lifecycle
+    projection is advanced here."""
     [fields] = _chain_rows(session, state, [{"type": type, "time": now_ms(), "data": data}],
                            [None], origin=Origin.GOVERNOR, imported=False)
     row = Event(**fields)
     row.save()
-    trace = harness.TraceState.from_json(state.trace)
-    trace.count = state.next_seq  # governor events take seqs in the same space as the agent's
-    state.trace = trace.to_json()
     state.lifecycle = lifecycle.apply(
         lifecycle_of(state), {"seq": row.seq, "type": row.type, "data": row.data})
     return row

@@ -20,7 +20,9 @@ class DatabaseEvidence:
     def _calls(self, tool: str, after_seq: int) -> QuerySet[Event]:
         return self.events.filter(type="tool/call", tool_name=tool, seq__gt=after_seq)
 
-    def tool_success_count(self, tool: str, after_seq: int, arguments_contain: str | None) -> int:
+    def tool_success_count(
+        self, tool: str, after_seq: int, arguments_contain: str | None, limit: int
+    ) -> int:
         # A result answers the latest earlier call with its id: no call with the same id
         # may stand between them.
         later_call = self.events.filter(type="tool/call", call_id=OuterRef("call_id"),
@@ -30,21 +32,28 @@ class DatabaseEvidence:
             type="tool/result", call_id=OuterRef("call_id"), seq__gt=OuterRef("seq"),
             is_error=False,
         ).filter(~Exists(later_call))
-        calls = self._calls(tool, after_seq).filter(Exists(answered_ok))
+        calls = self._calls(tool, after_seq).filter(Exists(answered_ok)).order_by("seq")
         if arguments_contain is None:
-            return calls.count()
+            return calls[:limit].count()
         # Case-sensitive substring on the raw arguments text, in Python: the same test on every
-        # database (SQLite's LIKE ignores case), over this tool's answered calls only.
-        return sum(
-            1 for data in calls.values_list("data", flat=True)
-            if isinstance(data.get("arguments"), str) and arguments_contain in data["arguments"]
-        )
+        # database (SQLite's LIKE ignores case), over this tool's answered calls only, and only
+        # until enough are found.
+        count = 0
+        for data in calls.values_list("data", flat=True).iterator(chunk_size=100):
+            arguments = data.get("arguments")
+            if isinstance(arguments, str) and arguments_contain in arguments:
+                count += 1
+                if count >= limit:
+                    break
+        return count
 
     def tool_call_count(self, tool: str, after_seq: int) -> int:
         return self._calls(tool, after_seq).count()
 
     def first_tool_error(self, after_seq: int) -> tuple[int, str | None] | None:
-        error = (self.events.filter(type="tool/result", is_error=True, seq__gt=after_seq)
+        # `is_error__in=[True]`, not `is_error=True`: SQLite only uses the (session, is_error,
+        # seq) index for the former (Django writes the latter as a bare column test).
+        error = (self.events.filter(type="tool/result", is_error__in=[True], seq__gt=after_seq)
                  .order_by("seq").values_list("seq", "call_id").first())
         if error is None:
             return None

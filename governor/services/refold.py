@@ -31,13 +31,12 @@ def projection_from_log(session: Session) -> dict[str, Any]:
     for event in events.iterator(chunk_size=2000):
         imported = bool(event.meta and event.meta.get("imported"))
         if event.origin == Origin.AGENT:
+            trace.count = event.seq  # governor events take seqs but leave the trace alone
             harness.validate_event(trace, _envelope(event), index=event.seq,
                                    allow_reliability=imported,
                                    extra_types=frozenset(session.project.extra_event_types))
             if event.type in ("tool/call", "tool/code-dispatch-start") and not event.governor_tool:
                 last_mutation = event.seq
-        else:
-            trace.count = event.seq + 1
         if event.type.startswith("reliability/"):
             folded = lifecycle.apply(folded, {"seq": event.seq, "type": event.type,
                                               "data": event.data, "imported": imported})
