@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from governor.domain import lifecycle
 from governor.domain.profiles import LIMITS, profile_definition, profile_receipt, validate_profile
-from governor.models import Project, Session, SessionState
+from governor.models import Project, Session
 from governor.services.errors import NotFound, Unavailable
 from governor.services.events import (
     governor_event_append,
@@ -146,7 +146,7 @@ def run_claim(run_id: str) -> VerificationRun | None:
 def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str = "") -> None:
     """Append the result event and end the run, in one transaction."""
     with transaction.atomic():
-        state = state_locked(run.session_id)
+        state = state_locked(run.session)
         locked = VerificationRun.objects.select_for_update().get(pk=run.pk)
         if locked.state == RunState.FINISHED:
             return

@@ -34,7 +34,7 @@ def now_ms() -> int:
     return int(clock.time() * 1000)
 
 
-def state_locked(session: Session | str, *, with_trace: bool = False) -> SessionState:
+def state_locked(session: Session, *, with_trace: bool = False) -> SessionState:
     """The session's projection row, locked for the rest of the transaction. Appends are
     serialised by this lock. Governor events never read the Harness trace (it grows with the
     log), so it is only loaded for agent batches."""
