@@ -6,6 +6,7 @@ import os
 import secrets
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
@@ -30,12 +31,22 @@ def project_set(*, project: Project, **changes: object) -> Project:
     return project
 
 
+SAMPLE_PROFILE = {
+    "id": "readme-present",
+    "description": "Sample profile: README.md exists in the workspace. Replace it with your "
+                   "test suite in the admin.",
+    "argv": ["/bin/sh", "-c", "test -f README.md"],
+    "timeout_ms": 10_000,
+}
+
+
 @dataclass
 class Bootstrap:
     project: Project
     username: str
     password: str | None  # None when it came from GOVERNOR_ADMIN_PASSWORD
     token: str
+    workspace_root: str
 
 
 def bootstrap() -> Bootstrap | None:
@@ -44,10 +55,17 @@ def bootstrap() -> Bootstrap | None:
     Returns None when the demo project already exists (nothing is created twice)."""
     if Project.objects.filter(slug=DEMO_SLUG).exists():
         return None
+    from verification.services import profile_save
+
     given = os.environ.get("GOVERNOR_ADMIN_PASSWORD")
     password = given or secrets.token_urlsafe(12)
+    # Without GOVERNOR_WORKSPACE_ROOTS the demo project still has somewhere to work.
+    root = settings.VAR_DIR / "workspaces"
+    root.mkdir(parents=True, exist_ok=True)
     with transaction.atomic():
         project = project_create(slug=DEMO_SLUG, name="Demo project")
+        project_set(project=project, workspace_roots=[str(root)])
+        profile_save(project=project, raw=SAMPLE_PROFILE)
         user_model = get_user_model()
         user = user_model.objects.filter(username="admin").first()
         if user is None:
@@ -58,4 +76,4 @@ def bootstrap() -> Bootstrap | None:
         for role in (Role.REVIEWER, Role.OPERATOR):
             Membership.objects.create(user=user, project=project, role=role)
         _, secret = token_create(project=project, name="demo agent")
-    return Bootstrap(project, "admin", None if given else password, secret)
+    return Bootstrap(project, "admin", None if given else password, secret, str(root))
