@@ -68,3 +68,17 @@ def test_model_refuses_saving_an_existing_event(agent: AgentClient, session: dic
         event.save()
     with pytest.raises(PermissionError):
         event.delete()
+
+
+def test_management_command_verifies_with_the_servers_own_keys(
+    agent: AgentClient, session: dict, tmp_path: Path
+) -> None:
+    from django.core.management import CommandError, call_command
+
+    agent.append(session["id"], Trace().start_turn().tool("bash").end_turn().flush())
+    path = tmp_path / "export.jsonl"
+    path.write_text(export_text(agent, session["id"]))
+    call_command("governor_verify", str(path), "--server-keys")
+    path.write_text(path.read_text().replace('"bash"', '"BASH"', 1))
+    with pytest.raises(CommandError):
+        call_command("governor_verify", str(path), "--server-keys")
