@@ -18,8 +18,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         trusted = None
         if options["server_keys"]:
-            lines = export_key_lines({key["keyid"] for key in public_keys()})
-            trusted = dict(verify.parse_key_line(line) for line in lines)
+            key_lines = export_key_lines({key["keyid"] for key in public_keys()})
+            trusted = dict(verify.parse_key_line(line) for line in key_lines)
         try:
             data = Path(options["export"]).read_bytes()
         except OSError as exc:
