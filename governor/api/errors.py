@@ -11,9 +11,8 @@ from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as NinjaValidationError
 
 from governor.domain.canonical import JSONValueError
-from governor.domain.contracts import ContractError
+from governor.domain.fields import FieldsInvalid
 from governor.domain.harness import InvariantError
-from governor.domain.review import ReviewError
 from governor.services import errors
 
 
@@ -70,12 +69,8 @@ def install(api: NinjaAPI) -> None:
         details = [{"path": exc.path, "message": exc.reason}]
         return error_response(api, request, 422, "INVALID_JSON", str(exc), details)
 
-    @api.exception_handler(ContractError)
-    def bad_contract(request: HttpRequest, exc: ContractError) -> HttpResponse:
-        return error_response(api, request, 422, "VALIDATION", str(exc), exc.errors)
-
-    @api.exception_handler(ReviewError)
-    def bad_review(request: HttpRequest, exc: ReviewError) -> HttpResponse:
+    @api.exception_handler(FieldsInvalid)
+    def bad_fields(request: HttpRequest, exc: FieldsInvalid) -> HttpResponse:
         return error_response(api, request, 422, "VALIDATION", str(exc), exc.errors)
 
     @api.exception_handler(NinjaValidationError)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from governor.domain.canonical import JSONValueError, canonical_bytes, check_json_value, receipt
+from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
 
 MAX_OBJECTIVE_BYTES = 4096
 MAX_ID_CHARS = 128
@@ -119,13 +120,8 @@ CONTRACT_VERSION_REVIEW_OFF = 3
 CONTRACT_VERSION_REVIEWED = 5
 
 
-class ContractError(ValueError):
-    """A refused proposal. `errors` lists every failing field as {"path", "message"}; paths are
-    slash-separated from the body root (``checks/2/path``), ``""`` for the body itself."""
-
-    def __init__(self, errors: list[dict[str, str]]) -> None:
-        self.errors = errors
-        super().__init__("; ".join(f"{e['path'] or '(body)'}: {e['message']}" for e in errors))
+class ContractError(FieldsInvalid):
+    """A refused proposal, naming every failing field."""
 
 
 class NoRequiredProfileError(ContractError):
@@ -149,34 +145,8 @@ class Proposal:
         return {"objective": self.objective, "claims": self.claims, "checks": self.checks}
 
 
-class _Errors:
-    def __init__(self) -> None:
-        self.items: list[dict[str, str]] = []
-
-    def add(self, path: str, message: str) -> None:
-        self.items.append({"path": path, "message": message})
-
-
-def _join(base: str, *parts: object) -> str:
-    """`base` (already a path) extended by `parts`, each escaped as an RFC 6901 token."""
-    tokens = [str(p).replace("~", "~0").replace("/", "~1") for p in parts]
-    return "/".join([base, *tokens] if base else tokens)
-
-
-def _string(errors: _Errors, path: str, value: Any) -> str | None:
-    if type(value) is not str:
-        errors.add(path, "must be a string")
-        return None
-    try:
-        check_json_value(value)
-    except JSONValueError as exc:
-        errors.add(path, exc.reason)
-        return None
-    return value
-
-
-def _identifier(errors: _Errors, path: str, value: Any, what: str) -> str | None:
-    text = _string(errors, path, value)
+def _identifier(errors: FieldErrors, path: str, value: Any, what: str) -> str | None:
+    text = string_field(errors, path, value)
     if text is None:
         return None
     text = text.strip()
@@ -189,7 +159,7 @@ def _identifier(errors: _Errors, path: str, value: Any, what: str) -> str | None
     return text
 
 
-def _bounded_int(errors: _Errors, path: str, value: Any, low: int, high: int) -> int | None:
+def _bounded_int(errors: FieldErrors, path: str, value: Any, low: int, high: int) -> int | None:
     if type(value) is not int:  # bool is not an int here, and neither is 2.0
         errors.add(path, "must be an integer")
         return None
@@ -200,12 +170,12 @@ def _bounded_int(errors: _Errors, path: str, value: Any, low: int, high: int) ->
 
 
 def _unknown_fields(
-    errors: _Errors, base: str, raw: dict[str, Any], allowed: Iterable[str], what: str
+    errors: FieldErrors, base: str, raw: dict[str, Any], allowed: Iterable[str], what: str
 ) -> None:
     allowed_set = set(allowed)
     for key in raw:
         if key not in allowed_set:
-            errors.add(_join(base, key), f"unknown field for {what}")
+            errors.add(join_path(base, key), f"unknown field for {what}")
 
 
 def path_problem(path: str) -> str | None:
@@ -241,107 +211,113 @@ def normalise_path(path: str) -> str:
     return "/".join(segment for segment in path.split("/") if segment not in ("", "."))
 
 
-def _parse_check(errors: _Errors, index: int, raw: Any) -> dict[str, Any] | None:
-    base = _join("checks", index)
+def _parse_check(errors: FieldErrors, index: int, raw: Any) -> dict[str, Any] | None:
+    base = join_path("checks", index)
     if type(raw) is not dict:
         errors.add(base, "must be an object")
         return None
     before = len(errors.items)
     check_id = None
     if "id" in raw:
-        check_id = _identifier(errors, _join(base, "id"), raw["id"], "check id")
+        check_id = _identifier(errors, join_path(base, "id"), raw["id"], "check id")
     else:
-        errors.add(_join(base, "id"), "required")
+        errors.add(join_path(base, "id"), "required")
     kind = raw.get("kind")
     if "kind" not in raw:
-        errors.add(_join(base, "kind"), "required")
+        errors.add(join_path(base, "kind"), "required")
         return None
     if type(kind) is not str or kind not in CHECK_FIELDS:
         errors.add(
-            _join(base, "kind"), f"unknown check kind {kind!r}; known: {', '.join(CHECK_KINDS)}"
+            join_path(base, "kind"), f"unknown check kind {kind!r}; known: {', '.join(CHECK_KINDS)}"
         )
         return None
     required, optional = CHECK_FIELDS[kind]
     _unknown_fields(errors, base, raw, {"id", "kind"} | required | optional, f"kind {kind}")
     for name in sorted(required):
         if name not in raw:
-            errors.add(_join(base, name), f"required for kind {kind}")
+            errors.add(join_path(base, name), f"required for kind {kind}")
 
     stored: dict[str, Any] = {"id": check_id, "kind": kind}
     if "path" in required and "path" in raw:
-        path = _string(errors, _join(base, "path"), raw["path"])
+        path = string_field(errors, join_path(base, "path"), raw["path"])
         if path is not None:
             problem = path_problem(path)
             if problem:
-                errors.add(_join(base, "path"), problem)
+                errors.add(join_path(base, "path"), problem)
             stored["path"] = path
     if "text" in required and "text" in raw:
-        text = _string(errors, _join(base, "text"), raw["text"])
+        text = string_field(errors, join_path(base, "text"), raw["text"])
         if text is not None:
             if len(text) > MAX_TEXT_CHARS:
                 errors.add(
-                    _join(base, "text"), f"is longer than {MAX_TEXT_CHARS} characters ({len(text)})"
+                    join_path(base, "text"),
+                    f"is longer than {MAX_TEXT_CHARS} characters ({len(text)})",
                 )
             elif text == "" and kind != "file_equals":
-                errors.add(_join(base, "text"), f"must not be empty for kind {kind}")
+                errors.add(join_path(base, "text"), f"must not be empty for kind {kind}")
             stored["text"] = text
     if "pointer" in required and "pointer" in raw:
-        pointer = _string(errors, _join(base, "pointer"), raw["pointer"])
+        pointer = string_field(errors, join_path(base, "pointer"), raw["pointer"])
         if pointer is not None:
             problem = pointer_problem(pointer)
             if problem:
-                errors.add(_join(base, "pointer"), problem)
+                errors.add(join_path(base, "pointer"), problem)
             stored["pointer"] = pointer
     if "value" in required and "value" in raw:
         try:
             check_json_value(raw["value"])
         except JSONValueError as exc:
-            errors.add(_join(base, "value") + exc.path, exc.reason)
+            errors.add(join_path(base, "value") + exc.path, exc.reason)
         stored["value"] = raw["value"]
     if "tool" in required and "tool" in raw:
-        tool = _string(errors, _join(base, "tool"), raw["tool"])
+        tool = string_field(errors, join_path(base, "tool"), raw["tool"])
         if tool is not None:
             if not tool.strip():
-                errors.add(_join(base, "tool"), "must not be empty or blank")
+                errors.add(join_path(base, "tool"), "must not be empty or blank")
             elif len(tool) > MAX_TOOL_CHARS:
                 errors.add(
-                    _join(base, "tool"), f"is longer than {MAX_TOOL_CHARS} characters ({len(tool)})"
+                    join_path(base, "tool"),
+                    f"is longer than {MAX_TOOL_CHARS} characters ({len(tool)})",
                 )
             stored["tool"] = tool
     if "arguments_contain" in optional and "arguments_contain" in raw:
-        needle = _string(errors, _join(base, "arguments_contain"), raw["arguments_contain"])
+        needle = string_field(
+            errors, join_path(base, "arguments_contain"), raw["arguments_contain"]
+        )
         if needle is not None:
             if needle == "":
-                errors.add(_join(base, "arguments_contain"), "must not be empty when given")
+                errors.add(join_path(base, "arguments_contain"), "must not be empty when given")
             elif len(needle) > MAX_ARGUMENTS_CONTAIN_CHARS:
                 errors.add(
-                    _join(base, "arguments_contain"),
+                    join_path(base, "arguments_contain"),
                     f"is longer than {MAX_ARGUMENTS_CONTAIN_CHARS} characters ({len(needle)})",
                 )
             stored["argumentsContain"] = needle
     if "profile" in required and "profile" in raw:
-        profile = _string(errors, _join(base, "profile"), raw["profile"])
+        profile = string_field(errors, join_path(base, "profile"), raw["profile"])
         if profile is not None:
             if len(profile) > MAX_PROFILE_CHARS:
                 errors.add(
-                    _join(base, "profile"),
+                    join_path(base, "profile"),
                     f"is longer than {MAX_PROFILE_CHARS} characters ({len(profile)})",
                 )
             elif not PROFILE_ID_RE.match(profile):
-                errors.add(_join(base, "profile"), "must be kebab-case (^[a-z0-9]+(-[a-z0-9]+)*$)")
+                errors.add(
+                    join_path(base, "profile"), "must be kebab-case (^[a-z0-9]+(-[a-z0-9]+)*$)"
+                )
             stored["profile"] = profile
     if "min_count" in optional:
         min_count = raw.get("min_count", 1)
         stored["minCount"] = _bounded_int(
-            errors, _join(base, "min_count"), min_count, *MIN_COUNT_RANGE
+            errors, join_path(base, "min_count"), min_count, *MIN_COUNT_RANGE
         )
     return stored if len(errors.items) == before else None
 
 
 def _parse_claim(
-    errors: _Errors, index: int, raw: Any, check_ids: set[str]
+    errors: FieldErrors, index: int, raw: Any, check_ids: set[str]
 ) -> dict[str, Any] | None:
-    base = _join("claims", index)
+    base = join_path("claims", index)
     if type(raw) is not dict:
         errors.add(base, "must be an object")
         return None
@@ -349,36 +325,36 @@ def _parse_claim(
     _unknown_fields(errors, base, raw, CLAIM_FIELDS, "a claim")
     for name in ("id", "statement", "importance", "verification", "check_ids"):
         if name not in raw:
-            errors.add(_join(base, name), "required")
+            errors.add(join_path(base, name), "required")
     stored: dict[str, Any] = {}
     if "id" in raw:
-        stored["id"] = _identifier(errors, _join(base, "id"), raw["id"], "claim id")
+        stored["id"] = _identifier(errors, join_path(base, "id"), raw["id"], "claim id")
     if "statement" in raw:
-        statement = _string(errors, _join(base, "statement"), raw["statement"])
+        statement = string_field(errors, join_path(base, "statement"), raw["statement"])
         if statement is not None:
             statement = statement.strip()
             if not statement:
-                errors.add(_join(base, "statement"), "must not be empty or blank")
+                errors.add(join_path(base, "statement"), "must not be empty or blank")
             elif len(statement) > MAX_STATEMENT_CHARS:
                 errors.add(
-                    _join(base, "statement"),
+                    join_path(base, "statement"),
                     f"is longer than {MAX_STATEMENT_CHARS} characters ({len(statement)})",
                 )
             stored["statement"] = statement
     for name, allowed in (("importance", IMPORTANCES), ("verification", VERIFICATIONS)):
         if name in raw:
             if raw[name] not in allowed or type(raw[name]) is not str:
-                errors.add(_join(base, name), f"must be one of {', '.join(allowed)}")
+                errors.add(join_path(base, name), f"must be one of {', '.join(allowed)}")
             stored[name] = raw[name]
     if "check_ids" in raw:
         refs = raw["check_ids"]
         if type(refs) is not list:
-            errors.add(_join(base, "check_ids"), "must be a list of check ids")
+            errors.add(join_path(base, "check_ids"), "must be a list of check ids")
         else:
             seen: set[str] = set()
             stored_refs: list[str] = []
             for ref_index, ref in enumerate(refs):
-                path = _join(base, "check_ids", ref_index)
+                path = join_path(base, "check_ids", ref_index)
                 ref_id = _identifier(errors, path, ref, "check id")
                 if ref_id is None:
                     continue
@@ -391,14 +367,16 @@ def _parse_claim(
             stored["checkIds"] = stored_refs
     stored["minimumIndependentSources"] = _bounded_int(
         errors,
-        _join(base, "minimum_independent_sources"),
+        join_path(base, "minimum_independent_sources"),
         raw.get("minimum_independent_sources", 1),
         *INDEPENDENT_SOURCES_RANGE,
     )
     return stored if len(errors.items) == before else None
 
 
-def _parse_list(errors: _Errors, body: dict[str, Any], name: str, allow_empty: bool) -> list[Any]:
+def _parse_list(
+    errors: FieldErrors, body: dict[str, Any], name: str, allow_empty: bool
+) -> list[Any]:
     if name not in body:
         if not allow_empty:
             errors.add(name, "required")
@@ -411,7 +389,7 @@ def _parse_list(errors: _Errors, body: dict[str, Any], name: str, allow_empty: b
 
 
 def _parse_checks(
-    errors: _Errors, raw_checks: list[Any], *, max_checks: int, allow_empty: bool
+    errors: FieldErrors, raw_checks: list[Any], *, max_checks: int, allow_empty: bool
 ) -> list[dict[str, Any]]:
     if not raw_checks and not allow_empty:
         errors.add("checks", "at least one check is required")
@@ -425,7 +403,7 @@ def _parse_checks(
         if check_id is not None:
             if check_id in first_at:
                 errors.add(
-                    _join("checks", index, "id"),
+                    join_path("checks", index, "id"),
                     f"duplicate check id {check_id!r} (first used by checks/{first_at[check_id]})",
                 )
             else:
@@ -442,7 +420,7 @@ def _declared_id(raw: Any) -> str | None:
 
 
 def _parse_claims(
-    errors: _Errors, raw_claims: list[Any], raw_checks: list[Any], *, allow_empty: bool
+    errors: FieldErrors, raw_claims: list[Any], raw_checks: list[Any], *, allow_empty: bool
 ) -> list[dict[str, Any]]:
     if not raw_claims and not allow_empty:
         errors.add("claims", "at least one claim is required")
@@ -457,7 +435,7 @@ def _parse_claims(
         if claim_id is not None:
             if claim_id in first_at:
                 errors.add(
-                    _join("claims", index, "id"),
+                    join_path("claims", index, "id"),
                     f"duplicate claim id {claim_id!r} (first used by claims/{first_at[claim_id]})",
                 )
             else:
@@ -467,7 +445,7 @@ def _parse_claims(
     return claims
 
 
-def _parse_intent(errors: _Errors, raw: Any) -> dict[str, Any] | None:
+def _parse_intent(errors: FieldErrors, raw: Any) -> dict[str, Any] | None:
     if type(raw) is not dict:
         errors.add("intent", "must be an object")
         return None
@@ -476,7 +454,7 @@ def _parse_intent(errors: _Errors, raw: Any) -> dict[str, Any] | None:
     intent: dict[str, Any] = {}
     for wire, stored in INTENT_LISTS.items():
         items = raw.get(wire, [])
-        base = _join("intent", wire)
+        base = join_path("intent", wire)
         if type(items) is not list:
             errors.add(base, "must be a list of strings")
             continue
@@ -484,8 +462,8 @@ def _parse_intent(errors: _Errors, raw: Any) -> dict[str, Any] | None:
             errors.add(base, f"at most {MAX_INTENT_ITEMS} items are allowed (got {len(items)})")
         kept: list[str] = []
         for index, item in enumerate(items):
-            path = _join(base, index)
-            text = _string(errors, path, item)
+            path = join_path(base, index)
+            text = string_field(errors, path, item)
             if text is None:
                 continue
             text = text.strip()
@@ -520,7 +498,7 @@ def validate_proposal(
 
     `allow_empty_checks` is for the assess preflight and for code contracts (whose required checks
     are injected afterwards); `allow_empty_claims` likewise for code contracts."""
-    errors = _Errors()
+    errors = FieldErrors()
     if type(body) is not dict:
         raise ContractError([{"path": "", "message": "the body must be a JSON object"}])
     _unknown_fields(errors, "", body, BODY_FIELDS, "a contract proposal")
@@ -529,7 +507,7 @@ def validate_proposal(
     if "objective" not in body:
         errors.add("objective", "required")
     else:
-        parsed_objective = _string(errors, "objective", body["objective"])
+        parsed_objective = string_field(errors, "objective", body["objective"])
         if parsed_objective is None:
             pass
         elif not parsed_objective.strip():
@@ -559,7 +537,7 @@ def validate_proposal(
 
     draft_receipt = None
     if "draft_receipt" in body:
-        draft_receipt = _string(errors, "draft_receipt", body["draft_receipt"])
+        draft_receipt = string_field(errors, "draft_receipt", body["draft_receipt"])
         if draft_receipt is not None and not RECEIPT_RE.match(draft_receipt):
             errors.add("draft_receipt", "must be 'sha256:' followed by 64 lowercase hex digits")
 
@@ -580,7 +558,7 @@ def validate_plan(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """§9: a drafted ``{claims, checks}`` object with exactly the fields of §4/§5 (wire names).
     Returns (claims, checks) in stored form or raises ContractError."""
-    errors = _Errors()
+    errors = FieldErrors()
     if type(body) is not dict:
         raise ContractError([{"path": "", "message": "must be a JSON object"}])
     _unknown_fields(errors, "", body, ("claims", "checks"), "a drafted plan")
@@ -610,18 +588,18 @@ def inject_code_profiles(
                 }
             ]
         )
-    errors = _Errors()
+    errors = FieldErrors()
     for index, check in enumerate(proposal.checks):
         if str(check["id"]).startswith(CODE_PROFILE_CHECK_PREFIX):
             errors.add(
-                _join("checks", index, "id"),
+                join_path("checks", index, "id"),
                 f"check ids starting with {CODE_PROFILE_CHECK_PREFIX!r} are reserved for "
                 "the required code verification checks",
             )
     for index, claim in enumerate(proposal.claims):
         if claim["id"] == REQUIRED_CODE_CLAIM_ID:
             errors.add(
-                _join("claims", index, "id"),
+                join_path("claims", index, "id"),
                 f"claim id {REQUIRED_CODE_CLAIM_ID!r} is reserved for the required code "
                 "verification claim",
             )

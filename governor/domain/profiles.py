@@ -37,8 +37,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from governor.domain.canonical import JSONValueError, check_json_value, receipt
+from governor.domain.canonical import receipt
 from governor.domain.contracts import PROFILE_ID_RE
+from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
 
 MAX_ID_CHARS = 128
 MAX_DESCRIPTION_CHARS = 500
@@ -68,41 +69,32 @@ LIMITS: dict[str, tuple[int, int, int, str]] = {
     "output_bytes": (64 * KIB, 0, 1 * MIB, "outputBytes"),
 }
 
-FIELDS = frozenset({"id", "description", "argv", "timeout_ms", "sandbox_mode", "required", "env",
-                    "limits", "rootfs", "show_output_to_reviewers"})
+FIELDS = frozenset(
+    {
+        "id",
+        "description",
+        "argv",
+        "timeout_ms",
+        "sandbox_mode",
+        "required",
+        "env",
+        "limits",
+        "rootfs",
+        "show_output_to_reviewers",
+    }
+)
 REQUIRED_FIELDS = ("id", "description", "argv")
 
 
-class ProfileError(ValueError):
-    """A refused profile. `errors` lists every failing field as {"path", "message"}; paths are
-    slash-separated from the profile root (``argv/2``, ``env/API_TOKEN``), ``""`` for the root."""
+class ProfileError(FieldsInvalid):
+    """A refused profile, naming every failing field (``argv/2``, ``env/API_TOKEN``)."""
 
-    def __init__(self, errors: list[dict[str, str]]) -> None:
-        self.errors = errors
-        super().__init__("; ".join(f"{e['path'] or '(profile)'}: {e['message']}" for e in errors))
+    root = "(profile)"
 
 
-class _Errors:
-    def __init__(self) -> None:
-        self.items: list[dict[str, str]] = []
-
-    def add(self, path: str, message: str) -> None:
-        self.items.append({"path": path, "message": message})
-
-
-def _join(*parts: object) -> str:
-    return "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in parts)
-
-
-def _text(errors: _Errors, path: str, value: Any, low: int, high: int) -> str | None:
+def _text(errors: FieldErrors, path: str, value: Any, low: int, high: int) -> str | None:
     """`value` if it is a string of `low`..`high` characters with no NUL, else None (recorded)."""
-    if type(value) is not str:
-        errors.add(path, "must be a string")
-        return None
-    try:
-        check_json_value(value)
-    except JSONValueError as exc:
-        errors.add(path, exc.reason)
+    if string_field(errors, path, value) is None:
         return None
     if "\x00" in value:
         errors.add(path, "must not contain a NUL character")
@@ -113,7 +105,7 @@ def _text(errors: _Errors, path: str, value: Any, low: int, high: int) -> str | 
     return value
 
 
-def _integer(errors: _Errors, path: str, value: Any, low: int, high: int) -> int | None:
+def _integer(errors: FieldErrors, path: str, value: Any, low: int, high: int) -> int | None:
     if type(value) is not int:  # True is not 1 here, and neither is 1.0
         errors.add(path, "must be an integer")
         return None
@@ -123,31 +115,39 @@ def _integer(errors: _Errors, path: str, value: Any, low: int, high: int) -> int
     return value
 
 
-def _boolean(errors: _Errors, path: str, value: Any) -> bool | None:
+def _boolean(errors: FieldErrors, path: str, value: Any) -> bool | None:
     if type(value) is not bool:
         errors.add(path, "must be true or false")
         return None
     return value
 
 
-def _profile_id(errors: _Errors, value: Any) -> str | None:
+def _profile_id(errors: FieldErrors, value: Any) -> str | None:
     text = _text(errors, "id", value, 1, MAX_ID_CHARS)
     if text is not None and not PROFILE_ID_RE.match(text):
-        errors.add("id", "must be kebab-case: lowercase letters and digits in words joined by "
-                         "single hyphens (e.g. unit-tests)")
+        errors.add(
+            "id",
+            "must be kebab-case: lowercase letters and digits in words joined by "
+            "single hyphens (e.g. unit-tests)",
+        )
         return None
     return text
 
 
-def _description(errors: _Errors, value: Any) -> str | None:
+def _description(errors: FieldErrors, value: Any) -> str | None:
     if type(value) is str and not value.strip():
         errors.add("description", "must not be empty or blank")
         return None
-    return _text(errors, "description", value.strip() if type(value) is str else value,
-                 1, MAX_DESCRIPTION_CHARS)
+    return _text(
+        errors,
+        "description",
+        value.strip() if type(value) is str else value,
+        1,
+        MAX_DESCRIPTION_CHARS,
+    )
 
 
-def _argv(errors: _Errors, value: Any) -> list[str] | None:
+def _argv(errors: FieldErrors, value: Any) -> list[str] | None:
     if type(value) is not list:
         errors.add("argv", "must be a list: the command and its arguments")
         return None
@@ -157,12 +157,15 @@ def _argv(errors: _Errors, value: Any) -> list[str] | None:
     before = len(errors.items)
     command = _text(errors, "argv/0", value[0], 1, MAX_COMMAND_CHARS)
     if command is not None and not _is_command(command):
-        errors.add("argv/0", "must be an absolute path or a bare command name found on the "
-                             "sandbox PATH (no relative paths)")
+        errors.add(
+            "argv/0",
+            "must be an absolute path or a bare command name found on the "
+            "sandbox PATH (no relative paths)",
+        )
     if len(value) - 1 > MAX_ARGS:
         errors.add("argv", f"has {len(value) - 1} arguments; at most {MAX_ARGS} are allowed")
     for index, arg in enumerate(value[1:], start=1):
-        _text(errors, _join("argv", index), arg, 1, MAX_ARG_CHARS)
+        _text(errors, join_path("", "argv", index), arg, 1, MAX_ARG_CHARS)
     return list(value) if len(errors.items) == before else None
 
 
@@ -172,7 +175,7 @@ def _is_command(command: str) -> bool:
     return "/" not in command and command not in (".", "..")
 
 
-def _env(errors: _Errors, value: Any) -> dict[str, str] | None:
+def _env(errors: FieldErrors, value: Any) -> dict[str, str] | None:
     if type(value) is not dict:
         errors.add("env", "must be an object of NAME: value")
         return None
@@ -180,37 +183,45 @@ def _env(errors: _Errors, value: Any) -> dict[str, str] | None:
         errors.add("env", f"has {len(value)} variables; at most {MAX_ENV_VARS} are allowed")
     before = len(errors.items)
     for name, item in value.items():
-        path = _join("env", name)
+        path = join_path("", "env", name)
         if _text(errors, path, name, 1, MAX_ENV_NAME_CHARS) is None:
             continue
         if not ENV_NAME_RE.match(name):
-            errors.add(path, "is not a valid environment variable name "
-                             "(letters, digits and _, not starting with a digit)")
+            errors.add(
+                path,
+                "is not a valid environment variable name "
+                "(letters, digits and _, not starting with a digit)",
+            )
         elif SECRET_NAME_RE.search(name):
-            errors.add(path, "looks like a credential (the name contains KEY, PASSWORD, SECRET "
-                             "or TOKEN); verifier profiles never carry secrets")
+            errors.add(
+                path,
+                "looks like a credential (the name contains KEY, PASSWORD, SECRET "
+                "or TOKEN); verifier profiles never carry secrets",
+            )
         _text(errors, path, item, 0, MAX_ENV_VALUE_CHARS)
     return dict(value) if len(errors.items) == before else None
 
 
-def _limits(errors: _Errors, value: Any) -> dict[str, int] | None:
+def _limits(errors: FieldErrors, value: Any) -> dict[str, int] | None:
     if type(value) is not dict:
         errors.add("limits", "must be an object")
         return None
     before = len(errors.items)
     for name in value:
         if name not in LIMITS:
-            errors.add(_join("limits", name), f"unknown limit (known: {', '.join(LIMITS)})")
+            errors.add(join_path("", "limits", name), f"unknown limit (known: {', '.join(LIMITS)})")
     limits: dict[str, int] = {}
     for name, (default, low, high, _camel) in LIMITS.items():
         if name not in value:
             limits[name] = default
-        elif (item := _integer(errors, _join("limits", name), value[name], low, high)) is not None:
+        elif (
+            item := _integer(errors, join_path("", "limits", name), value[name], low, high)
+        ) is not None:
             limits[name] = item
     return limits if len(errors.items) == before else None
 
 
-def _rootfs(errors: _Errors, value: Any) -> str | None:
+def _rootfs(errors: FieldErrors, value: Any) -> str | None:
     if value is None or value == "":
         return None
     text = _text(errors, "rootfs", value, 1, MAX_ROOTFS_CHARS)
@@ -230,12 +241,12 @@ def _rootfs(errors: _Errors, value: Any) -> str | None:
 def validate_profile(raw: Any) -> dict[str, Any]:
     """§8: the profile `raw` describes, with every default filled in (snake_case), or
     ProfileError listing every failing field."""
-    errors = _Errors()
+    errors = FieldErrors()
     if type(raw) is not dict:
         raise ProfileError([{"path": "", "message": "must be an object"}])
     for key in raw:
         if key not in FIELDS:
-            errors.add(_join(key), "unknown field")
+            errors.add(join_path("", key), "unknown field")
     for key in REQUIRED_FIELDS:
         if key not in raw:
             errors.add(key, "required")
@@ -243,15 +254,17 @@ def validate_profile(raw: Any) -> dict[str, Any]:
         "id": _profile_id(errors, raw["id"]) if "id" in raw else None,
         "description": _description(errors, raw["description"]) if "description" in raw else None,
         "argv": _argv(errors, raw["argv"]) if "argv" in raw else None,
-        "timeout_ms": _integer(errors, "timeout_ms", raw.get("timeout_ms", DEFAULT_TIMEOUT_MS),
-                               *TIMEOUT_MS_RANGE),
+        "timeout_ms": _integer(
+            errors, "timeout_ms", raw.get("timeout_ms", DEFAULT_TIMEOUT_MS), *TIMEOUT_MS_RANGE
+        ),
         "sandbox_mode": raw.get("sandbox_mode", SANDBOX_MODES[0]),
         "required": _boolean(errors, "required", raw.get("required", True)),
         "env": _env(errors, raw.get("env", {})),
         "limits": _limits(errors, raw.get("limits", {})),
         "rootfs": _rootfs(errors, raw.get("rootfs")),
-        "show_output_to_reviewers": _boolean(errors, "show_output_to_reviewers",
-                                             raw.get("show_output_to_reviewers", False)),
+        "show_output_to_reviewers": _boolean(
+            errors, "show_output_to_reviewers", raw.get("show_output_to_reviewers", False)
+        ),
     }
     if profile["sandbox_mode"] not in SANDBOX_MODES:
         errors.add("sandbox_mode", f"must be one of {', '.join(SANDBOX_MODES)}")
@@ -268,8 +281,10 @@ def profile_definition(validated: dict[str, Any]) -> dict[str, Any]:
         "timeoutMs": validated["timeout_ms"],
         "sandboxMode": validated["sandbox_mode"],
         "env": dict(validated["env"]),
-        "limits": {camel: validated["limits"][name]
-                   for name, (_default, _low, _high, camel) in LIMITS.items()},
+        "limits": {
+            camel: validated["limits"][name]
+            for name, (_default, _low, _high, camel) in LIMITS.items()
+        },
         "rootfs": validated["rootfs"],
     }
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from governor.domain.canonical import receipt
+from governor.domain.fields import FieldsInvalid
 
 MAX_FEEDBACK_CHARS = 2000
 DECISIONS = ("approved", "revision-requested", "rejected", "expired", "cancelled")
@@ -28,10 +29,9 @@ STAGE_KINDS = {
 }
 
 
-class ReviewError(ValueError):
+class ReviewError(FieldsInvalid):
     def __init__(self, path: str, message: str) -> None:
-        super().__init__(f"{path}: {message}")
-        self.errors = [{"path": path, "message": message}]
+        super().__init__([{"path": path, "message": message}])
 
 
 def intent_proposal(*, session_id: str, kind: str, objective: str, intent: dict[str, Any],
