@@ -5,13 +5,22 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router
 
+from governor.api.auth import agent_token
+from governor.api.errors import ERROR_RESPONSES
 from governor.api.schemas import KeysOut
 from governor.services import keys
+from governor.services.receipts import receipt_lookup
 
-router = Router(tags=["keys"])
+router = Router(tags=["keys and receipts"])
 
 
 @router.get("/keys", response=KeysOut, auth=None)
 def public_keys(request: HttpRequest) -> dict[str, Any]:
     keys.key_active()
     return {"keys": keys.public_keys()}
+
+
+@router.get("/receipts/{receipt}", response={200: dict, **ERROR_RESPONSES})
+def receipt(request: HttpRequest, receipt: str) -> dict[str, Any]:
+    """The record a receipt names, in the caller's project."""
+    return receipt_lookup(project=agent_token(request).project, receipt=receipt)

@@ -264,3 +264,14 @@ def test_every_outcome_attestation_verifies_offline(worker: Agent) -> None:
     report = verify_export(text.decode().splitlines())
     assert report.ok, report.failure
     assert report.attestations == 2  # the contract and its terminal
+
+
+def test_a_receipt_names_its_record_in_the_callers_project_only(
+    worker: Agent, other_agent: AgentClient
+) -> None:
+    contract = worker.begin(readme_contract()).json()["contract"]
+    found = worker.client.get(f"/receipts/{contract['receipt']}").json()
+    assert (found["kind"], found["type"]) == ("event", "reliability/contract")
+    assert found["data"]["contractId"] == contract["contractId"]
+    assert other_agent.get(f"/receipts/{contract['receipt']}").status_code == 404
+    assert worker.client.get("/receipts/sha256:XYZ").status_code == 422
