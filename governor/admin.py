@@ -5,12 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from governor.models import AgentToken, Event, Membership, Project, Session, SigningKey
+from governor.models import (
+    AgentToken,
+    AuthoringMode,
+    DraftRoute,
+    Event,
+    Membership,
+    Project,
+    Session,
+    SigningKey,
+)
 from governor.services.tokens import token_create, token_revoke
 
 
@@ -19,12 +29,32 @@ class MembershipInline(admin.TabularInline):
     extra = 1
 
 
+class DraftRouteInline(admin.StackedInline):
+    """SEMANTICS §9: the exact route of `auxiliary-model` authoring. The key itself is never
+    entered here: only the environment variable or file that holds it."""
+
+    model = DraftRoute
+    extra = 0
+    max_num = 1
+    verbose_name = "drafting route (auxiliary-model authoring)"
+    verbose_name_plural = verbose_name
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    fields = ("provider", "base_url", "model", "reasoning_effort", "max_output_tokens",
+              "timeout_seconds", "max_input_bytes", "credential_env", "credential_file")
+
+
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ("slug", "name", "review_mode", "authoring_mode", "max_attempts",
+    list_display = ("slug", "name", "review_mode", "authoring", "max_attempts",
                     "required_approvals")
     search_fields = ("slug", "name")
-    inlines = [MembershipInline]
+    inlines = [MembershipInline, DraftRouteInline]
+
+    @admin.display(description="authoring", ordering="authoring_mode")
+    def authoring(self, obj: Project) -> str:
+        if obj.authoring_mode == AuthoringMode.AUXILIARY_MODEL:
+            return "auxiliary-model (drafted by the project's route)"
+        return f"{obj.authoring_mode} (caller-declared)"
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

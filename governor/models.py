@@ -257,3 +257,59 @@ class Attestation(models.Model):
 
     def __str__(self) -> str:
         return f"attestation of event {self.event_id}"
+
+
+class DraftProvider(models.TextChoices):
+    OPENAI_CHAT = "openai-chat", "OpenAI-compatible chat completions"
+    ANTHROPIC_MESSAGES = "anthropic-messages", "Anthropic messages"
+
+
+class DraftRoute(models.Model):
+    """SEMANTICS §9: the one exact provider route a project in `auxiliary-model` authoring mode
+    drafts contracts through. The credential is never stored: only the name of the environment
+    variable or the path of the file that holds it, read at call time."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="draft_route")
+    provider = models.CharField(max_length=32, choices=DraftProvider.choices)
+    base_url = models.URLField(
+        max_length=2048,
+        help_text="OpenAI-compatible: the API base including /v1 (the request goes to "
+                  "{base}/chat/completions). Anthropic: https://api.anthropic.com (the request "
+                  "goes to {base}/v1/messages). No credentials in the URL.")
+    model = models.CharField(max_length=200)
+    reasoning_effort = models.CharField(
+        max_length=16, blank=True,
+        help_text="Optional. OpenAI-compatible: sent as reasoning_effort (none, minimal, low, "
+                  "medium, high, xhigh). Anthropic: sent as output_config.effort (low, medium, "
+                  "high, xhigh, max).")
+    max_output_tokens = models.PositiveIntegerField(
+        default=4096, validators=[MinValueValidator(1), MaxValueValidator(128_000)])
+    timeout_seconds = models.PositiveIntegerField(
+        default=120, validators=[MinValueValidator(1), MaxValueValidator(600)],
+        help_text="Wall-clock limit for the whole streamed answer.")
+    max_input_bytes = models.PositiveIntegerField(
+        default=32 * 1024, validators=[MinValueValidator(256), MaxValueValidator(1024 * 1024)],
+        help_text="Largest user block (objective, context, profiles) sent; larger inputs are "
+                  "refused before any call.")
+    credential_env = models.CharField(
+        max_length=128, blank=True,
+        help_text="Name of the environment variable holding the API key (not the key).")
+    credential_file = models.CharField(
+        max_length=1024, blank=True,
+        help_text="Absolute path of a file holding the API key (not the key).")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.provider} {self.model} for {self.project}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from governor.domain.drafting import route_problems
+
+        problems = route_problems(
+            provider=self.provider, base_url=self.base_url, model=self.model,
+            reasoning_effort=self.reasoning_effort, credential_env=self.credential_env,
+            credential_file=self.credential_file)
+        if problems:
+            raise ValidationError({field: message for field, message in problems})

@@ -11,6 +11,7 @@ from ninja.errors import AuthenticationError
 from ninja.errors import ValidationError as NinjaValidationError
 
 from governor.domain.canonical import JSONValueError
+from governor.domain.drafting import DraftError
 from governor.domain.fields import FieldsInvalid
 from governor.domain.harness import InvariantError
 from governor.services import errors
@@ -29,6 +30,10 @@ class ErrorOut(Schema):
 ERROR_RESPONSES: dict[int, type[Schema]] = {
     code: ErrorOut for code in (400, 401, 404, 409, 413, 422, 503)
 }
+
+# §9: the provider failed or timed out (502/504), or its answer was not a valid plan (502).
+DRAFT_STATUS = {"DRAFT_UPSTREAM": 502, "DRAFT_TIMEOUT": 504, "DRAFT_STREAM": 502,
+                "DRAFT_OUTPUT": 502}
 
 STATUS = {
     errors.NotFound: 404,
@@ -72,6 +77,11 @@ def install(api: NinjaAPI) -> None:
     @api.exception_handler(FieldsInvalid)
     def bad_fields(request: HttpRequest, exc: FieldsInvalid) -> HttpResponse:
         return error_response(api, request, 422, "VALIDATION", str(exc), exc.errors)
+
+    @api.exception_handler(DraftError)
+    def draft_refused(request: HttpRequest, exc: DraftError) -> HttpResponse:
+        return error_response(api, request, DRAFT_STATUS.get(exc.code, 502), exc.code,
+                              exc.message, exc.details())
 
     @api.exception_handler(NinjaValidationError)
     def validation(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:

@@ -12,10 +12,10 @@ from typing import Any
 from django.db import transaction
 
 from governor.domain import contracts as domain
-from governor.domain import coverage, lifecycle, messages
+from governor.domain import coverage, drafting, lifecycle, messages
 from governor.domain.checks import evaluate_checks
 from governor.domain.workspace import Workspace
-from governor.models import Project, ReviewMode, Session, SessionState
+from governor.models import AuthoringMode, Event, Origin, Project, ReviewMode, Session, SessionState
 from governor.services.attestations import attest
 from governor.services.errors import Conflict, Invalid
 from governor.services.events import (
@@ -75,10 +75,75 @@ def contract_assess(*, session: Session, body: Any, kind: str = "general") -> di
     return {"status": assessment["status"], "assessment": assessment}
 
 
-def authorship(project: Project) -> dict[str, Any]:
-    """Who wrote the claims and checks. Outside auxiliary-model drafting it is only what the
-    caller declares, and labelled so."""
+def authorship(project: Project, draft: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Who wrote the claims and checks. Begun from an auxiliary-model draft: the draft's route,
+    prompt version and receipt (§9). Otherwise only what the caller declares, and labelled so."""
+    if draft is not None:
+        return drafting.contract_authorship(draft)
     return {"mode": project.authoring_mode, "declaredBy": "caller"}
+
+
+# --- §9: a begin in auxiliary-model mode needs the latest draft, matched exactly -------------
+
+
+def _draft_receipt_used(session: Session, receipt: str) -> str | None:
+    """The id of the contract this draft receipt already opened in the session, if any. A
+    draft receipt names its session (the draft holds the session id and is only accepted as
+    that session's latest draft), so the session's own contract events are the whole record."""
+    for data in (Event.objects.filter(session=session, type=lifecycle.CONTRACT)
+                 .values_list("data", flat=True)):
+        if isinstance(data, dict) and data.get("draftReceipt") == receipt:
+            return str(data.get("contractId"))
+    return None
+
+
+def _draft_by_receipt(session: Session, receipt: str) -> dict[str, Any] | None:
+    for data in (Event.objects.filter(session=session, type=lifecycle.CONTRACT_DRAFT,
+                                      origin=Origin.GOVERNOR)
+                 .order_by("-seq").values_list("data", flat=True)):
+        if isinstance(data, dict) and data.get("receipt") == receipt:
+            return data
+    return None
+
+
+def _draft_for_begin(session: Session, state: SessionState,
+                     proposal: domain.Proposal) -> dict[str, Any]:
+    """The draft this begin is bound to, or a refusal: `draft_receipt` must be the receipt of
+    the session's latest draft, must not have opened a contract before, and the proposal's
+    kind, objective, claims and checks must equal the draft's canonically."""
+    receipt = proposal.draft_receipt
+    if receipt is None:
+        raise Invalid("this project drafts contracts with an auxiliary model: begin needs the "
+                      "draft_receipt of the session's latest draft (POST /sessions/{id}/drafts)",
+                      details=[{"path": "draft_receipt", "message": "required in this mode"}])
+    used_by = _draft_receipt_used(session, receipt)
+    if used_by is not None:
+        raise Conflict(f"draft {receipt} already opened contract {used_by}; a draft receipt "
+                       "opens at most one contract — draft again",
+                       details=[{"path": "draft_receipt", "message": "already used"}])
+    latest = lifecycle_of(state)["latestDraft"]
+    if latest is None or latest["imported"]:
+        raise Invalid("this session has no draft made by this server to begin from",
+                      details=[{"path": "draft_receipt", "message": "no draft in this session"}])
+    if latest["data"].get("receipt") != receipt:
+        raise Invalid("draft_receipt is not the receipt of the session's latest draft",
+                      details=[{"path": "draft_receipt", "message": "not the latest draft "
+                                f"(latest: {latest['data'].get('receipt')})"}])
+    draft = latest["data"]
+    if draft.get("kind") != proposal.kind:
+        route = "/code-contracts" if draft.get("kind") == "code" else "/contracts"
+        raise Invalid(f"the draft is a {draft.get('kind')} contract; begin it through {route}",
+                      details=[{"path": "", "message": "contract kind differs from the draft"}])
+    differences = drafting.plan_differences(draft, proposal.plan())
+    if differences:
+        raise Invalid("the proposal does not match the draft it names: "
+                      + "; ".join(f"{d['path']}: {d['message']}" for d in differences),
+                      details=differences)
+    return draft
+
+
+def _auxiliary(project: Project) -> bool:
+    return project.authoring_mode == AuthoringMode.AUXILIARY_MODEL
 
 
 def contract_begin(*, session: Session, body: Any, kind: str) -> BeginResult:
@@ -87,6 +152,9 @@ def contract_begin(*, session: Session, body: Any, kind: str) -> BeginResult:
     project = session.project
     review_required = project.review_mode == ReviewMode.REQUIRED
     proposal = _proposal(project, body, kind=kind, require_intent=review_required)
+    if _auxiliary(project):  # refuse a mismatch before answering with an assessment
+        _draft_for_begin(session, SessionState.objects.defer("trace").get(session=session),
+                         proposal)
     assessment = _assessment(proposal)
     if assessment["status"] != "ready":
         return BeginResult(status="review-required", assessment=assessment)
@@ -97,11 +165,12 @@ def contract_begin(*, session: Session, body: Any, kind: str) -> BeginResult:
                            "terminal (certified, exhausted or abstained) before another begins")
         if reviews.review_pending(session) is not None:
             raise Conflict("a contract proposal is already waiting for review in this session")
+        draft = _draft_for_begin(session, state, proposal) if _auxiliary(project) else None
         started_at_seq = state.next_seq - 1
         if review_required:
             review = reviews.review_open(session=session, proposal=proposal,
                                          assessment=assessment, started_at_seq=started_at_seq,
-                                         authorship=authorship(project))
+                                         authorship=authorship(project, draft))
             return BeginResult(status="review-pending", review=review, assessment=assessment)
         contract = contract_activate(
             session=session, state=state, proposal=proposal, started_at_seq=started_at_seq,
@@ -123,10 +192,18 @@ def contract_activate(
     **review_refs: str,
 ) -> dict[str, Any]:
     """Write the contract event and sign it. The caller holds the state lock and saves it."""
+    draft = None
+    if proposal.draft_receipt is not None:  # §9: the draft named at begin, found by receipt
+        used_by = _draft_receipt_used(session, proposal.draft_receipt)
+        draft = _draft_by_receipt(session, proposal.draft_receipt)
+        if used_by is not None or draft is None:
+            raise Conflict(f"draft {proposal.draft_receipt} "
+                           + (f"already opened contract {used_by}" if used_by
+                              else "is not a draft of this session"))
     document = domain.contract_document(
         proposal, contract_id=contract_id or f"contract-{uuid.uuid4()}", version=version,
         started_at_seq=started_at_seq, coverage_receipt=coverage_receipt,
-        authorship=authorship(session.project), **review_refs,
+        authorship=authorship(session.project, draft), **review_refs,
     )
     event = governor_event_append(session=session, state=state, type=lifecycle.CONTRACT,
                                   data=document)
