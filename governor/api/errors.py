@@ -14,6 +14,7 @@ from governor.domain.canonical import JSONValueError
 from governor.domain.drafting import DraftError
 from governor.domain.fields import FieldsInvalid
 from governor.domain.harness import InvariantError
+from governor.domain.lifecycle import LifecycleError
 from governor.services import errors
 
 
@@ -67,6 +68,12 @@ def install(api: NinjaAPI) -> None:
     @api.exception_handler(InvariantError)
     def invariant(request: HttpRequest, exc: InvariantError) -> HttpResponse:
         details = {"rule": exc.rule, "index": exc.index, "seq": exc.seq, "message": exc.message}
+        return error_response(api, request, 422, "INVARIANT", str(exc), details)
+
+    @api.exception_handler(LifecycleError)
+    def lifecycle(request: HttpRequest, exc: LifecycleError) -> HttpResponse:
+        # Only imports carry governor events: a log no conforming server could have written.
+        details = {"rule": "lifecycle", "index": None, "seq": exc.seq, "message": exc.message}
         return error_response(api, request, 422, "INVARIANT", str(exc), details)
 
     @api.exception_handler(JSONValueError)

@@ -59,3 +59,27 @@ def test_imported_governor_events_are_marked_imported(agent: AgentClient) -> Non
                           content_type="application/x-ndjson")
     first = Event.objects.filter(session_id=response.json()["id"]).order_by("seq").first()
     assert first is not None and first.meta and first.meta.get("imported") is True
+
+
+def test_an_imported_log_with_an_impossible_lifecycle_is_refused_whole(
+    agent: AgentClient,
+) -> None:
+    import json
+
+    contract = {"contractId": "c1", "version": 3, "startedAtSeq": 0, "checks": [],
+                "maxAttempts": 1}
+    lines = [
+        {"type": "turn/start", "data": {"turn": 1}},
+        {"type": "reliability/contract", "data": contract},
+        {"type": "reliability/terminal", "data": {"contractId": "c1", "status": "certified",
+                                                  "reason": "x"}},
+        {"type": "reliability/terminal", "data": {"contractId": "c1", "status": "exhausted",
+                                                  "reason": "y"}},
+        {"type": "turn/end", "data": {"turn": 1}},
+    ]
+    text = "\n".join(json.dumps(line) for line in lines)
+    response = agent.post("/sessions/import", raw=text, content_type="application/x-ndjson")
+    assert response.status_code == 422, response.content
+    assert response.json()["error"]["details"]["rule"] == "lifecycle"
+    assert response.json()["error"]["details"]["seq"] == 3
+    assert not Session.objects.exists()
