@@ -81,7 +81,7 @@ def _events_page(session: Session, before: int | None) -> dict[str, Any]:
     return {
         "events": [{
             "seq": event.seq, "type": event.type, "origin": event.origin,
-            "time": datetime.fromtimestamp(event.time / 1000, tz=UTC),
+            "time": _event_time(event.time),
             "short_hash": event.hash[:SHORT_HASH_CHARS], "hash": event.hash,
             "imported": bool(event.meta and event.meta.get("imported"))
                         and event.type.startswith("reliability/"),
@@ -91,9 +91,17 @@ def _events_page(session: Session, before: int | None) -> dict[str, Any]:
     }
 
 
+def _event_time(milliseconds: int) -> datetime | None:
+    """The agent's informational clock; a value no calendar holds is shown as unknown."""
+    try:
+        return datetime.fromtimestamp(milliseconds / 1000, tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
 def _before(request: HttpRequest) -> int | None:
     raw = request.GET.get("before", "")
-    return int(raw) if raw.isdigit() else None
+    return int(raw) if raw.isascii() and raw.isdigit() else None
 
 
 def _contract(status: dict[str, Any]) -> dict[str, Any] | None:

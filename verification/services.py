@@ -17,7 +17,7 @@ from django.utils import timezone
 from governor.domain import lifecycle
 from governor.domain.profiles import LIMITS, profile_definition, profile_receipt, validate_profile
 from governor.models import Project, Session
-from governor.services.errors import NotFound, Unavailable
+from governor.services.errors import Conflict, NotFound, Unavailable
 from governor.services.events import (
     governor_event_append,
     state_locked,
@@ -104,6 +104,8 @@ def run_request(*, session: Session, profile_id: Any) -> VerificationRun:
     """Queue a run of the named profile. The agent names a profile, never a command."""
     from verification import tasks
 
+    if session.imported:
+        raise Conflict("this session was imported: its log is history and runs no verifiers")
     profile = VerifierProfile.objects.filter(project=session.project,
                                              profile_id=profile_id).first()
     if profile is None:
@@ -167,18 +169,19 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
 def infrastructure_record(run: VerificationRun, why: str) -> dict[str, Any]:
     from verification.sandbox import empty_stream_record
 
+    log.warning("run %s (%s) failed as infrastructure: %s", run.pk, run.profile.profile_id, why)
     return {"passed": False, "failureKind": "infrastructure", "exitCode": None, "signal": None,
             "durationMs": 0, "sandboxMode": run.definition["sandboxMode"],
-            "stdout": empty_stream_record("stdout"), "stderr": empty_stream_record("stderr"),
-            "detail": why}
+            "stdout": empty_stream_record("stdout"), "stderr": empty_stream_record("stderr")}
 
 
-def runs_expire_lost(now: Any = None) -> int:
+def runs_expire_lost(*, run_id: Any = None) -> int:
     """Runs whose worker vanished (lease passed while running) end as `infrastructure`
-    failures — never passed, and never silently executed again."""
-    now = now or timezone.now()
+    failures — never passed, and never silently executed again. All of them, or one."""
     lost = VerificationRun.objects.select_related("profile", "session").filter(
-        state=RunState.RUNNING, lease_expires_at__lt=now)
+        state=RunState.RUNNING, lease_expires_at__lt=timezone.now())
+    if run_id is not None:
+        lost = lost.filter(pk=run_id)
     count = 0
     for run in lost:
         run_finish(run=run, record=infrastructure_record(
@@ -191,10 +194,15 @@ def run_execute(run: VerificationRun) -> None:
     """Run a claimed run in the sandbox and record its result."""
     from verification.sandbox import run_sandboxed
 
-    result = run_sandboxed(run.definition, run.session.workspace_path)
+    workspace = run.session.workspace_path
+    if os.path.realpath(workspace) != workspace:
+        run_finish(run=run, record=infrastructure_record(
+            run, "the session's workspace is no longer its bound directory"))
+        return
+    result = run_sandboxed(run.definition, workspace)
     record = result.record()
     if result.detail:
-        record["detail"] = result.detail
+        log.warning("run %s (%s): %s", run.pk, run.profile.profile_id, result.detail)
     tail = ""
     if run.profile.show_output_to_reviewers:
         tail = "\n".join(part for part in (result.stdout.tail, result.stderr.tail) if part)

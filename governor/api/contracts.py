@@ -49,10 +49,10 @@ def _session(request: HttpRequest, session_id: str) -> Session:
 def _terminal(record: Any) -> dict[str, Any] | None:
     if record is None:
         return None
-    data = record["data"]
-    return {"status": data["status"], "reason": data["reason"], "receipt": data["receipt"],
-            "contract_id": data["contractId"], "seq": record["seq"],
-            "imported": record["imported"]}
+    data = record["data"]  # imported history may lack fields this server always writes
+    return {"status": data.get("status"), "reason": data.get("reason"),
+            "receipt": data.get("receipt"), "contract_id": data.get("contractId"),
+            "seq": record["seq"], "imported": record["imported"]}
 
 
 def session_status(session: Session) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema
-from ninja.errors import AuthenticationError
+from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 
 from governor.domain.canonical import JSONValueError
@@ -54,8 +54,12 @@ def error_response(
 
 
 def _ninja_path(location: tuple[Any, ...]) -> str:
-    # ("body", "payload", "workspace", "path") -> "workspace.path"
-    parts = [str(part) for part in location if part not in ("body", "payload", "query", "path")]
+    # ("body", "payload", "workspace", "path") -> "workspace.path": drop where it came from.
+    parts = [str(part) for part in location]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
+    if parts and parts[0] == "payload":
+        parts = parts[1:]
     return ".".join(parts)
 
 
@@ -96,6 +100,13 @@ def install(api: NinjaAPI) -> None:
                    for item in exc.errors]
         message = "; ".join(f"{item['path'] or 'body'}: {item['message']}" for item in details)
         return error_response(api, request, 422, "VALIDATION", message, details)
+
+    @api.exception_handler(HttpError)
+    def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+        # django-ninja wraps a body its parser refused; answer with what the parser said.
+        if isinstance(exc.__cause__, JSONValueError):
+            return bad_json(request, exc.__cause__)
+        return error_response(api, request, exc.status_code, "BAD_REQUEST", str(exc))
 
     @api.exception_handler(AuthenticationError)
     def unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:

@@ -55,7 +55,7 @@ def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str, Any]
     deadline = time.monotonic() + max(0, min(wait, MAX_WAIT_SECONDS))
     while True:
         if run.state == RunState.RUNNING:
-            services.runs_expire_lost()
+            services.runs_expire_lost(run_id=run.pk)
             run.refresh_from_db()
         if run.state == RunState.FINISHED or time.monotonic() >= deadline:
             return run.as_dict()

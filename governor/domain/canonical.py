@@ -10,6 +10,7 @@ from typing import Any
 import rfc8785
 
 MAX_SAFE_INTEGER = 2**53 - 1
+MAX_DEPTH = 100  # nesting of arrays and objects; deeper input is refused, never recursed into
 
 
 class JSONValueError(ValueError):
@@ -33,8 +34,10 @@ def _check_string(text: str, path: str) -> None:
         raise JSONValueError(path, "string contains a lone surrogate") from None
 
 
-def check_json_value(value: Any, path: str = "") -> None:
+def check_json_value(value: Any, path: str = "", depth: int = 0) -> None:
     """Rule 1.2: refuse anything that would not survive a JSON round trip exactly."""
+    if depth > MAX_DEPTH:
+        raise JSONValueError(path, f"nested deeper than {MAX_DEPTH} levels")
     if value is None or value is True or value is False:
         return
     kind = type(value)
@@ -54,13 +57,13 @@ def check_json_value(value: Any, path: str = "") -> None:
             raise JSONValueError(path, "integer beyond ±(2^53−1)")
     elif kind is list:
         for index, item in enumerate(value):
-            check_json_value(item, f"{path}/{index}")
+            check_json_value(item, f"{path}/{index}", depth + 1)
     elif kind is dict:
         for key, item in value.items():
             if type(key) is not str:
                 raise JSONValueError(path, f"object key {key!r} is not a string")
             _check_string(key, f"{path}/{_escape(key)}")
-            check_json_value(item, f"{path}/{_escape(key)}")
+            check_json_value(item, f"{path}/{_escape(key)}", depth + 1)
     else:
         raise JSONValueError(path, f"{kind.__name__} is not a JSON value")
 
@@ -115,6 +118,8 @@ def loads_strict(text: str | bytes) -> Any:
         raise JSONValueError(
             "", f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise JSONValueError("", f"nested deeper than {MAX_DEPTH} levels") from None
     check_json_value(value)
     return value
 
@@ -164,24 +169,3 @@ def sha256_hex(data: bytes) -> str:
 def receipt(kind: str, payload: Any) -> str:
     """Rule 1.3: "sha256:" + hex(sha256(JCS({"kind": kind, "payload": payload})))."""
     return "sha256:" + sha256_hex(canonical_bytes({"kind": kind, "payload": payload}))
-
-
-RECEIPT_KINDS = frozenset(
-    {
-        "coverage-assessment",
-        "attempt",
-        "terminal",
-        "code-verification-profile",
-        "code-verification-output",
-        "code-verification-result",
-        "contract-author-input",
-        "contract-draft",
-        "intent-proposal",
-        "intent-review",
-        "intent-feedback",
-        "contract-proposal",
-        "contract-review",
-        "contract-feedback",
-        "contract",
-    }
-)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from governor.domain.canonical import JSONValueError, loads_strict
+from governor.domain.canonical import JSONValueError, check_json_value, loads_strict
 
 # The 48 event types of DeepSeek Harness 0.1.1 (session format version 0). The accepted fixture
 # logs use 39 of them; the rest are the release's remaining vocabulary (approval, compaction,
@@ -748,7 +748,14 @@ def parse_log(text: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         if first and type(row) is dict and row.get("type") == "session":
             header = row
         elif type(row) is dict and row.get("type") in PACKED_ROW_TYPES:
-            events.extend(_expand_packed(row, number))
+            expanded = _expand_packed(row, number)
+            for event in expanded:  # computed seqs and times must be lossless JSON too
+                try:
+                    check_json_value(event)
+                except JSONValueError as exc:
+                    raise InvariantError("packed", number, None,
+                                         f"line {number}: expanded chunk {exc}") from None
+            events.extend(expanded)
         else:
             events.append(row)
         first = False

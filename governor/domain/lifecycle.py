@@ -159,7 +159,7 @@ def apply(state: LifecycleState, event: Mapping[str, Any]) -> LifecycleState:
         if state["terminal"] is not None:
             raise LifecycleError(seq, f"attempt after contract {current_id!r} ended")
         expected = len(state["attempts"]) + 1
-        if data.get("attempt") != expected:
+        if type(data.get("attempt")) is not int or data.get("attempt") != expected:
             raise LifecycleError(
                 seq, f"attempt number {data.get('attempt')!r}, expected {expected}"
             )

@@ -198,7 +198,16 @@ def _env(errors: FieldErrors, value: Any) -> dict[str, str] | None:
                 "looks like a credential (the name contains KEY, PASSWORD, SECRET "
                 "or TOKEN); verifier profiles never carry secrets",
             )
-        _text(errors, path, item, 0, MAX_ENV_VALUE_CHARS)
+        text = _text(errors, path, item, 0, MAX_ENV_VALUE_CHARS)
+        if name == "PATH" and text is not None:
+            # The agent writes the workspace: a PATH entry in it (or a relative one, resolved
+            # from /workspace) would let the agent choose the binary the operator named.
+            for entry in text.split(":"):
+                if not entry.startswith("/") or entry == "/workspace" or entry.startswith(
+                    "/workspace/"
+                ):
+                    errors.add(path, f"entry {entry!r} must be an absolute directory outside "
+                                     "/workspace")
     return dict(value) if len(errors.items) == before else None
 
 

@@ -43,10 +43,18 @@ class Workspace:
     """A session's workspace directory. Paths given to it are relative to `root`."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = os.path.realpath(os.fspath(root))
+        self.root = os.fspath(root)
+
+    def _bound_root(self) -> str:
+        """The root, which must still be the canonical directory the session was bound to: a
+        directory later swapped for a symlink would otherwise carry every check outside."""
+        if not os.path.isabs(self.root) or os.path.realpath(self.root) != self.root:
+            raise WorkspaceError("the session's workspace is not its bound directory (missing, "
+                                 "moved or replaced by a link)")
+        return self.root
 
     def _segments(self, relative: str) -> list[str]:
-        # Defence in depth: contracts are validated on creation (rule 4.2), imported ones are not.
+        # Defence in depth: contracts are validated on creation (rule 4.2).
         if (
             not relative
             or "\x00" in relative
@@ -61,7 +69,7 @@ class Workspace:
 
     def resolve(self, relative: str) -> str:
         """The canonical absolute path of `relative`, refused when it leaves the workspace."""
-        real = os.path.realpath(os.path.join(self.root, *self._segments(relative)))
+        real = os.path.realpath(os.path.join(self._bound_root(), *self._segments(relative)))
         if not self._inside(real):
             raise WorkspaceError("outside workspace")
         return real
@@ -73,7 +81,7 @@ class Workspace:
         segments = self._segments(relative)
         if not segments:
             return True
-        parent = os.path.realpath(os.path.join(self.root, *segments[:-1]))
+        parent = os.path.realpath(os.path.join(self._bound_root(), *segments[:-1]))
         if not self._inside(parent):
             raise WorkspaceError("outside workspace")
         try:

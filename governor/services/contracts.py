@@ -68,6 +68,15 @@ def _assessment(proposal: domain.Proposal) -> dict[str, Any]:
     return coverage.assess(proposal.objective, proposal.claims, proposal.checks)
 
 
+IMPORTED = ("this session was imported: its log is history, shown and folded but never "
+            "evaluated, attested or continued by this server")
+
+
+def _refuse_imported(session: Session) -> None:
+    if session.imported:
+        raise Conflict(IMPORTED)
+
+
 def contract_assess(*, session: Session, body: Any, kind: str = "general") -> dict[str, Any]:
     """The coverage preflight of §5. Writes nothing."""
     proposal = _proposal(session.project, body, kind=kind, assess_only=True)
@@ -149,6 +158,7 @@ def _auxiliary(project: Project) -> bool:
 def contract_begin(*, session: Session, body: Any, kind: str) -> BeginResult:
     from reviews import services as reviews
 
+    _refuse_imported(session)
     project = session.project
     review_required = project.review_mode == ReviewMode.REQUIRED
     proposal = _proposal(project, body, kind=kind, require_intent=review_required)
@@ -237,6 +247,7 @@ def _terminal_answer(folded: lifecycle.LifecycleState) -> AttemptResult:
 
 def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
     """Evaluate every check now and record the attempt; end the contract when it decides."""
+    _refuse_imported(session)
     with transaction.atomic():
         state = state_locked(session)
         folded, contract = _current(state)
@@ -285,6 +296,8 @@ def turn_stop(*, session: Session) -> dict[str, Any]:
     """§7: the agent wants to stop. Allow when nothing is active; otherwise attempt and steer."""
     from reviews import services as reviews
 
+    if session.imported:
+        return {"action": "allow", "message": IMPORTED}
     state = SessionState.objects.defer("trace").get(session=session)
     folded, contract = _current(state)
     if contract is None or folded["terminal"] is not None:
@@ -302,7 +315,7 @@ def turn_stop(*, session: Session) -> dict[str, Any]:
 
 
 def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
-    text = messages.abstain_reason(reason)
+    _refuse_imported(session)
     with transaction.atomic():
         state = state_locked(session)
         folded, contract = _current(state)
@@ -310,6 +323,7 @@ def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
             raise Conflict("there is no contract in this session to abstain from")
         if folded["terminal"] is not None:
             return _terminal_answer(folded)
+        text = messages.abstain_reason(reason)
         terminal = _terminal_write(session=session, state=state, contract=contract,
                                    status="abstained", reason=text, attempt_receipt=None)
         state_save_after_governor_events(state)

@@ -32,7 +32,8 @@ def receipt_lookup(*, project: Project, receipt: str) -> dict[str, Any]:
                 "stage": review.stage, "status": review.status, "proposal": review.proposal}
     version = ProfileVersion.objects.filter(profile__project=project, receipt=receipt).first()
     if version is not None:
+        definition = version.definition  # never the command or its environment (agents read)
         return {"kind": "code-verification-profile", "profile": version.profile.profile_id,
-                "definition": {key: value for key, value in version.definition.items()
-                               if key != "env"}}
+                "sandbox_mode": definition["sandboxMode"], "timeout_ms": definition["timeoutMs"],
+                "current": version.profile.receipt == receipt}
     raise NotFound(f"no record with receipt {receipt} in this project")

@@ -286,3 +286,10 @@ def test_rule_8_explicit_defaults_give_the_same_receipt_as_omitted_ones() -> Non
                        limits={"output_bytes": 65_536}, rootfs=None)
     assert profile_receipt(profile_definition(validate_profile(explicit))) == \
         profile_receipt(profile_definition(validate_profile(profile())))
+
+
+@pytest.mark.parametrize("path", ["node_modules/.bin:/usr/bin", "/workspace/bin", "/usr/bin:"])
+def test_rule_8_path_entries_must_be_absolute_and_outside_the_workspace(path: str) -> None:
+    with pytest.raises(ProfileError) as refused:
+        validate_profile({"id": "p", "description": "d", "argv": ["x"], "env": {"PATH": path}})
+    assert refused.value.errors[0]["path"] == "env/PATH"

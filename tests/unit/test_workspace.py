@@ -71,13 +71,17 @@ def test_rule_4_6_symlink_inside_the_workspace_is_followed(root: Path) -> None:
     assert read(root, "sub/up.txt") == "content"
 
 
-def test_rule_4_6_workspace_root_given_through_a_symlink_still_contains_its_files(
+def test_rule_4_6_a_workspace_root_swapped_for_a_symlink_reads_nothing(
     root: Path, tmp_path: Path
 ) -> None:
-    (root / "a").write_text("x")
-    link = tmp_path / "ws-link"
-    link.symlink_to(root, target_is_directory=True)
-    assert read(link, "a") == "x"
+    """Sessions bind the canonical directory; replacing it with a link to elsewhere must not
+    carry the checks there."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "a").write_text("secret")
+    bound = tmp_path / "bound"
+    bound.symlink_to(elsewhere, target_is_directory=True)
+    assert "not its bound directory" in refusal(bound, "a")
 
 
 def test_rule_4_6_directory_is_not_a_regular_file(root: Path) -> None:
