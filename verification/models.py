@@ -93,6 +93,8 @@ class VerificationRun(models.Model):
     result = JSONTextField(null=True, blank=True)
     output_tail = models.TextField(blank=True)
     event_seq = models.IntegerField(null=True, blank=True)
+    started_after_seq = models.IntegerField(
+        null=True, blank=True, help_text="The last seq of the session log when it was claimed.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from governor.domain import lifecycle
 from governor.domain.profiles import LIMITS, profile_definition, profile_receipt, validate_profile
-from governor.models import Project, Session
+from governor.models import Project, Session, SessionState
 from governor.services.errors import Conflict, NotFound, Unavailable
 from governor.services.events import (
     governor_event_append,
@@ -141,6 +141,11 @@ def run_claim(run_id: str) -> VerificationRun | None:
     )
     if not claimed:
         return None
+    # Freshness (rule 4.10) is judged from here: any workspace change logged after this seq
+    # makes the result stale, however late the run finishes.
+    last_seq = SessionState.objects.filter(session_id=run.session_id).values_list(
+        "next_seq", flat=True).get() - 1
+    VerificationRun.objects.filter(pk=run_id).update(started_after_seq=last_seq)
     run.refresh_from_db()
     return run
 
@@ -153,7 +158,8 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
         if locked.state == RunState.FINISHED:
             return
         data = {"verificationId": str(run.pk), "profile": run.profile.profile_id,
-                "profileReceipt": run.profile_receipt, **record}
+                "profileReceipt": run.profile_receipt, "startedAfterSeq": run.started_after_seq,
+                **record}
         event = governor_event_append(session=run.session, state=state,
                                       type=lifecycle.CODE_VERIFICATION, data=data)
         state_save_after_governor_events(state)

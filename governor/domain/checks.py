@@ -38,6 +38,7 @@ class VerificationRecord:
     passed: bool
     failure_kind: str | None
     sandbox_mode: str
+    started_after_seq: int  # the last seq of the log when the run was claimed
 
 
 class Evidence(Protocol):
@@ -175,6 +176,10 @@ class LogEvidence:
         ]
 
 
+def _int(value: Any, default: int) -> int:
+    return value if type(value) is int else default
+
+
 def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord:
     """A `reliability/code-verification` event's data (SEMANTICS §8 "Result") as a record."""
     failure_kind = data.get("failureKind")
@@ -186,6 +191,7 @@ def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord
         passed=data.get("passed") is True,
         failure_kind=failure_kind if isinstance(failure_kind, str) else None,
         sandbox_mode=str(data.get("sandboxMode", "")),
+        started_after_seq=_int(data.get("startedAfterSeq"), seq - 1),
     )
 
 
@@ -341,7 +347,10 @@ def _code_verification_succeeded(check: Mapping[str, Any], ctx: _Context) -> tup
     if current is None:
         return False, f"Profile {profile!r} is not configured in this project."
     boundary = ctx.evidence.mutation_boundary(ctx.after_seq, profile)
-    runs = ctx.evidence.verifications_after(profile, boundary)
+    # A run counts only if it STARTED after the boundary: one that was already running when
+    # the workspace changed may have tested the old files, however late it finished.
+    runs = [run for run in ctx.evidence.verifications_after(profile, boundary)
+            if run.started_after_seq >= boundary]
     fresh = [run for run in runs if run.profile_receipt == current]
     stale = len(runs) - len(fresh)
     window = fresh[-need:]

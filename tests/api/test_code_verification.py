@@ -145,3 +145,25 @@ def test_runs_claim_once(worker: Agent, tests_profile: VerifierProfile) -> None:
     run(worker, "unit-tests")
     [finished] = VerificationRun.objects.all()
     assert run_claim(str(finished.pk)) is None
+
+
+def test_rule_4_10_a_run_that_started_before_an_edit_is_stale_however_late_it_ends(
+    worker: Agent, tests_profile: VerifierProfile
+) -> None:
+    from verification.services import run_claim, run_finish
+
+    worker.write("README.md", "## Install\n")
+    worker.client.post(f"/sessions/{worker.id}/code-contracts", readme_contract())
+    queued = VerificationRun.objects.create(
+        session_id=worker.id, profile=tests_profile, profile_receipt=tests_profile.receipt,
+        definition=tests_profile.definition())
+    claimed = run_claim(str(queued.pk))
+    assert claimed is not None
+    worker.write("README.md", "## Install\nedited while the tests ran\n")
+    empty = {"bytes": 0, "truncated": False, "receipt": "sha256:" + "0" * 64}
+    run_finish(run=claimed, record={
+        "passed": True, "failureKind": None, "exitCode": 0, "signal": None, "durationMs": 5,
+        "sandboxMode": "read-only", "stdout": empty, "stderr": empty})
+    verdict = worker.client.post(f"/sessions/{worker.id}/verify").json()
+    assert verdict["decision"] == "repair"
+    assert "code-profile-unit-tests" in verdict["message"]

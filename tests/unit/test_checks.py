@@ -648,6 +648,7 @@ def test_rule_4_10_mutation_boundary_defaults_to_the_contract_start() -> None:
             passed=True,
             failure_kind=None,
             sandbox_mode="workspace-write",
+            started_after_seq=12,
         )
     ]
 
