@@ -72,15 +72,15 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class AgentTokenAdmin(admin.ModelAdmin):
     list_display = ("name", "prefix", "project", "created_at", "last_used_at", "revoked_at")
     list_filter = ("project",)
-    fields = ("project", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+    fields = ("project", "name", "owner", "prefix", "created_at", "last_used_at", "revoked_at")
     readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
     actions = ["revoke"]
 
     def save_model(self, request: HttpRequest, obj: AgentToken, form: Any, change: bool) -> None:
         if change:
-            obj.save(update_fields=["name"])
+            obj.save(update_fields=["name", "owner"])
             return
-        token, secret = token_create(project=obj.project, name=obj.name)
+        token, secret = token_create(project=obj.project, name=obj.name, owner=obj.owner)
         obj.pk, obj.prefix, obj.digest = token.pk, token.prefix, token.digest
         messages.warning(request, f"New agent token (shown once, copy it now): {secret}")
 

@@ -106,6 +106,10 @@ class Membership(models.Model):
 class AgentToken(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tokens")
     name = models.CharField(max_length=100)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="agent_tokens",
+        help_text="The person who runs this agent: they may not approve its proposals.")
     prefix = models.CharField(max_length=16, help_text="Identifies the token; not a secret.")
     digest = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -27,8 +27,16 @@ EVENT_TYPES: dict[str, str] = {Stage.INTENT: lifecycle.INTENT_REVIEW,
                                Stage.EVIDENCE: lifecycle.CONTRACT_REVIEW}
 
 
-class StaleReceipt(Conflict):
+class DecisionRefused(Conflict):
+    """A reviewer's decision that decides nothing; the message says why."""
+
+
+class StaleReceipt(DecisionRefused):
     """The receipt a reviewer posted is not the session's current pending proposal."""
+
+
+class OwnAgent(DecisionRefused):
+    """Separation of duties: the owner of the agent's token may not approve its proposals."""
 
 
 def review_url(review: Review) -> str:
@@ -144,6 +152,10 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
     session = review.session
     if not _is_reviewer(user, session):
         raise NotFound("review not found")
+    token = session.created_by
+    if decision == Status.APPROVED and token is not None and token.owner_id == user.pk:
+        raise OwnAgent("you own the agent token of this session, so you may not approve its "
+                       "proposal: another reviewer must; nothing was approved")
     review_pending(session)  # records a due expiry in its own transaction: it fails closed
     with transaction.atomic():
         state = state_locked(session)

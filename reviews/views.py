@@ -131,7 +131,7 @@ def detail(request: HttpRequest, review_id: str) -> HttpResponse:
         review = services.review_decide(
             user=request.user, review=review, receipt=form.cleaned_data["receipt"],
             decision=form.cleaned_data["decision"], feedback=form.cleaned_data["feedback"])
-    except services.StaleReceipt as exc:
+    except services.DecisionRefused as exc:
         review.refresh_from_db()
         return _render(request, _current(review), status=409, refusal=exc.message,
                        refusal_title="Nothing was approved.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import timedelta
+from typing import Any
 
 from django.utils import timezone
 
@@ -18,11 +19,11 @@ def token_digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def token_create(*, project: Project, name: str) -> tuple[AgentToken, str]:
+def token_create(*, project: Project, name: str, owner: Any = None) -> tuple[AgentToken, str]:
     """A new token and its secret; the secret is never stored and cannot be shown again."""
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = AgentToken.objects.create(
-        project=project, name=name, prefix=secret[:12], digest=token_digest(secret)
+        project=project, name=name, owner=owner, prefix=secret[:12], digest=token_digest(secret)
     )
     return token, secret
 

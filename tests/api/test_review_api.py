@@ -234,3 +234,19 @@ def test_a_non_reviewer_cannot_decide(
     review = Review.objects.get()
     with pytest.raises(NotFound):
         review_decide(user=outsider, review=review, receipt=review.receipt, decision="approved")
+
+
+def test_rule_6_the_agent_tokens_owner_cannot_approve_its_proposal(
+    required: Project, workspace: Path, reviewer: Any
+) -> None:
+    from governor.services.tokens import token_create
+    from reviews.services import OwnAgent
+
+    _, secret = token_create(project=required, name="rita's agent", owner=reviewer)
+    own = AgentClient(secret)
+    session = own.create_session(workspace)
+    begin(own, session)
+    review = Review.objects.get()
+    with pytest.raises(OwnAgent):
+        review_decide(user=reviewer, review=review, receipt=review.receipt, decision="approved")
+    assert Review.objects.get().status == "pending"

@@ -1,5 +1,6 @@
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from governor.models import AgentToken, Project
@@ -14,6 +15,8 @@ class Command(BaseCommand):
         create = sub.add_parser("create", help="print a new token (shown once)")
         create.add_argument("--project", required=True)
         create.add_argument("--name", default="agent")
+        create.add_argument("--owner", help="username of the person running the agent (they "
+                                            "may not approve its proposals)")
         listing = sub.add_parser("list")
         listing.add_argument("--project", required=True)
         revoke = sub.add_parser("revoke")
@@ -32,7 +35,12 @@ class Command(BaseCommand):
         if project is None:
             raise CommandError(f"no project {options['project']!r}")
         if action == "create":
-            _, secret = token_create(project=project, name=options["name"])
+            owner = None
+            if options["owner"]:
+                owner = get_user_model().objects.filter(username=options["owner"]).first()
+                if owner is None:
+                    raise CommandError(f"no user {options['owner']!r}")
+            _, secret = token_create(project=project, name=options["name"], owner=owner)
             self.stdout.write(secret)
         else:
             for token in project.tokens.order_by("created_at"):
