@@ -175,7 +175,7 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
                                                                                  flat=True))
             if len(approvals) < session.project.required_approvals:
                 return review
-            payload = _decide(review, state, decision=decision, user=user,
+            payload = _decide(review, state, decision=decision, user=user, feedback=text,
                               decided_by={"kind": "reviewers", "userIds": approvals})
             _advance(review, state, payload)
         else:
@@ -210,6 +210,7 @@ def _advance(review: Review, state: SessionState, decision: dict[str, Any]) -> N
         session=review.session, state=state, proposal=proposal,
         started_at_seq=plan["started_at_seq"], version=contract_domain.CONTRACT_VERSION_REVIEWED,
         coverage_receipt=plan["assessment"]["receipt"], contract_id=plan["contract_id"],
+        approved_authorship=review.proposal["authorship"],
         intent_proposal_receipt=intent["proposalReceipt"],
         intent_review_receipt=intent["reviewReceipt"],
         contract_proposal_receipt=review.receipt, contract_review_receipt=decision["receipt"])

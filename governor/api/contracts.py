@@ -64,8 +64,9 @@ def session_status(session: Session) -> dict[str, Any]:
     return {
         **session_out(session),
         "state": lifecycle.state_name(folded, review_pending=pending is not None),
-        "contract": contract["data"] if contract else None,
-        "attempts": [{**record["data"], "seq": record["seq"]} for record in folded["attempts"]],
+        "contract": {**contract["data"], "imported": contract["imported"]} if contract else None,
+        "attempts": [{**record["data"], "seq": record["seq"], "imported": record["imported"]}
+                     for record in folded["attempts"]],
         "terminal": _terminal(folded["terminal"]),
         "review": reviews.review_status(latest) if latest else None,
         "latest_draft": folded["latestDraft"]["data"] if folded["latestDraft"] else None,

@@ -76,6 +76,9 @@ def append_events(request: HttpRequest, session_id: str) -> dict[str, Any]:
     session = session_for_token(token, session_id)
     envelopes, raws, body = events_body(request)
     key = request.headers.get("Idempotency-Key") or None
+    if key is not None and len(key) > 200:
+        raise Invalid("Idempotency-Key is longer than 200 characters",
+                      details=[{"path": "Idempotency-Key", "message": "at most 200 characters"}])
     result = events_append(
         session=session, envelopes=envelopes, raws=raws, expected_seq=body.get("expected_seq"),
         idempotency_key=key, extra_types=frozenset(session.project.extra_event_types),
@@ -96,7 +99,8 @@ def read_events(
 
 
 def _import_text(request: HttpRequest) -> str:
-    raw = request.body
+    # Read the stream directly: a whole log may exceed the general body cap, not this one.
+    raw = request.read(settings.GOVERNOR_MAX_IMPORT_BYTES + 1)
     if len(raw) > settings.GOVERNOR_MAX_IMPORT_BYTES:
         raise Invalid("log is larger than the import cap",
                       details=[{"path": "", "message": "body over the import cap"}])
@@ -135,12 +139,16 @@ IMPORT_BODY = {
              openapi_extra=IMPORT_BODY)
 def import_session(request: HttpRequest) -> Status[dict[str, Any]]:
     token = agent_token(request)
+    external_id = request.GET.get("external_id") or None
+    if external_id is not None and len(external_id) > 200:
+        raise Invalid("external_id is longer than 200 characters",
+                      details=[{"path": "external_id", "message": "at most 200 characters"}])
     text = _import_text(request)
     workspace_path = request.GET.get("workspace")
     session, _ = session_services.session_import(
         token=token, text=text,
         workspace={"kind": "path", "path": workspace_path} if workspace_path else None,
-        external_id=request.GET.get("external_id") or None,
+        external_id=external_id,
     )
     return Status(201, session_out(session))
 

@@ -199,9 +199,11 @@ def contract_activate(
     version: int,
     coverage_receipt: str,
     contract_id: str | None = None,
+    approved_authorship: dict[str, Any] | None = None,
     **review_refs: str,
 ) -> dict[str, Any]:
-    """Write the contract event and sign it. The caller holds the state lock and saves it."""
+    """Write the contract event and sign it. The caller holds the state lock and saves it.
+    A reviewed contract keeps the authorship its reviewers approved (`approved_authorship`)."""
     draft = None
     if proposal.draft_receipt is not None:  # §9: the draft named at begin, found by receipt
         used_by = _draft_receipt_used(session, proposal.draft_receipt)
@@ -213,7 +215,7 @@ def contract_activate(
     document = domain.contract_document(
         proposal, contract_id=contract_id or f"contract-{uuid.uuid4()}", version=version,
         started_at_seq=started_at_seq, coverage_receipt=coverage_receipt,
-        authorship=authorship(session.project, draft), **review_refs,
+        authorship=approved_authorship or authorship(session.project, draft), **review_refs,
     )
     event = governor_event_append(session=session, state=state, type=lifecycle.CONTRACT,
                                   data=document)

@@ -95,14 +95,18 @@ def session_import(
     path = ""
     if workspace is not None:
         path = workspace_resolve(project, workspace.get("path", ""))
+    duplicate = Conflict(f"a session with external_id {external_id!r} already exists")
     if external_id and Session.objects.filter(project=project, external_id=external_id).exists():
-        raise Conflict(f"a session with external_id {external_id!r} already exists")
-    with transaction.atomic():
-        session = _new_session(project=project, external_id=external_id, workspace_kind="path",
-                               workspace_path=path, header=header, imported=True,
-                               created_by=token)
-        result = events_append(session=session, envelopes=envelopes, extra_types=extra_types,
-                               imported=True)
+        raise duplicate
+    try:
+        with transaction.atomic():
+            session = _new_session(project=project, external_id=external_id,
+                                   workspace_kind="path", workspace_path=path, header=header,
+                                   imported=True, created_by=token)
+            result = events_append(session=session, envelopes=envelopes,
+                                   extra_types=extra_types, imported=True)
+    except IntegrityError:  # a concurrent import took the external id first
+        raise duplicate from None
     return session, result
 
 
