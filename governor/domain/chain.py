@@ -14,6 +14,9 @@ from governor.domain.canonical import canonical_bytes_checked
 
 GENESIS = "0" * 64
 META_KEYS = ("sourceSeq", "ignorable", "surfaceOp", "sourceEventSeqs", "imported")
+# Envelope key as the agent sends it -> meta key as stored, hashed and exported.
+ENVELOPE_TO_META = (("seq", "sourceSeq"), ("ignorable", "ignorable"), ("surfaceOp", "surfaceOp"),
+                    ("sourceEventSeqs", "sourceEventSeqs"))
 
 
 def event_hash(

@@ -21,7 +21,7 @@ from governor.domain.canonical import (
     canonical_equal,
     loads_strict,
 )
-from governor.domain.harness import is_governor_tool, tool_result_info
+from governor.domain.harness import is_workspace_mutation, tool_result_info
 from governor.domain.workspace import Workspace, WorkspaceError
 
 WORKSPACE_WRITE = "workspace-write"
@@ -155,8 +155,7 @@ class LogEvidence:
             data = _data(event)
             kind = event["type"]
             if kind in ("tool/call", "tool/code-dispatch-start"):
-                name = data.get("name")
-                mutates = not (isinstance(name, str) and is_governor_tool(name))
+                mutates = is_workspace_mutation(kind, data.get("name"))
             elif kind == "reliability/code-verification":
                 mutates = (
                     data.get("profile") != profile and data.get("sandboxMode") == WORKSPACE_WRITE

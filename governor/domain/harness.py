@@ -182,6 +182,13 @@ def is_governor_tool(name: str) -> bool:
     return name.rsplit("__", 1)[-1].rsplit(".", 1)[-1] in GOVERNOR_TOOL_NAMES
 
 
+def is_workspace_mutation(event_type: str, tool_name: Any) -> bool:
+    """Rule 4.10's boundary events: a tool call or code dispatch that is not the governor's."""
+    return event_type in ("tool/call", "tool/code-dispatch-start") and not (
+        isinstance(tool_name, str) and is_governor_tool(tool_name)
+    )
+
+
 def tool_call_info(envelope: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """(call id, tool name, arguments text) of a `tool/call` event, else None."""
     if envelope.get("type") != "tool/call":

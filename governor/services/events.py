@@ -11,12 +11,9 @@ from django.db import connection, transaction
 
 from governor.domain import harness, lifecycle
 from governor.domain.canonical import canonical_bytes, sha256_hex
-from governor.domain.chain import event_hash
+from governor.domain.chain import ENVELOPE_TO_META, event_hash
 from governor.models import Event, EventBatch, Origin, Session, SessionState
 from governor.services.errors import Conflict
-
-ENVELOPE_META = (("seq", "sourceSeq"), ("ignorable", "ignorable"), ("surfaceOp", "surfaceOp"),
-                 ("sourceEventSeqs", "sourceEventSeqs"))
 
 
 @dataclass(frozen=True)
@@ -68,12 +65,6 @@ def _index_fields(envelope: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def _is_workspace_mutation(envelope: dict[str, Any], fields: dict[str, Any]) -> bool:
-    """Rule 4.10's boundary events: any tool call or code dispatch that is not the governor's."""
-    return (envelope["type"] in ("tool/call", "tool/code-dispatch-start")
-            and fields.get("governor_tool") is not True)
-
-
 COLUMNS = ("session_id", "seq", "type", "time", "origin", "data", "meta", "raw", "prev_hash",
            "hash", "tool_name", "call_id", "is_error", "governor_tool")
 _dump = Event._meta.get_field("data").get_prep_value
@@ -94,7 +85,7 @@ def _chain_rows(
     prev = state.head
     rows = []
     for envelope, raw in zip(envelopes, raws, strict=True):
-        meta = {name: envelope[key] for key, name in ENVELOPE_META if key in envelope}
+        meta = {name: envelope[key] for key, name in ENVELOPE_TO_META if key in envelope}
         if imported:
             meta["imported"] = True
         kind = envelope["type"]
@@ -102,7 +93,7 @@ def _chain_rows(
         digest = event_hash(session=session_id, seq=seq, type=kind, time=time, origin=origin,
                             data=envelope["data"], prev=prev, meta=meta or None)
         fields = _index_fields(envelope) if origin == Origin.AGENT else {}
-        if _is_workspace_mutation(envelope, fields):
+        if origin == Origin.AGENT and harness.is_workspace_mutation(kind, fields.get("tool_name")):
             state.last_mutation_seq = seq
         rows.append({"session_id": session.pk, "seq": seq, "type": kind, "time": time,
                      "origin": origin, "data": envelope["data"], "meta": meta or None,

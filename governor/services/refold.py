@@ -7,16 +7,13 @@ from typing import Any
 from django.db import transaction
 
 from governor.domain import harness, lifecycle
-from governor.domain.chain import GENESIS
+from governor.domain.chain import ENVELOPE_TO_META, GENESIS
 from governor.models import Event, Origin, Session, SessionState
-
-ENVELOPE_KEYS = (("sourceSeq", "seq"), ("ignorable", "ignorable"), ("surfaceOp", "surfaceOp"),
-                 ("sourceEventSeqs", "sourceEventSeqs"))
 
 
 def _envelope(event: Event) -> dict[str, Any]:
     envelope: dict[str, Any] = {"type": event.type, "time": event.time, "data": event.data}
-    for stored, wire in ENVELOPE_KEYS:
+    for wire, stored in ENVELOPE_TO_META:
         if event.meta and stored in event.meta:
             envelope[wire] = event.meta[stored]
     return envelope
@@ -35,7 +32,7 @@ def projection_from_log(session: Session) -> dict[str, Any]:
             harness.validate_event(trace, _envelope(event), index=event.seq,
                                    allow_reliability=imported,
                                    extra_types=frozenset(session.project.extra_event_types))
-            if event.type in ("tool/call", "tool/code-dispatch-start") and not event.governor_tool:
+            if harness.is_workspace_mutation(event.type, event.tool_name):
                 last_mutation = event.seq
         if event.type.startswith("reliability/"):
             folded = lifecycle.apply(folded, {"seq": event.seq, "type": event.type,
