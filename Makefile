@@ -3,16 +3,16 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | sha256sum | cut -c1-12)
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 .PHONY: run test lint typecheck bench install system-deps clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev]' -e clients/python
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -44,7 +44,7 @@ run: install system-deps
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy governor reviews verification
+	$(VENV)/bin/mypy governor reviews verification clients/python/src
 
 test: install
 	$(MAKE) --no-print-directory system-deps FOR_TESTS=1

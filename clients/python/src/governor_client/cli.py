@@ -1,0 +1,270 @@
+"""`governor-agent`: the agent side of the Reliability Governor from a shell.
+
+Configuration comes from the environment only: GOVERNOR_URL, and GOVERNOR_TOKEN or
+GOVERNOR_TOKEN_FILE (a token never goes on a command line, where `ps` shows it). Every command
+works in one workspace (`--workspace`, GOVERNOR_WORKSPACE, or the current directory) whose
+`.governor/session.json` names its session. Answers are JSON on stdout; a refusal is the
+server's JSON error on stderr with exit status 1 (2 for usage and configuration errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from governor_client import harness, hooks
+from governor_client.client import GovernorClient
+from governor_client.config import Config
+from governor_client.errors import ConfigurationError, GovernorError
+from governor_client.harness import ModelInfo
+from governor_client.session import AgentSession, review_outcome
+from governor_client.types import Review
+from governor_client.workspace import Workspace
+
+Command = Callable[[AgentSession, argparse.Namespace], Any]
+DEFAULT_WAIT_SECONDS = 300
+
+
+def _read_json(source: str) -> Any:
+    text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def _read_events(source: str) -> list[dict[str, Any]]:
+    """A JSON array, {"events": [...]}, or one event per line."""
+    text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    if isinstance(value, dict) and "events" in value:
+        value = value["events"]
+    return value if isinstance(value, list) else [value]
+
+
+def _model(args: argparse.Namespace) -> ModelInfo:
+    return {"provider": args.provider, "model": args.model}
+
+
+def _progress(text: str) -> None:
+    print(f"governor-agent: {text}", file=sys.stderr, flush=True)
+
+
+def wait_for_review(agent: AgentSession, limit: float) -> dict[str, Any]:
+    started = time.monotonic()
+    review: Review | None = None
+    for review in agent.review_polls(limit):
+        if review is not None:
+            _progress(f"{review['stage']} review {review['status']} "
+                      f"({time.monotonic() - started:.0f}s)")
+    return review_outcome(agent, agent.status(), review, time.monotonic() - started)
+
+
+def cmd_session(agent: AgentSession, args: argparse.Namespace) -> Any:
+    agent.ensure()
+    return agent.status()
+
+
+def cmd_status(agent: AgentSession, args: argparse.Namespace) -> Any:
+    return agent.status()
+
+
+def cmd_events(agent: AgentSession, args: argparse.Namespace) -> Any:
+    return agent.post_raw(_read_events(args.file))
+
+
+def cmd_prompt(agent: AgentSession, args: argparse.Namespace) -> Any:
+    agent.record(harness.prompt(args.text))
+    return {"recorded": "prompt"}
+
+
+def cmd_tool(agent: AgentSession, args: argparse.Namespace) -> Any:
+    error = {"name": "ToolError", "code": "TOOL_FAILED"} if args.error else None
+    agent.record(harness.tool(args.name, args.arguments, args.output, model=_model(args),
+                              error=error))
+    return {"recorded": "tool", "name": args.name, "is_error": bool(args.error)}
+
+
+def cmd_say(agent: AgentSession, args: argparse.Namespace) -> Any:
+    agent.record(harness.say(args.text, model=_model(args)))
+    return {"recorded": "say"}
+
+
+def cmd_end_turn(agent: AgentSession, args: argparse.Namespace) -> Any:
+    agent.record(harness.end())
+    return {"recorded": "end"}
+
+
+def cmd_assess(agent: AgentSession, args: argparse.Namespace) -> Any:
+    return agent.assess(_read_json(args.file), kind="code" if args.code else "general")
+
+
+def cmd_draft(agent: AgentSession, args: argparse.Namespace) -> Any:
+    context = Path(args.context_file).read_text(encoding="utf-8") if args.context_file else None
+    return agent.client.draft(agent.ensure(), contract_kind="code" if args.code else "general",
+                              objective=args.objective, context=context)
+
+
+def cmd_begin(agent: AgentSession, args: argparse.Namespace) -> Any:
+    answer = agent.begin(_read_json(args.file), kind="code" if args.code else "general")
+    if answer["status"] == "review-pending" and args.wait > 0:
+        if "review_url" in answer:
+            _progress(f"waiting for review: {answer['review_url']}")
+        return {**wait_for_review(agent, args.wait), "assessment": answer["assessment"]}
+    return answer
+
+
+def cmd_review(agent: AgentSession, args: argparse.Namespace) -> Any:
+    if args.wait > 0:
+        return wait_for_review(agent, args.wait)
+    answer = agent.client.review(agent.ensure())
+    if answer["review"] is not None:
+        answer["review"]["review_url"] = agent.client.absolute(answer["review"]["review_url"])
+    return answer
+
+
+def cmd_withdraw(agent: AgentSession, args: argparse.Namespace) -> Any:
+    return agent.withdraw()
+
+
+def cmd_verify(agent: AgentSession, args: argparse.Namespace) -> Any:
+    return agent.verify()
+
+
+def cmd_turn_stop(agent: AgentSession, args: argparse.Namespace) -> Any:
+    return agent.turn_stop()
+
+
+def cmd_abstain(agent: AgentSession, args: argparse.Namespace) -> Any:
+    return agent.abstain(args.reason)
+
+
+def cmd_profiles(agent: AgentSession, args: argparse.Namespace) -> Any:
+    return {"profiles": agent.client.code_profiles()}
+
+
+def cmd_run(agent: AgentSession, args: argparse.Namespace) -> Any:
+    run = agent.request_verification(args.profile)
+    _progress(f"run {run['id']} of {args.profile} {run['state']}")
+    for polled in agent.run_polls(run["id"], args.wait):
+        run = polled
+        _progress(f"run {run['id']} of {args.profile} {run['state']}")
+    return run
+
+
+def cmd_export(agent: AgentSession, args: argparse.Namespace) -> Any:
+    text = agent.client.export_session(agent.ensure())
+    if args.output == "-":
+        sys.stdout.write(text)
+        return None
+    Path(args.output).write_text(text, encoding="utf-8")
+    return {"exported": args.output, "lines": text.count("\n")}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="governor-agent",
+        description="Agent side of the Reliability Governor. Needs GOVERNOR_URL and "
+                    "GOVERNOR_TOKEN or GOVERNOR_TOKEN_FILE in the environment.")
+    workspace_help = "the workspace directory (default: GOVERNOR_WORKSPACE or .)"
+    parser.add_argument("--workspace", default=os.environ.get("GOVERNOR_WORKSPACE") or ".",
+                        help=workspace_help)
+    # Also accepted after the command (`governor-agent mcp --workspace DIR`).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--workspace", default=argparse.SUPPRESS, help=workspace_help)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, handler: Command | None, text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=text, description=text, parents=[common])
+        sub.set_defaults(handler=handler)
+        return sub
+
+    session = add("session", cmd_session, "start or resume this workspace's session")
+    session.add_argument("--external-id", help="resume (or start) the session with this id")
+    add("status", cmd_status, "the session's state, contract, attempts, terminal and review")
+    events = add("events", cmd_events, "append Harness events: a JSON array, "
+                                       "{\"events\": [...]} or JSON lines")
+    events.add_argument("file", nargs="?", default="-", help="file, or - for stdin")
+    prompt = add("prompt", cmd_prompt, "record a user prompt (opens a turn)")
+    prompt.add_argument("text")
+    tool = add("tool", cmd_tool, "record one tool call and its result")
+    tool.add_argument("name")
+    tool.add_argument("--arguments", default="{}", help="the call's arguments (JSON text)")
+    tool.add_argument("--output", default="", help="the tool's result text")
+    tool.add_argument("--error", action="store_true", help="the call failed")
+    say = add("say", cmd_say, "record an assistant message")
+    say.add_argument("text")
+    for sub in (tool, say):
+        sub.add_argument("--provider", default="governor-agent")
+        sub.add_argument("--model", default="unspecified")
+    add("end-turn", cmd_end_turn, "record the end of the current turn")
+    for name, handler, text in (("assess", cmd_assess, "coverage preflight of a contract"),
+                                ("begin", cmd_begin, "begin a contract (general or --code)")):
+        sub = add(name, handler, text)
+        sub.add_argument("file", nargs="?", default="-",
+                         help="the contract body (JSON file, or - for stdin)")
+        sub.add_argument("--code", action="store_true",
+                         help="a code contract: the project's required profiles are added")
+        if name == "begin":
+            sub.add_argument("--wait", type=int, default=DEFAULT_WAIT_SECONDS,
+                             help="seconds to wait for a required review (0: do not wait)")
+    draft = add("draft", cmd_draft, "have the project's auxiliary model draft a contract "
+                                     "(auxiliary-model authoring only)")
+    draft.add_argument("objective")
+    draft.add_argument("--code", action="store_true", help="a code contract draft")
+    draft.add_argument("--context-file", help="background for the drafting model (never stored)")
+    review = add("review", cmd_review, "the review's state; --wait for a decision")
+    review.add_argument("--wait", type=int, default=0)
+    add("withdraw", cmd_withdraw, "withdraw the pending contract proposal")
+    add("verify", cmd_verify, "evaluate the active contract now (one attempt)")
+    add("turn-stop", cmd_turn_stop, "the agent wants to stop: allow, or steer with a message")
+    abstain = add("abstain", cmd_abstain, "end the contract without success, with a reason")
+    abstain.add_argument("reason")
+    add("profiles", cmd_profiles, "the project's trusted verifier profiles")
+    run = add("run", cmd_run, "run a trusted verifier profile and wait for its result")
+    run.add_argument("profile")
+    run.add_argument("--wait", type=int, default=DEFAULT_WAIT_SECONDS)
+    export = add("export", cmd_export, "the session's JSONL export (for python -m "
+                                       "governor.verify)")
+    export.add_argument("--output", "-o", default="-")
+    add("mcp", None, "serve the governor's tools over MCP (stdio)")
+    hook = add("hook", None, "handle a coding agent's hook event (JSON on stdin)")
+    hook.add_argument("agent", choices=sorted(hooks.DIALECTS))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "hook":
+        return hooks.main(args.agent)
+    try:
+        config = Config.from_env()
+    except ConfigurationError as error:
+        print(json.dumps(error.as_dict()), file=sys.stderr)
+        return 2
+    with GovernorClient(config) as client:
+        agent = AgentSession(client, Workspace(args.workspace),
+                             external_id=getattr(args, "external_id", None))
+        if args.command == "mcp":
+            from governor_client import mcp_server  # the MCP SDK is slow to import: only here
+
+            mcp_server.serve(agent)
+            return 0
+        try:
+            result = args.handler(agent, args)
+        except GovernorError as error:
+            print(json.dumps(error.as_dict(), ensure_ascii=False), file=sys.stderr)
+            return 1
+        except (OSError, ValueError) as error:
+            print(json.dumps({"error": {"code": "USAGE", "message": str(error)}}),
+                  file=sys.stderr)
+            return 2
+    if result is not None:
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+    return 0

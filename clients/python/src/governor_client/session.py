@@ -1,0 +1,287 @@
+"""One workspace's governor session, as the CLI, the MCP server and the hooks share it.
+
+`AgentSession` binds a `GovernorClient` to a `Workspace` state file: it starts or resumes the
+session, records what the agent does as Harness events (safely replayable batches), and calls the
+contract routes while remembering the lifecycle state the governor last reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from governor_client import harness
+from governor_client.client import MAX_WAIT_SECONDS, GovernorClient
+from governor_client.errors import GovernorError
+from governor_client.harness import Record, TraceBook
+from governor_client.types import (
+    AssessResult,
+    BeginResult,
+    Kind,
+    Outcome,
+    Review,
+    SessionStatus,
+    TurnStop,
+    VerificationRun,
+)
+from governor_client.workspace import LocalState, PendingBatch, Workspace
+
+NEXT = {
+    "active": "The contract is active. Do the work, then call reliability_verify; claim "
+              "completion only after the answer is certified.",
+    "review-pending": "A human reviewer has not decided yet, so no contract is active: do not "
+                      "claim completion. Call reliability_status with wait_seconds to keep "
+                      "waiting (review_url is the reviewer's page).",
+    "drafted": "Begin with exactly the `begin` body (reliability_begin for a general draft, "
+               "reliability_begin_code for a code draft), adding intent when review is "
+               "required; a changed claim or check is refused.",
+    "review-required": "Coverage is not ready: fix the error findings of the assessment, then "
+                       "begin again.",
+    "revision-requested": "The reviewer asked for a revision: revise the proposal using the "
+                          "feedback and call reliability_begin again.",
+    "rejected": "The reviewer rejected the proposal: do not proceed as if it were approved; "
+                "ask the user, or abstain.",
+    "expired": "The review expired undecided: begin again if the task still needs a contract.",
+    "cancelled": "The proposal was withdrawn: begin again if the task still needs a contract.",
+}
+
+MAX_RECORDS_PER_BATCH = 100  # ≤ 7 events each: far below the server's 1000 per batch
+MAX_REBUILDS = 5
+
+
+class AgentSession:
+    def __init__(self, client: GovernorClient, workspace: Workspace, *,
+                 external_id: str | None = None) -> None:
+        """`external_id` pins the session (a hook passes the coding agent's own session id);
+        without it the workspace's current session is used, or a new one is started."""
+        self.client = client
+        self.workspace = workspace
+        self.external_id = external_id
+
+    # --- the session ---------------------------------------------------------------------------
+
+    def bind(self) -> None:
+        """Point the workspace state at this session without asking the server: records queued
+        after this belong to it even while the governor cannot be reached."""
+        with self.workspace.state() as state:
+            if self.external_id is not None and state.external_id != self.external_id:
+                state.reset(self.external_id)
+            elif state.external_id is None:
+                state.reset(f"governor-agent:{uuid.uuid4()}")
+
+    def ensure(self) -> str:
+        """The session id, starting or resuming the session first when needed."""
+        with self.workspace.state() as state:
+            self.bind()
+            if state.session_id:
+                return state.session_id
+            # The external id is on disk before the create, so a create whose answer is lost is
+            # repeated with the same id, and the server answers with the same session.
+            self.workspace.save(state)
+            assert state.external_id is not None
+            info = self.client.create_session(self.workspace.root, external_id=state.external_id)
+            state.session_id = info["id"]
+            state.next_seq = info["next_seq"]
+            state.book = TraceBook() if info["next_seq"] == 0 else None
+            return info["id"]
+
+    def status(self) -> SessionStatus:
+        status = self.client.session(self.ensure())
+        self._remember(status["state"], (status["contract"] or {}).get("contractId"))
+        return status
+
+    def _remember(self, lifecycle_state: str, contract_id: str | None = None) -> None:
+        with self.workspace.state() as state:
+            state.contract_state = lifecycle_state
+            if contract_id is not None:
+                state.contract_id = contract_id
+
+    def _remember_outcome(self, terminal: Mapping[str, Any] | None) -> None:
+        if terminal is not None:
+            self._remember(str(terminal["status"]), terminal.get("contractId"))
+        else:
+            self._remember("active")
+
+    # --- recording what the agent does ---------------------------------------------------------
+
+    def queue(self, *records: Record) -> None:
+        """Queue records in the workspace without sending them."""
+        self.bind()
+        with self.workspace.state() as state:
+            state.outbox.extend(records)
+
+    def record(self, *records: Record) -> None:
+        """Queue records and send everything queued. Records stay queued when the governor
+        cannot be reached, and go with the next successful send."""
+        with self.workspace.state() as state:
+            self.queue(*records)
+            self._flush(state)
+
+    def flush(self) -> None:
+        with self.workspace.state() as state:
+            self._flush(state)
+
+    def post_raw(self, events: list[dict[str, Any]]) -> dict[str, Any]:
+        """Append events the caller built. Afterwards the trace book is read back from the log."""
+        session_id = self.ensure()
+        with self.workspace.state() as state:
+            self._flush(state)
+            result = self.client.append_events(session_id, events)
+            state.next_seq = result["last_seq"] + 1
+            state.book = None
+        return dict(result)
+
+    def _flush(self, state: LocalState) -> None:
+        if not state.outbox and state.pending is None:
+            return
+        session_id = self.ensure()
+        rebuilds = 0
+        resynced = False
+        while state.pending is not None or state.outbox:
+            if state.pending is None:
+                if state.book is None:
+                    self._resync(state)
+                    resynced = True
+                assert state.book is not None
+                records = state.outbox[:MAX_RECORDS_PER_BATCH]
+                events, book = harness.build_events(records, state.book, state.next_seq)
+                if not events:
+                    del state.outbox[:len(records)]
+                    continue
+                state.pending = PendingBatch(key=f"governor-agent-{uuid.uuid4()}",
+                                             expected_seq=state.next_seq, events=events,
+                                             book=book, records=len(records))
+                self.workspace.save(state)  # the key must be on disk before the batch leaves
+            batch = state.pending
+            try:
+                result = self.client.append_events(session_id, batch.events,
+                                                   expected_seq=batch.expected_seq,
+                                                   idempotency_key=batch.key)
+            except GovernorError as error:
+                rebuilds += 1
+                if rebuilds > MAX_REBUILDS:
+                    raise
+                if error.status == 409 and isinstance(error.details, dict) \
+                        and "next_seq" in error.details:
+                    # The governor appended events of its own since: rebuild on its next seq.
+                    state.next_seq = int(error.details["next_seq"])
+                    state.pending = None
+                    continue
+                if error.code == "INVARIANT" and not resynced:
+                    # Our book disagrees with the server's trace: read it back and rebuild once.
+                    self._resync(state)
+                    resynced = True
+                    state.pending = None
+                    continue
+                raise
+            state.next_seq = result["last_seq"] + 1
+            state.book = batch.book
+            del state.outbox[:batch.records]
+            state.pending = None
+
+    def _resync(self, state: LocalState) -> None:
+        assert state.session_id is not None
+        events = list(self.client.iter_events(state.session_id))
+        state.book = TraceBook.from_log(events)
+        state.next_seq = events[-1]["seq"] + 1 if events else 0
+
+    # --- contracts -----------------------------------------------------------------------------
+
+    def assess(self, body: Mapping[str, Any], *, kind: Kind = "general") -> AssessResult:
+        return self.client.assess(self.ensure(), body, kind=kind)
+
+    def begin(self, body: Mapping[str, Any], *, kind: Kind = "general") -> BeginResult:
+        session_id = self.ensure()
+        self.flush()  # the contract starts after everything the agent did so far
+        answer = self.client.begin(session_id, body, kind=kind)
+        if answer["status"] == "active":
+            self._remember("active", answer.get("contract", {}).get("contractId"))
+        elif answer["status"] == "review-pending":
+            self._remember("review-pending")
+        return answer
+
+    def review_polls(self, limit: float) -> Iterator[Review | None]:
+        """Yields the latest review after each long poll until it is decided (an approved intent
+        is followed by the evidence stage, still pending) or `limit` seconds passed."""
+        session_id = self.ensure()
+        for wait in _waits(limit):
+            review = self.client.review(session_id, wait=wait)["review"]
+            yield review
+            if review is None or review["status"] != "pending":
+                return
+
+    def verify(self) -> Outcome:
+        session_id = self.ensure()
+        self.flush()
+        outcome = self.client.verify(session_id)
+        self._remember_outcome(outcome["terminal"])
+        return outcome
+
+    def turn_stop(self) -> TurnStop:
+        session_id = self.ensure()
+        self.flush()
+        answer = self.client.turn_stop(session_id)
+        if "terminal" in answer:
+            self._remember_outcome(answer["terminal"])
+        elif answer["action"] == "steer":
+            self._remember("active")
+        else:
+            # allow: idle, review pending or already terminal. Which one is only worth knowing
+            # for later stops; the answer itself must not be lost over it.
+            with contextlib.suppress(GovernorError):
+                self.status()
+        return answer
+
+    def abstain(self, reason: str) -> Outcome:
+        outcome = self.client.abstain(self.ensure(), reason)
+        self._remember_outcome(outcome["terminal"])
+        return outcome
+
+    def withdraw(self) -> dict[str, Any]:
+        answer = self.client.withdraw_review(self.ensure())
+        self._remember("idle")
+        return dict(answer)
+
+    def request_verification(self, profile: str) -> VerificationRun:
+        session_id = self.ensure()
+        self.flush()  # the run must come after the edits it verifies
+        return self.client.request_verification(session_id, profile)
+
+    def run_polls(self, run_id: str, limit: float) -> Iterator[VerificationRun]:
+        """Yields the run after each long poll until it finished or `limit` seconds passed."""
+        for wait in _waits(limit):
+            run = self.client.verification(run_id, wait=wait)
+            yield run
+            if run["state"] == "finished":
+                return
+
+
+def _waits(limit: float) -> Iterator[int]:
+    """Long-poll lengths (each ≤ the server's maximum) until `limit` seconds have passed; at
+    least one poll, which answers at once when `limit` is 0."""
+    deadline = time.monotonic() + limit
+    while True:
+        remaining = deadline - time.monotonic()
+        wait = max(0, min(math.ceil(remaining), MAX_WAIT_SECONDS))
+        yield wait
+        if remaining - wait <= 0:
+            return
+
+def review_outcome(agent: AgentSession, status: SessionStatus, review: Review | None,
+                   waited: float) -> dict[str, Any]:
+    """What waiting for a review came to: active (with the contract), still pending, or the
+    reviewer's decision (with the feedback), and what to do next."""
+    answer: dict[str, Any] = {"status": status["state"], "review": review,
+                              "waited_seconds": round(waited, 1)}
+    if status["state"] == "active":
+        answer["contract"] = status["contract"]
+    elif review is not None and status["state"] != "review-pending":
+        answer["status"] = review["status"]
+    if review is not None:
+        review["review_url"] = agent.client.absolute(review["review_url"])
+    answer["next"] = NEXT.get(answer["status"], "")
+    return answer
