@@ -4,7 +4,9 @@ A benchmark is a module `bench/bN_*.py` exposing `NAME` ("B2"), `run(args) -> di
 `table(result) -> str` (Markdown) and optionally `gates(result) -> list[str]` (failed goals) and
 `add_arguments(parser)`. Each `run` happens in its own fresh interpreter. Results are merged into
 bench/results/latest.json; each table replaces the text between `<!-- bench:NAME -->` and
-`<!-- /bench:NAME -->` in docs/benchmarks.md. Exit status 1 when a gate fails or a run crashes.
+`<!-- /bench:NAME -->` in docs/benchmarks.md. Benchmarks with a chart (`bench/charts.py`: B1, B3)
+have it redrawn from latest.json into docs/img/ after they ran (`--charts` redraws them alone).
+Exit status 1 when a gate fails or a run crashes.
 """
 
 from __future__ import annotations
@@ -86,6 +88,14 @@ def publish(name: str, text: str) -> None:
     DOCS.write_text(doc)
 
 
+def draw_charts(names: list[str]) -> None:
+    from bench import charts
+
+    everything = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    for path in charts.draw(everything, names):
+        progress(f"drew {path.relative_to(ROOT)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     modules = discover()
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
@@ -98,13 +108,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timed repetitions (default 5)")
     parser.add_argument("--profile", action="store_true",
                         help="also print a cProfile of one extra repetition to stderr")
+    parser.add_argument("--charts", action="store_true",
+                        help="run nothing: redraw the charts of the named benchmarks (default "
+                             "all) from bench/results/latest.json")
     for module in modules:
         if hasattr(module, "add_arguments"):
             module.add_arguments(parser)
     args = parser.parse_args(argv)
+    chosen = select(modules, args.names)
+    if args.charts:
+        draw_charts([m.NAME for m in chosen])
+        return 0
 
     problems: list[str] = []
-    for module in select(modules, args.names):
+    ran: list[str] = []
+    for module in chosen:
         progress(f"== {module.NAME} ({module.__name__}) ==")
         try:
             result = isolated(module.run, args)
@@ -114,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         result["context"] = context()
         save_result(module.NAME, result)
+        ran.append(module.NAME)
         ctx = result["context"]
         publish(module.NAME, module.table(result)
                 + f"\n\n_Run {ctx['date']} at {ctx['commit']}, {ctx['cpus']} CPUs, "
@@ -124,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
             progress(f"GATE FAILED {module.NAME}: {failure}")
         problems += [f"{module.NAME}: {failure}" for failure in failed]
     progress(f"wrote {RESULTS.relative_to(ROOT)} and {DOCS.relative_to(ROOT)}")
+    try:
+        draw_charts(ran)
+    except Exception:  # noqa: BLE001 - a chart that cannot be drawn is a failure, reported
+        progress(traceback.format_exc())
+        problems.append("charts: crashed")
     if problems:
         progress("FAILED: " + "; ".join(problems))
     return 1 if problems else 0

@@ -39,7 +39,7 @@ PROPOSAL_BODY = {
     }
 }
 MAX_WAIT_SECONDS = 60
-POLL_SECONDS = 0.25
+POLL_SECONDS = 0.1
 
 
 def _session(request: HttpRequest, session_id: str) -> Session:

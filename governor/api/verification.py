@@ -17,7 +17,7 @@ from verification.models import RunState, VerifierProfile
 
 router = Router(tags=["verification"])
 MAX_WAIT_SECONDS = 60
-POLL_SECONDS = 0.2
+POLL_SECONDS = 0.05
 
 
 @router.get("/code-profiles", response={200: dict, **ERROR_RESPONSES})

@@ -89,7 +89,7 @@ def authorship(project: Project, draft: dict[str, Any] | None = None) -> dict[st
     prompt version and receipt (§9). Otherwise only what the caller declares, and labelled so."""
     if draft is not None:
         return drafting.contract_authorship(draft)
-    return {"mode": project.authoring_mode, "declaredBy": "caller"}
+    return {"mode": str(project.authoring_mode), "declaredBy": "caller"}
 
 
 # --- §9: a begin in auxiliary-model mode needs the latest draft, matched exactly -------------

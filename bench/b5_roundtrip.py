@@ -1,0 +1,253 @@
+"""B5. Verification round trip (shared/BENCHMARKS.md).
+
+A real served governor (gunicorn + a warm Celery worker, started as `tests/live.py` starts it)
+with a Redis broker (database 14 on 127.0.0.1:6379, flushed first). An operator profile runs
+`/bin/true`. Each round: the agent sends `POST /sessions/{id}/code-verifications` and waits until
+`GET /sessions/{id}/events?after=…` returns the `reliability/code-verification` event of that
+run — the moment an agent could see it. So as not to load the two shared CPUs with a stream of
+HTTP polls while the worker runs, the wait watches the SQLite file itself (read-only, every
+millisecond) and sends that GET once the row is committed. Runs are sequential, after warm-up
+runs.
+
+The split comes from the run's own timestamps (`VerificationRun.created_at`, `started_at` — set
+by the claim — and `finished_at`, read afterwards through `manage.py shell`), the result's
+`durationMs`, and the worker's log line saying when it received the task:
+
+    queue   created_at → task received by the worker (publish, broker, delivery)
+    claim   received → started_at (prefork pool hand-off, task start, the claim's UPDATE)
+    sandbox durationMs (bubblewrap running /bin/true)
+    record  finished_at − (started_at + durationMs) (claim refresh, sandbox set-up outside its
+            timer, the result event and the run row, one transaction)
+    see     finished_at → the GET that returned the event (poll interval and one GET)
+
+Also measured, for context: the same round trip waited for through the long poll
+`GET /code-verifications/{id}?wait=30`, which is what the bundled clients use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import sqlite3
+import statistics
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench.common import markdown_table, median, progress
+from bench.live import broker_for, governor, load_profiles, redis_answers, set_project
+
+NAME = "B5"
+RUNS = 50
+WARMUP = 5
+LONG_POLL_RUNS = 15
+POLL_SECONDS = 0.001
+REDIS_DB = 14
+GOAL_MEDIAN_MS = 100.0
+PARTS = ("api", "queue", "claim", "sandbox", "record", "see")
+RECEIVED = re.compile(r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): INFO/MainProcess\] "
+                      r"Task verification\.tasks\.run_verification\[[0-9a-f-]+\] received")
+TIMESTAMPS = """
+import json
+from verification.models import VerificationRun
+rows = VerificationRun.objects.order_by("created_at").values(
+    "id", "created_at", "started_at", "finished_at", "result")
+print(json.dumps([{"id": str(r["id"]), "created": r["created_at"].timestamp(),
+                   "started": r["started_at"].timestamp(),
+                   "finished": r["finished_at"].timestamp(),
+                   "duration_ms": r["result"]["durationMs"], "passed": r["result"]["passed"]}
+                  for r in rows]))
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--b5-runs", type=int, default=RUNS, metavar="N",
+                        help=f"B5: timed round trips (default {RUNS})")
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    return {"median_ms": round(median(values), 2), "p95_ms": round(_p95(values), 2),
+            "min_ms": round(min(values), 2), "mean_ms": round(statistics.fmean(values), 2)}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    return measure(getattr(args, "b5_runs", RUNS))
+
+
+def _received_times(log: Path) -> list[float]:
+    """Epoch seconds of every 'task received' line of the worker, in order (local time)."""
+    times = []
+    for line in log.read_text(errors="replace").splitlines():
+        match = RECEIVED.match(line)
+        if match:
+            parsed = datetime.datetime.strptime(match["when"], "%Y-%m-%d %H:%M:%S,%f")
+            times.append(parsed.timestamp())  # naive = local time, as the worker logged it
+    return times
+
+
+def measure(runs: int) -> dict[str, Any]:
+    redis = redis_answers()
+    broker = broker_for(None, REDIS_DB)
+    if not redis:
+        progress("[B5] Redis does not answer on 127.0.0.1:6379: measuring with the filesystem "
+                 "broker instead (not what B5 asks for)")
+    total = WARMUP + runs + LONG_POLL_RUNS
+    progress(f"[B5] starting the governor (gunicorn + Celery worker, broker "
+             f"{broker.split('://')[0]}); {WARMUP} warm-up, {runs} timed and "
+             f"{LONG_POLL_RUNS} long-poll round trips")
+    with governor(worker=True, broker=broker, prefix="governor-b5-") as (live, tmp):
+        load_profiles(live, tmp, [{"id": "true", "description": "B5: /bin/true",
+                                   "argv": ["/bin/true"], "timeout_ms": 10_000,
+                                   "required": False}], "profiles")
+        set_project(live, review_mode="off")
+        workspace = live.workspace_root / "b5"
+        workspace.mkdir()
+        os.chmod(workspace, 0o755)  # noqa: S103 - the sandbox user reads it
+        rounds: list[dict[str, Any]] = []
+        with live.client() as client:
+            session = client.post("/sessions", json={"workspace": {
+                "kind": "path", "path": str(workspace)}}).json()
+            sid = session["id"]
+            after = session["next_seq"] - 1
+            probe = sqlite3.connect(f"file:{tmp / 'var' / 'governor.sqlite3'}?mode=ro", uri=True,
+                                    timeout=10, isolation_level=None)
+            for index in range(total):
+                long_poll = index >= WARMUP + runs
+                sent_wall, start = time.time(), time.perf_counter()
+                response = client.post(f"/sessions/{sid}/code-verifications",
+                                       json={"profile": "true"})
+                api = time.perf_counter() - start
+                if response.status_code != 202:
+                    raise RuntimeError(f"B5 run request answered {response.status_code}: "
+                                       f"{response.text}")
+                run_id = response.json()["id"]
+                if long_poll:
+                    done = client.get(f"/code-verifications/{run_id}",
+                                      params={"wait": 30}).json()
+                    if done["state"] != "finished":
+                        raise RuntimeError(f"B5 long poll returned {done}")
+                    seen = time.perf_counter()
+                    after += 1
+                else:
+                    seen, after = _wait_for_event(client, probe, sid, run_id, after)
+                rounds.append({"id": run_id, "sent": sent_wall, "api": api,
+                               "total": seen - start, "seen_wall": sent_wall + (seen - start),
+                               "long_poll": long_poll, "warmup": index < WARMUP})
+                if (index + 1) % 10 == 0:
+                    progress(f"[B5] {index + 1}/{total} round trips")
+        out = live.manage("shell", "-v", "0", "-c", TIMESTAMPS)
+        rows = json.loads(out.strip().splitlines()[-1])
+        probe.close()
+        received = _received_times(tmp / "server.log")
+    return _analyse(rounds, rows, received, runs, broker)
+
+
+def _wait_for_event(client: Any, probe: sqlite3.Connection, sid: str, run_id: str,
+                    after: int) -> tuple[float, int]:
+    """When the result row is committed (watched in the database file, cheaply), the GET that
+    shows the agent its event; the time that GET returned and the event's seq."""
+    deadline = time.monotonic() + 60
+    key = uuid.UUID(sid).hex  # how Django stores a UUID in SQLite
+    while True:
+        row = probe.execute("SELECT 1 FROM governor_event WHERE session_id = ? AND seq > ? AND "
+                            "type = 'reliability/code-verification' LIMIT 1",
+                            (key, after)).fetchone()
+        if row is not None:
+            page = client.get(f"/sessions/{sid}/events", params={"after": after,
+                                                                 "limit": 50}).json()
+            for event in page["events"]:
+                if (event["type"] == "reliability/code-verification"
+                        and event["data"]["verificationId"] == run_id):
+                    return time.perf_counter(), int(event["seq"])
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"B5: the result of {run_id} never appeared")
+        time.sleep(POLL_SECONDS)
+
+
+def _analyse(rounds: list[dict[str, Any]], rows: list[dict[str, Any]], received: list[float],
+             runs: int, broker: str) -> dict[str, Any]:
+    by_id = {row["id"]: row for row in rows}
+    if len(received) != len(rounds):
+        progress(f"[B5] {len(received)} 'received' log lines for {len(rounds)} runs: the queue/"
+                 "claim split is left out")
+        received = []
+    parts: dict[str, list[float]] = {part: [] for part in PARTS}
+    totals, long_polls = [], []
+    for index, r in enumerate(rounds):
+        row = by_id[r["id"]]
+        if not row["passed"]:
+            raise RuntimeError(f"B5: /bin/true did not pass in run {r['id']}")
+        if r["warmup"]:
+            continue
+        if r["long_poll"]:
+            long_polls.append(r["total"] * 1000)
+            continue
+        totals.append(r["total"] * 1000)
+        parts["api"].append(r["api"] * 1000)
+        if received:
+            parts["queue"].append((received[index] - row["created"]) * 1000)
+            parts["claim"].append((row["started"] - received[index]) * 1000)
+        parts["sandbox"].append(float(row["duration_ms"]))
+        parts["record"].append((row["finished"] - row["started"]) * 1000 - row["duration_ms"])
+        parts["see"].append((r["seen_wall"] - row["finished"]) * 1000)
+    return {
+        "params": {"runs": runs, "warmup": WARMUP, "long_poll_runs": LONG_POLL_RUNS,
+                   "poll_ms": POLL_SECONDS * 1000, "broker": broker.split("://")[0],
+                   "command": "/bin/true"},
+        "round_trip": _summary(totals),
+        "parts": {part: _summary(values) for part, values in parts.items() if values},
+        "long_poll": _summary(long_polls),
+        "round_trip_ms": [round(value, 2) for value in totals],
+    }
+
+
+LABELS = {
+    "api": "API request (POST … /code-verifications → 202)",
+    "queue": "queue: run created → worker received the task",
+    "claim": "claim: received → `started_at`",
+    "sandbox": "sandbox: `durationMs`",
+    "record": "record: `finished_at` − (`started_at` + duration)",
+    "see": "see: `finished_at` → the GET that returned the event",
+}
+
+
+def table(result: dict[str, Any]) -> str:
+    rows = [["**round trip** (request → result event seen)",
+             f"**{result['round_trip']['median_ms']:.1f}**",
+             f"{result['round_trip']['p95_ms']:.1f}", f"{result['round_trip']['min_ms']:.1f}"]]
+    for part, label in LABELS.items():
+        if part in result["parts"]:
+            s = result["parts"][part]
+            rows.append([label, f"{s['median_ms']:.1f}", f"{s['p95_ms']:.1f}",
+                         f"{s['min_ms']:.1f}"])
+    lp = result["long_poll"]
+    rows.append(["round trip waited for with `GET /code-verifications/{id}?wait=30`",
+                 f"{lp['median_ms']:.1f}", f"{lp['p95_ms']:.1f}", f"{lp['min_ms']:.1f}"])
+    p = result["params"]
+    note = (f"`{p['command']}` profile, {p['runs']} sequential round trips after {p['warmup']} "
+            f"warm-up runs ({p['broker']} broker, SQLite, one warm worker); the agent's GET of "
+            f"the events is sent as soon as the row is committed (watched every "
+            f"{p['poll_ms']:g} ms in the database file). The parts are medians of their own and "
+            f"need not add up to the round trip's median; the API request overlaps the queue. "
+            f"Long poll: {p['long_poll_runs']} further runs. Goal: round-trip median ≤ "
+            f"{GOAL_MEDIAN_MS:g} ms.")
+    return markdown_table(["", "median ms", "p95 ms", "min ms"], rows) + "\n\n" + note
+
+
+def gates(result: dict[str, Any]) -> list[str]:
+    failed = []
+    if result["round_trip"]["median_ms"] > GOAL_MEDIAN_MS:
+        failed.append(f"round-trip median {result['round_trip']['median_ms']:.1f} ms > "
+                      f"{GOAL_MEDIAN_MS:g} ms")
+    if result["params"]["broker"] != "redis":
+        failed.append("measured without Redis (B5 asks for a Redis broker)")
+    return failed

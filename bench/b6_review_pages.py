@@ -1,0 +1,219 @@
+"""B6. Review pages (shared/BENCHMARKS.md).
+
+Server time and SQL query count of the reviewer pages as their content grows: the evidence page
+of one proposal with 10 and with 100 claims and checks, and the inbox with 10 and with 1,000
+pending reviews. In a fresh interpreter on a throwaway database (SQLite, and PostgreSQL when one
+is available, as B2 and B3 choose it), Django's test `Client` — logged in as the page's reviewer —
+GETs each page in-process: middleware, session and user lookup, the view, its SQL and the template
+all run; no network. Queries are counted with `CaptureQueriesContext`. Proposals are made through
+the services the API calls (`session_create`, `contract_begin`, `review_decide`), one session per
+pending review. The four pages take turns request by request, so drift hits them alike.
+
+Goal: the query count is the same at both sizes; median ≤ 50 ms at the larger size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from typing import Any
+
+from bench.common import (
+    database_env,
+    database_labels,
+    django_setup,
+    isolated,
+    markdown_table,
+    median,
+    postgres_url,
+    progress,
+)
+
+NAME = "B6"
+REQUESTS = 30
+WARMUP = 3
+PAGES = {"evidence": (10, 100), "inbox": (10, 1000)}
+GOAL_MEDIAN_MS = 50.0
+INTENT = {"constraints": ["Keep the existing sections of README.md"],
+          "assumptions": ["README.md may not exist yet"],
+          "non_goals": ["No changes to CI"],
+          "ambiguities": ["Which package manager the Install section should name"]}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--b6-requests", type=int, default=REQUESTS, metavar="N",
+                        help=f"B6: timed requests per page and size (default {REQUESTS})")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    server = postgres_url(args.postgres)
+    params = {"requests": getattr(args, "b6_requests", REQUESTS), "warmup": WARMUP,
+              "sizes": {page: list(sizes) for page, sizes in PAGES.items()}}
+    result: dict[str, Any] = {"params": params, "databases": {}}
+    for label in database_labels(server):
+        with database_env(label, server) as env:
+            result["databases"][label] = isolated(measure, label, params, env=env)
+    return result
+
+
+def proposal(size: int) -> dict[str, Any]:
+    """A ready proposal with `size` file checks and `size` critical claims (the first claim
+    covers every check, each other claim one of them)."""
+    checks: list[dict[str, Any]] = [{"id": "readme-exists", "kind": "file_exists",
+                                     "path": "README.md"}]
+    checks += [{"id": f"readme-has-{n}", "kind": "file_contains", "path": "README.md",
+                "text": f"## Section {n}"} for n in range(1, size)]
+    ids = [check["id"] for check in checks]
+    claims = [{"id": f"claim-{n}", "statement": f"README.md satisfies requirement {n}",
+               "importance": "critical", "verification": "deterministic",
+               "check_ids": ids if n == 0 else [ids[n % len(ids)]]} for n in range(size)]
+    return {"objective": f"Write README.md with {size} sections and an Install section",
+            "claims": claims, "checks": checks, "intent": INTENT}
+
+
+def measure(label: str, params: dict[str, Any]) -> dict[str, Any]:
+    django_setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from governor.models import Membership, Project, Role
+    from governor.services.contracts import contract_begin
+    from governor.services.sessions import session_create
+    from governor.services.tokens import token_create
+    from reviews.models import Review, Stage
+    from reviews.services import review_decide
+
+    tag = f"[B6 {label}]"
+    workspace = settings.VAR_DIR / "workspace"
+    workspace.mkdir()
+    users = get_user_model()
+
+    def project_with_reviewer(slug: str) -> tuple[Any, Any, Any]:
+        project = Project.objects.create(slug=slug, name=slug.title(), review_mode="required",
+                                         max_checks=100, workspace_roots=[str(settings.VAR_DIR)])
+        created, _ = token_create(project=project, name=f"{slug} agent")
+        # As the API has it: loaded from the database (a fresh in-memory Project holds enum
+        # members, not the stored strings, which receipts cannot canonicalise).
+        token = type(created).objects.select_related("project").get(pk=created.pk)
+        user = users.objects.create_user(f"reviewer-{slug}", f"{slug}@example.com",
+                                         "bench-password-1")
+        Membership.objects.create(user=user, project=project, role=Role.REVIEWER)
+        return project, token, user
+
+    def propose(token: Any, size: int) -> Review:
+        session, _ = session_create(token=token,
+                                    workspace={"kind": "path", "path": str(workspace)})
+        begun = contract_begin(session=session, body=proposal(size), kind="general")
+        assert begun.status == "review-pending", begun.status
+        assert begun.review is not None
+        return Review.objects.get(pk=begun.review["id"])
+
+    targets: dict[tuple[str, int], tuple[Client, str, str, int]] = {}
+    for size in PAGES["evidence"]:
+        _, token, user = project_with_reviewer(f"evidence-{size}")
+        intent = propose(token, size)
+        review_decide(user=user, review=intent, receipt=intent.receipt, decision="approved")
+        evidence = Review.objects.get(session_id=intent.session_id, stage=Stage.EVIDENCE)
+        client = Client(HTTP_HOST="localhost")
+        client.force_login(user)
+        targets[("evidence", size)] = (client, f"/reviews/{evidence.pk}/", 'class="check"', size)
+    for size in PAGES["inbox"]:
+        _, token, user = project_with_reviewer(f"inbox-{size}")
+        start = time.perf_counter()
+        for n in range(size):
+            propose(token, 2)
+            if (n + 1) % 250 == 0:
+                progress(f"{tag} inbox: {n + 1}/{size} pending reviews proposed")
+        progress(f"{tag} {size} pending reviews in {time.perf_counter() - start:.1f} s")
+        client = Client(HTTP_HOST="localhost")
+        client.force_login(user)
+        targets[("inbox", size)] = (client, "/reviews/", 'class="objective-link"', size)
+
+    ms: dict[tuple[str, int], list[float]] = {key: [] for key in targets}
+    queries: dict[tuple[str, int], set[int]] = {key: set() for key in targets}
+    sizes: dict[tuple[str, int], int] = {}
+    for round_no in range(params["warmup"] + params["requests"]):
+        for key, (client, url, marker, count) in targets.items():
+            with CaptureQueriesContext(connection) as captured:
+                start = time.perf_counter()
+                response = client.get(url)
+                elapsed = time.perf_counter() - start
+            if response.status_code != 200:
+                raise AssertionError(f"B6 {url} answered {response.status_code}")
+            html = response.content.decode()
+            if html.count(marker) != count:
+                raise AssertionError(f"B6 {key}: {html.count(marker)} × {marker}, "
+                                     f"expected {count}")
+            if round_no >= params["warmup"]:
+                ms[key].append(elapsed * 1000)
+                queries[key].add(len(captured.captured_queries))
+                sizes[key] = len(response.content)
+        if (round_no + 1) % 10 == 0:
+            progress(f"{tag} round {round_no + 1}/{params['warmup'] + params['requests']}: "
+                     + ", ".join(f"{page} {size:,}: {median(ms[(page, size)]):.1f} ms"
+                                 for page, size in targets if ms[(page, size)]))
+    return {
+        "database": _version(connection),
+        "pages": {page: {str(size): {
+            "median_ms": round(median(ms[(page, size)]), 2),
+            "p95_ms": round(_p95(ms[(page, size)]), 2),
+            "min_ms": round(min(ms[(page, size)]), 2),
+            "queries": sorted(queries[(page, size)]),
+            "bytes": sizes[(page, size)],
+        } for size in page_sizes} for page, page_sizes in PAGES.items()},
+    }
+
+
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[math.ceil(0.95 * len(ordered)) - 1]
+
+
+def _version(connection: Any) -> str:
+    if connection.vendor == "sqlite":
+        import sqlite3
+
+        return f"SQLite {sqlite3.sqlite_version}"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        return f"PostgreSQL {cursor.fetchone()[0].split()[0]}"
+
+
+# --- in the parent: reporting -----------------------------------------------------------------
+
+WHAT = {"evidence": "evidence page, claims = checks =", "inbox": "inbox, pending reviews ="}
+
+
+def table(result: dict[str, Any]) -> str:
+    rows = []
+    for r in result["databases"].values():
+        for page, sizes in r["pages"].items():
+            for size, s in sizes.items():
+                rows.append([r["database"], f"{WHAT[page]} {int(size):,}",
+                             f"{s['median_ms']:.1f}", f"{s['p95_ms']:.1f}",
+                             "/".join(map(str, s["queries"])), f"{s['bytes'] / 1024:,.0f}"])
+    p = result["params"]
+    note = (f"{p['requests']} timed GETs per page and size after {p['warmup']} warm-up rounds, "
+            f"the four pages in turn; server time in-process (Django test `Client`, logged in). "
+            f"Goal: the same query count at both sizes, median ≤ {GOAL_MEDIAN_MS:g} ms at the "
+            f"larger size.")
+    header = ["database", "page", "median ms", "p95 ms", "SQL queries", "KiB"]
+    return markdown_table(header, rows) + "\n\n" + note
+
+
+def gates(result: dict[str, Any]) -> list[str]:
+    failed = []
+    for label, r in result["databases"].items():
+        for page, sizes in r["pages"].items():
+            small, large = (sizes[str(size)] for size in PAGES[page])
+            if small["queries"] != large["queries"] or len(large["queries"]) != 1:
+                failed.append(f"{label} {page}: queries {small['queries']} at "
+                              f"{PAGES[page][0]:,} vs {large['queries']} at {PAGES[page][1]:,}")
+            if large["median_ms"] > GOAL_MEDIAN_MS:
+                failed.append(f"{label} {page} at {PAGES[page][1]:,}: median "
+                              f"{large['median_ms']:.1f} ms > {GOAL_MEDIAN_MS:g} ms")
+    return failed

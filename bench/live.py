@@ -1,0 +1,103 @@
+"""A real governor for the benchmarks that need one (B1, B5): gunicorn and, when asked, a Celery
+worker, started by `manage.py governor_serve` exactly as `tests/live.py` starts it for the
+end-to-end tests (that module is reused, not copied), on a throwaway database: SQLite under a
+temporary var dir by default, or a dedicated `bench_governor` database on a PostgreSQL server when
+one is given. The broker is the one given, else Redis on 127.0.0.1:6379 (a dedicated database
+number, flushed first) when it answers, else the embedded filesystem broker.
+
+Nothing here imports Django: the benchmark's process is a client like any agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.common import postgres_database, progress
+from tests.live import Live, live_server
+
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+
+
+def redis_answers(host: str = REDIS_HOST, port: int = REDIS_PORT) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.3) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def flush_redis(url: str) -> None:
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+
+
+def broker_for(explicit: str | None, redis_db: int) -> str:
+    """The broker to use: `explicit`, else local Redis database `redis_db` (flushed) when Redis
+    answers, else the filesystem broker under the server's var dir."""
+    if explicit:
+        if explicit.startswith("redis"):
+            flush_redis(explicit)
+        return explicit
+    if redis_answers():
+        url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{redis_db}"
+        flush_redis(url)
+        return url
+    return "filesystem://"
+
+
+@contextmanager
+def governor(*, worker: bool, broker: str, database_url: str | None = None,
+             prefix: str = "governor-bench-") -> Iterator[tuple[Live, Path]]:
+    """A served governor and its temporary directory (workspaces live under
+    `live.workspace_root`; the server's log is `tmp / "server.log"`). The directory is removed
+    afterwards unless $BENCH_KEEP is set or something failed."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    with ExitStack() as stack:
+        env: dict[str, str] = {"GOVERNOR_BROKER_URL": broker}
+        if database_url:
+            env["DATABASE_URL"] = stack.enter_context(postgres_database(database_url))
+        try:
+            live = stack.enter_context(live_server(tmp, extra_env=env, worker=worker))
+        except Exception:
+            log = tmp / "server.log"
+            if log.exists():
+                progress(log.read_text()[-4000:])
+            raise
+        try:
+            yield live, tmp
+        except BaseException:
+            progress(f"kept {tmp} (server log, workspaces) for a look")
+            raise
+    if not os.environ.get("BENCH_KEEP"):
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def server_log_tail(tmp: Path, chars: int = 3000) -> str:
+    log = tmp / "server.log"
+    return log.read_text(errors="replace")[-chars:] if log.exists() else ""
+
+
+def load_profiles(live: Live, tmp: Path, profiles: list[dict[str, Any]], name: str) -> None:
+    """`manage.py governor_profiles load` of `profiles` into the demo project, as an operator
+    keeps them in a file."""
+    path = tmp / f"{name}.json"
+    path.write_text(json.dumps({"profiles": profiles}, indent=2))
+    live.manage("governor_profiles", "load", str(path), "--project", "demo")
+
+
+def set_project(live: Live, **options: str | int) -> None:
+    """`manage.py governor_project set demo --option value ...`."""
+    args: list[str] = []
+    for name, value in options.items():
+        args += ["--" + name.replace("_", "-"), str(value)]
+    live.manage("governor_project", "set", "demo", *args)
