@@ -80,3 +80,18 @@ def test_refold_check_reports_a_tampered_projection(agent: AgentClient, workspac
     assert f"{sid}: differs: head, last_mutation_seq" in out.getvalue()
     call_command("governor_refold", stdout=io.StringIO())
     assert projection_differences(Session.objects.get(pk=sid)) == []
+
+
+def test_refold_reports_a_log_that_no_longer_folds_without_stopping(
+    agent: AgentClient, workspace: Path, project: Project
+) -> None:
+    project.extra_event_types = ["acme/note"]
+    project.save(update_fields=["extra_event_types"])
+    sid = run(agent, workspace, ["say"])
+    assert agent.append(sid, [{"type": "acme/note", "time": 0, "data": {}}]).status_code == 200
+    project.extra_event_types = []
+    project.save(update_fields=["extra_event_types"])
+    out = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("governor_refold", "--check", stdout=out)
+    assert f"{sid}: cannot fold: log (no longer folds:" in out.getvalue()

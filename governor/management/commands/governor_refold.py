@@ -19,13 +19,13 @@ class Command(BaseCommand):
             sessions = sessions.filter(pk=options["session"])
         different = 0
         for session in sessions.iterator():
-            if options["check"]:
-                wrong = projection_differences(session)
-            else:
+            wrong = projection_differences(session)
+            if wrong and not options["check"] and not wrong[0].startswith("log"):
                 wrong = session_refold(session=session)
             if wrong:
                 different += 1
-                verb = "differs" if options["check"] else "rebuilt"
+                verb = ("cannot fold" if wrong[0].startswith("log")
+                        else "differs" if options["check"] else "rebuilt")
                 self.stdout.write(f"{session.pk}: {verb}: {', '.join(wrong)}")
         self.stdout.write(f"{sessions.count()} session(s), {different} with differences")
         if options["check"] and different:
