@@ -19,6 +19,7 @@ from typing import Any
 from bench.common import (
     database_env,
     database_labels,
+    database_version,
     django_setup,
     isolated,
     markdown_table,
@@ -174,7 +175,7 @@ def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]
 
     eps = {name: [events / s for s in seconds[name]] for name in ARMS}
     return {
-        "database": _version(connection),
+        "database": database_version(connection),
         "logs": len(logs),
         "events": events,
         "batches": sum(len(batches(rows)) for rows in rows_per_log) * copies,
@@ -188,15 +189,6 @@ def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]
         "seconds": {name: [round(s, 3) for s in values] for name, values in seconds.items()},
     }
 
-
-def _version(connection: Any) -> str:
-    if connection.vendor == "sqlite":
-        import sqlite3
-
-        return f"SQLite {sqlite3.sqlite_version}"
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        return f"PostgreSQL {cursor.fetchone()[0].split()[0]}"
 
 
 def _check_same_rows(event_model: Any, arms: list[list[Any]]) -> None:

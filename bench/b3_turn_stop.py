@@ -27,10 +27,12 @@ from typing import Any
 from bench.common import (
     database_env,
     database_labels,
+    database_version,
     django_setup,
     isolated,
     markdown_table,
     median,
+    p95,
     postgres_url,
     progress,
 )
@@ -474,7 +476,7 @@ def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]
         per[str(size)] = {
             "samples": len(ms[size]),
             "median_ms": round(median(ms[size]), 2),
-            "p95_ms": round(_p95(ms[size]), 2),
+            "p95_ms": round(p95(ms[size]), 2),
             "min_ms": round(min(ms[size]), 2),
             "queries": sorted(set(queries[size])),
             "build_s": round(median(build_seconds[size]), 2),
@@ -482,26 +484,12 @@ def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]
             "ms": [round(value, 2) for value in ms[size]],
         }
     return {
-        "database": _version(connection),
+        "database": database_version(connection),
         "sizes": per,
         "ratio": round(median(ms[sizes[-1]]) / median(ms[sizes[0]]), 3),
     }
 
 
-def _p95(values: list[float]) -> float:
-    """Nearest-rank 95th percentile."""
-    ordered = sorted(values)
-    return ordered[math.ceil(0.95 * len(ordered)) - 1]
-
-
-def _version(connection: Any) -> str:
-    if connection.vendor == "sqlite":
-        import sqlite3
-
-        return f"SQLite {sqlite3.sqlite_version}"
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        return f"PostgreSQL {cursor.fetchone()[0].split()[0]}"
 
 
 @contextmanager

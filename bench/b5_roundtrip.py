@@ -38,7 +38,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.common import markdown_table, median, progress
+from bench.common import markdown_table, median, p95, progress
 from bench.live import broker_for, governor, load_profiles, redis_answers, set_project
 
 NAME = "B5"
@@ -69,13 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"B5: timed round trips (default {RUNS})")
 
 
-def _p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
 
 def _summary(values: list[float]) -> dict[str, float]:
-    return {"median_ms": round(median(values), 2), "p95_ms": round(_p95(values), 2),
+    return {"median_ms": round(median(values), 2), "p95_ms": round(p95(values), 2),
             "min_ms": round(min(values), 2), "mean_ms": round(statistics.fmean(values), 2)}
 
 

@@ -15,17 +15,18 @@ Goal: the query count is the same at both sizes; median ≤ 50 ms at the larger 
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from typing import Any
 
 from bench.common import (
     database_env,
     database_labels,
+    database_version,
     django_setup,
     isolated,
     markdown_table,
     median,
+    p95,
     postgres_url,
     progress,
 )
@@ -160,10 +161,10 @@ def measure(label: str, params: dict[str, Any]) -> dict[str, Any]:
                      + ", ".join(f"{page} {size:,}: {median(ms[(page, size)]):.1f} ms"
                                  for page, size in targets if ms[(page, size)]))
     return {
-        "database": _version(connection),
+        "database": database_version(connection),
         "pages": {page: {str(size): {
             "median_ms": round(median(ms[(page, size)]), 2),
-            "p95_ms": round(_p95(ms[(page, size)]), 2),
+            "p95_ms": round(p95(ms[(page, size)]), 2),
             "min_ms": round(min(ms[(page, size)]), 2),
             "queries": sorted(queries[(page, size)]),
             "bytes": sizes[(page, size)],
@@ -171,19 +172,6 @@ def measure(label: str, params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[math.ceil(0.95 * len(ordered)) - 1]
-
-
-def _version(connection: Any) -> str:
-    if connection.vendor == "sqlite":
-        import sqlite3
-
-        return f"SQLite {sqlite3.sqlite_version}"
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW server_version")
-        return f"PostgreSQL {cursor.fetchone()[0].split()[0]}"
 
 
 # --- in the parent: reporting -----------------------------------------------------------------

@@ -6,6 +6,7 @@ measurement runs in a fresh interpreter whose settings come from the environment
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import statistics
@@ -24,6 +25,22 @@ BENCH_DB_NAME = "bench_governor"
 
 def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def p95(values: list[float]) -> float:
+    """Nearest-rank 95th percentile."""
+    ordered = sorted(values)
+    return ordered[math.ceil(0.95 * len(ordered)) - 1]
+
+
+def database_version(connection: Any) -> str:
+    if connection.vendor == "sqlite":
+        import sqlite3
+
+        return f"SQLite {sqlite3.sqlite_version}"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        return f"PostgreSQL {cursor.fetchone()[0].split()[0]}"
 
 
 def median(values: list[float]) -> float:
