@@ -4,7 +4,6 @@ receipt come from the page that was shown)."""
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from django.test import Client
 
 from reviews.models import Review
 from tests.conftest import AgentClient
+from tests.html_forms import forms_on
 
 INTENT = {
     "constraints": ["Keep the existing sections of README.md"],
@@ -49,49 +49,6 @@ def reviewer_client(username: str, password: str) -> Client:
     client = Client(enforce_csrf_checks=True)
     assert client.login(username=username, password=password)
     return client
-
-
-class _Forms(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.forms: list[dict[str, Any]] = []
-        self._form: dict[str, Any] | None = None
-        self._textarea: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        attributes = {name: value or "" for name, value in attrs}
-        if tag == "form":
-            self._form = {"action": attributes.get("action", ""),
-                          "method": attributes.get("method", "get"), "fields": {},
-                          "buttons": [], "attrs": attributes}
-            self.forms.append(self._form)
-        elif self._form is not None and tag == "input" and "name" in attributes:
-            self._form["fields"][attributes["name"]] = attributes.get("value", "")
-        elif self._form is not None and tag == "textarea":
-            self._textarea = attributes.get("name")
-            self._form["fields"][self._textarea] = ""
-        elif self._form is not None and tag == "button":
-            self._form["buttons"].append("")
-
-    def handle_data(self, data: str) -> None:
-        if self._form is None:
-            return
-        if self._textarea is not None:
-            self._form["fields"][self._textarea] += data
-        elif self._form["buttons"] and self.lasttag == "button":
-            self._form["buttons"][-1] += data.strip()
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "form":
-            self._form = None
-        elif tag == "textarea":
-            self._textarea = None
-
-
-def forms_on(html: str) -> list[dict[str, Any]]:
-    parser = _Forms()
-    parser.feed(html)
-    return parser.forms
 
 
 def decision_form(html: str, button: str) -> dict[str, Any]:
