@@ -13,8 +13,6 @@ from django.test import Client
 from governor.models import Membership, Project, Role
 from governor.services.tokens import token_create
 
-SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"
-
 
 class AgentClient:
     """The agent's side of the HTTP API, as a coding agent would call it."""

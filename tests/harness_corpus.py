@@ -1,28 +1,14 @@
-"""The recorded DeepSeek Harness logs in shared/fixtures/harness, with the recorder's
-normalisation undone (its README says how), for tests and the ingestion benchmark."""
+"""The recorded DeepSeek Harness logs in tests/fixtures/harness (MIT, notice in its LICENSE),
+with the recorder's normalisation undone (its README says how), for tests and the ingestion
+benchmark."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
-def shared_dir() -> Path:
-    candidates = [Path(__file__).resolve().parents[2] / "shared"]
-    if os.environ.get("GOVERNOR_SHARED_DIR"):
-        candidates.insert(0, Path(os.environ["GOVERNOR_SHARED_DIR"]))
-    for candidate in candidates:
-        if (candidate / "fixtures" / "harness" / "index.tsv").is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"shared/fixtures/harness/index.tsv not found in {[str(c) for c in candidates]}; "
-        "set GOVERNOR_SHARED_DIR"
-    )
-
-
-FIXTURES = shared_dir() / "fixtures" / "harness"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "harness"
 
 # The recorder's placeholders stand for real values. `"{{tools}}"` replaced an array.
 PLACEHOLDERS = {

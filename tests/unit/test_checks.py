@@ -26,7 +26,7 @@ OLD_RECEIPT = "sha256:" + "b" * 64
 LIMIT = 4096
 
 
-# --- event builders (shapes as in shared/fixtures/harness/logs) -----------------------------
+# --- event builders (shapes as in tests/fixtures/harness/logs) -----------------------------
 
 
 def call(seq: int, call_id: str, name: str, arguments: str = "{}") -> dict[str, Any]:
@@ -524,7 +524,7 @@ def test_rule_4_9_not_started_result_without_a_call_is_an_error() -> None:
     assert LogEvidence(events).first_tool_error(START) == (11, None)
 
 
-REAL_LOG = [  # shared/fixtures/harness/logs/examples/headless-agent/tests/snapshots/pty-tools
+REAL_LOG = [  # tests/fixtures/harness/logs/examples/headless-agent/tests/snapshots/pty-tools
     r'{"type":"tool/call","data":{"turn":1,"step":1,"callId":"pty-spawn","name":"terminal_open","arguments":"{\"type\":\"shell\",\"name\":\"main\"}"}}',  # noqa: E501
     r'{"type":"tool/result","data":{"turn":1,"step":1,"message":{"source":{"kind":"tool","callId":"pty-spawn"},"content":[{"type":"tool-result","toolCallId":"pty-spawn","content":[{"type":"text","text":"started terminal session pty-1 (main) [type: shell]\ndsh> "}],"isError":false}],"role":"user","id":"2da21b47-7fb3-444c-99a6-2c21743731ee"}},"sourceEventSeqs":[15],"surfaceOp":"append"}',  # noqa: E501
     r'{"type":"tool/call","data":{"turn":1,"step":4,"callId":"pty-signal","name":"terminal_signal","arguments":"{\"sessionId\":\"pty-missing\",\"signal\":\"SIGINT\"}"}}',  # noqa: E501
