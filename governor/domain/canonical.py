@@ -10,6 +10,8 @@ from typing import Any
 import rfc8785
 
 MAX_SAFE_INTEGER = 2**53 - 1
+SAFE_INTEGER_DIGITS = len(str(MAX_SAFE_INTEGER))
+UNSAFE_INTEGER = MAX_SAFE_INTEGER + 1
 MAX_DEPTH = 100  # nesting of arrays and objects; deeper input is refused, never recursed into
 
 
@@ -75,6 +77,10 @@ def _refuse_constant(name: str) -> Any:
 def _parse_int(text: str) -> int:
     if text == "-0":
         raise JSONValueError("", "negative zero is not allowed")
+    if len(text.lstrip("-")) > SAFE_INTEGER_DIGITS:
+        # Unsafe whatever its value; int() would refuse one over 4,300 digits with a bare
+        # ValueError. An out-of-range stand-in lets check_json_value name the place.
+        return -UNSAFE_INTEGER if text.startswith("-") else UNSAFE_INTEGER
     return int(text)
 
 

@@ -164,7 +164,8 @@ def test_rule_1_2_negative_zero_is_refused_on_serialisation() -> None:
 
 
 @pytest.mark.parametrize(
-    "source", ["9007199254740992", "-9007199254740992", "9007199254740992.0", "1e16", "[2e20]"]
+    "source", ["9007199254740992", "-9007199254740992", "9007199254740992.0", "1e16", "[2e20]",
+               "10000000000000000", "9" * 5000, "-" + "9" * 5000]  # 5000: past int()'s limit
 )
 def test_rule_1_2_integers_beyond_2_53_minus_1_are_refused(source: str) -> None:
     with pytest.raises(JSONValueError, match="2\\^53"):
