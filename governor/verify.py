@@ -63,9 +63,11 @@ from typing import Any, NamedTuple
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from governor.domain.attestation import (
+    HEAD_PREDICATE_TYPE,
     AttestationError,
     decode_public_key,
     encode_public_key,
+    head_subject_name,
     key_id,
     subject_name,
     verify_envelope,
@@ -79,7 +81,9 @@ from governor.domain.canonical import (
 )
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
 
-FORMAT = "reliability-governor-export/1"
+FORMAT = "reliability-governor-export/2"
+FORMAT_V1 = "reliability-governor-export/1"
+"""The format before signed heads: still verified, with a warning that its tail is unprotected."""
 
 
 class ReceiptRule(NamedTuple):
@@ -87,14 +91,20 @@ class ReceiptRule(NamedTuple):
     """The receipt kind (SEMANTICS §1.4)."""
     field: str | None
     """The field of `data` holding the receipted document, or None when it is `data` itself."""
+    may_lack: bool = False
+    """Events recorded before this kind carried a receipt have none: a warning, not a failure."""
 
 
 RECEIPTED_EVENTS: dict[str, ReceiptRule] = {
     "reliability/attempt": ReceiptRule("attempt", None),
     "reliability/terminal": ReceiptRule("terminal", None),
     "reliability/contract": ReceiptRule("contract", None),
+    "reliability/code-verification": ReceiptRule("code-verification-result", None, may_lack=True),
+    "reliability/contract-draft": ReceiptRule("contract-draft", None),
+    "reliability/intent-review": ReceiptRule("intent-review", None),
+    "reliability/contract-review": ReceiptRule("contract-review", None),
 }
-"""Event type → how its receipt recomputes. Extend as more governor events are verified."""
+"""Event type → how its receipt recomputes: every receipt-bearing event the server writes."""
 
 ATTESTED_EVENTS = {"reliability/contract": "contract", "reliability/terminal": "terminal"}
 """Event type → predicate kind of the attestation every such event written here must have."""
@@ -103,7 +113,14 @@ _HEADER_KEYS = {"kind", "format", "session", "project", "harness", "exportedAt"}
 _EVENT_KEYS = {"kind", "session", "seq", "type", "time", "origin", "data", "prev", "hash"}
 _ATTESTATION_KEYS = {"kind", "seq", "envelope"}
 _KEY_KEYS = {"kind", "keyid", "algorithm", "publicKey"}
-_SECTIONS = ("header", "event", "attestation", "key")
+_PUBLISHED_KEY_KEYS = {"keyid", "algorithm", "publicKey"}  # GET /api/v1/keys, plus "active"
+_HEAD_KEYS = {"kind", "session", "seq", "hash", "envelope"}
+_SECTIONS = ("header", "event", "attestation", "key", "head")
+UNPROTECTED_TAIL = ("format {format} has no signed head: events after the last attested one "
+                    "({where}) could have been edited, added or dropped unseen")
+UNTRUSTED_KEYS = ("no --key given: trusted only the keys inside the export itself, so anyone "
+                  "who can rewrite the export can re-sign it; pass --key with the body of "
+                  "GET /api/v1/keys from the server you trust")
 
 
 # --- writing the format (the server's export route and the tests use these) -------------------
@@ -170,6 +187,11 @@ def key_line(public_key: Ed25519PublicKey) -> dict[str, Any]:
     }
 
 
+def head_line(*, session: str, seq: int, hash: str, envelope: Mapping[str, Any]) -> dict[str, Any]:
+    return {"kind": "head", "session": session, "seq": seq, "hash": hash,
+            "envelope": dict(envelope)}
+
+
 # --- verifying ---------------------------------------------------------------------------------
 
 
@@ -193,6 +215,8 @@ class Report:
     keys: int
     head: str
     failure: Failure | None = None
+    warnings: tuple[str, ...] = ()
+    """What the verification could not vouch for; the command line prints each loudly."""
 
     @property
     def ok(self) -> bool:
@@ -221,6 +245,7 @@ class _Event:
     data: Any
     hash: str
     imported: bool
+    line_no: int
 
     @property
     def predicate_kind(self) -> str | None:
@@ -236,8 +261,12 @@ class _Export:
     def __init__(self, trusted_keys: Mapping[str, Ed25519PublicKey] | None) -> None:
         self.trusted_keys = trusted_keys
         self.section: str | None = None
+        self.header: dict[str, Any] = {}
         self.session: str | None = None
         self.head = GENESIS
+        self.signed_head: tuple[int, dict[str, Any]] | None = None
+        self.run_receipts: dict[str, int] = {}
+        self.warnings: list[str] = []
         self.events: list[_Event] = []
         self.contract_receipts: dict[str, str] = {}
         self.latest_contract_at: dict[int, str | None] = {}
@@ -272,8 +301,8 @@ class _Export:
             raise self.refuse(line_no, "the first line must be the header")
         if self.section is not None and _SECTIONS.index(kind) < _SECTIONS.index(self.section):
             raise self.refuse(line_no, f"{kind} line after the {self.section} lines")
-        if kind == "header" and self.section is not None:
-            raise self.refuse(line_no, "a second header")
+        if kind == self.section and kind in ("header", "head"):
+            raise self.refuse(line_no, f"a second {kind} line")
         if kind == "header":
             self.read_header(line_no, obj)
         elif kind == "event":
@@ -282,15 +311,18 @@ class _Export:
         elif kind == "attestation":
             self.section = "attestation"
             self.read_attestation(line_no, obj)
-        else:
+        elif kind == "key":
             self.section = "key"
             self.read_key(line_no, obj)
+        else:
+            self.section = "head"
+            self.read_head(line_no, obj)
 
     def read_header(self, line_no: int, obj: dict[str, Any]) -> None:
         if set(obj) != _HEADER_KEYS:
             raise self.refuse(line_no, f"header: expected exactly the keys {sorted(_HEADER_KEYS)}")
-        if obj["format"] != FORMAT:
-            raise self.refuse(line_no, f"header: format must be {FORMAT!r}")
+        if obj["format"] not in (FORMAT, FORMAT_V1):
+            raise self.refuse(line_no, f"header: format must be {FORMAT!r} or {FORMAT_V1!r}")
         session = obj["session"]
         if type(session) is not str or not _is_uuid(session):
             raise self.refuse(line_no, "header: session must be a UUID string")
@@ -301,6 +333,7 @@ class _Export:
         if type(obj["exportedAt"]) is not int:
             raise self.refuse(line_no, "header: exportedAt must be an integer (ms)")
         self.section = "header"
+        self.header = obj
         self.session = session
 
     def read_event(self, line_no: int, obj: dict[str, Any]) -> None:
@@ -347,7 +380,12 @@ class _Export:
             data=obj["data"],
             hash=recomputed,
             imported=obj.get("imported") is True,
+            line_no=line_no,
         )
+        if event.type == "reliability/code-verification" and type(event.data) is dict:
+            run_receipt = event.data.get("receipt")
+            if type(run_receipt) is str:
+                self.run_receipts.setdefault(run_receipt, seq)
         if event.type == "reliability/contract":
             contract_id = contract_id_of(event.type, event.data)
             if contract_id is not None:
@@ -364,6 +402,10 @@ class _Export:
         if rule.field is not None:
             document = data.get(rule.field) if type(data) is dict else None
             where = f"data.{rule.field}"
+        if rule.may_lack and type(document) is dict and "receipt" not in document:
+            self.warnings.append(f"seq {len(self.events)}: {event_type} has no {rule.kind!r} "
+                                 "receipt (recorded before it carried one)")
+            return
         if type(document) is not dict or type(document.get("receipt")) is not str:
             raise self.refuse(line_no, f"{event_type}: {where} must be an object with a receipt")
         payload = {key: value for key, value in document.items() if key != "receipt"}
@@ -392,6 +434,55 @@ class _Export:
         if self.export_keys and keyid <= max(self.export_keys):
             raise self.refuse(line_no, f"key {keyid} is out of keyid order")
         self.export_keys[keyid] = public_key
+
+    def read_head(self, line_no: int, obj: dict[str, Any]) -> None:
+        if self.header.get("format") != FORMAT:
+            raise self.refuse(line_no, f"head line in a {self.header.get('format')} export")
+        if set(obj) != _HEAD_KEYS:
+            raise self.refuse(line_no, f"head: expected exactly the keys {sorted(_HEAD_KEYS)}")
+        if obj["session"] != self.session:
+            raise self.refuse(line_no, "head: session is not the header's")
+        if type(obj["seq"]) is not int or type(obj["hash"]) is not str:
+            raise self.refuse(line_no, "head: seq must be an integer and hash a string")
+        self.signed_head = (line_no, obj)
+
+    def check_head(self, end_line: int) -> None:
+        """§12: a /2 export's last event is the one its signed head names, with that hash."""
+        last = len(self.events) - 1
+        attested = [seq for _, seq, _ in self.attestations]
+        where = f"after seq {attested[-1]}" if attested else "any event"
+        if self.header["format"] == FORMAT_V1:
+            self.warnings.append(UNPROTECTED_TAIL.format(format=FORMAT_V1, where=where))
+            return
+        if self.signed_head is None:
+            raise _Refused(Failure(f"no signed head line: a {FORMAT} export must end with one",
+                                   line=end_line))
+        line_no, obj = self.signed_head
+        keys = self.export_keys if self.trusted_keys is None else self.trusted_keys
+        try:
+            statement = verify_envelope(obj["envelope"], keys, predicate_type=HEAD_PREDICATE_TYPE)
+        except AttestationError as exc:
+            raise self.refuse(line_no, f"head: {exc}") from None
+        subject, predicate = statement["subject"][0], statement["predicate"]
+        signed = {"subject": subject["name"], "digest": subject["digest"]["sha256"],
+                  "seq": predicate["seq"], "project": predicate["project"],
+                  "harness": predicate["harness"]}
+        expected = {"subject": head_subject_name(self.session or ""), "digest": obj["hash"],
+                    "seq": obj["seq"], "project": self.header["project"],
+                    "harness": self.header["harness"]}
+        for name, value in expected.items():
+            if not canonical_equal(signed[name], value):
+                raise self.refuse(line_no, f"head: the signed {name} is not the export's")
+        seq = obj["seq"]
+        if seq < last:
+            raise _Refused(Failure(f"event after the signed head, which ends at seq {seq}: "
+                                   "appended after the export was signed", seq=seq + 1))
+        if seq > last:
+            raise _Refused(Failure(f"missing: the signed head ends at seq {seq}, the events at "
+                                   f"seq {last} (events were dropped)", seq=last + 1))
+        if obj["hash"] != self.head:
+            raise _Refused(Failure(f"the chain hash is not the signed head's: an event {where} "
+                                   "was altered and the chain re-hashed", seq=last))
 
     def check_attestations(self) -> None:
         keys = self.export_keys if self.trusted_keys is None else self.trusted_keys
@@ -448,6 +539,10 @@ class _Export:
                 return "predicate attemptReceipt is not the terminal's attemptReceipt"
             if predicate["status"] != data.get("status"):
                 return "predicate status is not the terminal's status"
+            for run_receipt in predicate.get("runReceipts", []):
+                if self.run_receipts.get(run_receipt, event.seq) >= event.seq:
+                    return (f"predicate run receipt {run_receipt} is not the receipt of a "
+                            "reliability/code-verification event before the terminal")
             if "reason" not in data or not canonical_equal(predicate["reason"], data["reason"]):
                 return "predicate reason is not the terminal's reason"
         return ""
@@ -461,6 +556,7 @@ class _Export:
             keys=len(keys),
             head=self.head,
             failure=failure,
+            warnings=tuple(self.warnings),
         )
 
 
@@ -484,16 +580,32 @@ def parse_key_line(obj: Any) -> tuple[str, Ed25519PublicKey]:
 
 
 def load_trusted_keys(text: str | bytes) -> dict[str, Ed25519PublicKey]:
-    """The keys of a key file: a JSON list of key lines, or one key line."""
+    """The keys of a key file: the body of `GET /api/v1/keys` as it is (`{"keys": [{keyid,
+    algorithm, publicKey, active}]}`), a JSON list of key lines, or one key line."""
     try:
         value = loads_strict(text)
     except JSONValueError as exc:
         raise AttestationError(f"key file: {exc}") from None
-    items = value if type(value) is list else [value]
+    if type(value) is dict and set(value) == {"keys"}:
+        if type(value["keys"]) is not list:
+            raise AttestationError("key file: keys must be a list")
+        items = [_published_key_line(item) for item in value["keys"]]
+    else:
+        items = value if type(value) is list else [value]
     if not items:
         raise AttestationError("key file: no keys")
     keys = dict(parse_key_line(item) for item in items)
     return keys
+
+
+def _published_key_line(item: Any) -> Any:
+    """A key as `GET /api/v1/keys` lists it, as a key line (retired keys are trusted too: they
+    signed the older attestations)."""
+    if type(item) is not dict or not _PUBLISHED_KEY_KEYS <= set(item) <= _PUBLISHED_KEY_KEYS | {
+            "active"}:
+        raise AttestationError(f"key file: each key has exactly the keys "
+                               f"{sorted(_PUBLISHED_KEY_KEYS)} and optionally 'active'")
+    return {"kind": "key", **{name: item[name] for name in _PUBLISHED_KEY_KEYS}}
 
 
 def verify_export(
@@ -509,8 +621,11 @@ def verify_export(
         if export.section is None:
             raise _Refused(Failure("the export is empty: no header", line=line_no + 1))
         export.check_attestations()
+        export.check_head(end_line=line_no + 1)
     except _Refused as refused:
         return export.report(refused.failure)
+    if trusted_keys is None:
+        export.warnings.append(UNTRUSTED_KEYS)
     return export.report(None)
 
 
@@ -531,7 +646,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--key",
         metavar="KEYFILE",
-        help="trust only the keys in this file (a JSON list of key lines, or one key line)",
+        help="trust only the keys in this file: the body of GET /api/v1/keys as it is (or a "
+        "JSON list of key lines, or one key line)",
     )
     args = parser.parse_args(argv)
     trusted_keys = None
@@ -546,6 +662,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if lines and lines[-1] == b"":
         lines.pop()
     report = verify_export(lines, trusted_keys)
+    for warning in report.warnings:
+        print(f"WARNING: {warning}", file=sys.stderr)
     print(report.summary())
     return 0 if report.ok else 1
 

@@ -11,12 +11,21 @@ Predicate (`https://reliability-governor.dev/attestation/v1`), camelCase like ev
     kind             "contract" (an activated contract) or "terminal"
     eventSeq         seq of the governor event the attestation is about
     contractReceipt  receipt of the contract (the stored contract minus its receipt)
-    profileReceipts  receipts of the code-verification profiles used (list, may be empty)
+    profileReceipts  receipts of the code-verification profiles: for a contract, those its
+                     checks name at activation; for a terminal, those the counted runs ran
     -- terminal only --
     status           "certified" | "exhausted" | "abstained"
     reason           the terminal's reason, as in the terminal event
     terminalReceipt  the terminal's receipt
     attemptReceipt   the deciding attempt's receipt (present only when the terminal has one)
+    runReceipts      the `code-verification-result` receipts of the runs the deciding attempt
+                     counted (absent from terminals signed before runs carried receipts)
+
+SEMANTICS §12: an export ends with a signed head, a statement of the same envelope and key
+whose subject is `session:<session id>` with the hash of the last exported event (GENESIS for
+an empty log) as its digest, and whose predicate (`https://reliability-governor.dev/
+export-head/v1`) is `{seq, project, harness}`: the last seq (-1 for an empty log) and the
+export header's project and Harness header.
 
 Pure Python: `cryptography`, `rfc8785` (through `canonical`) and the standard library only.
 """
@@ -41,6 +50,7 @@ from governor.domain.canonical import JSONValueError, canonical_bytes, loads_str
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://reliability-governor.dev/attestation/v1"
+HEAD_PREDICATE_TYPE = "https://reliability-governor.dev/export-head/v1"
 PREDICATE_KINDS = ("contract", "terminal")
 TERMINAL_STATUSES = ("certified", "exhausted", "abstained")
 
@@ -51,6 +61,8 @@ _SIGNATURE_KEYS = {"keyid", "sig"}
 _STATEMENT_KEYS = {"_type", "subject", "predicateType", "predicate"}
 _CONTRACT_PREDICATE_KEYS = {"kind", "eventSeq", "contractReceipt", "profileReceipts"}
 _TERMINAL_PREDICATE_KEYS = _CONTRACT_PREDICATE_KEYS | {"status", "reason", "terminalReceipt"}
+_TERMINAL_OPTIONAL_KEYS = {"attemptReceipt", "runReceipts"}
+_HEAD_PREDICATE_KEYS = {"seq", "project", "harness"}
 
 
 class AttestationError(ValueError):
@@ -118,9 +130,15 @@ def sign(
     }
 
 
-def verify_envelope(envelope: Any, public_keys: Mapping[str, Ed25519PublicKey]) -> dict[str, Any]:
+def verify_envelope(
+    envelope: Any,
+    public_keys: Mapping[str, Ed25519PublicKey],
+    *,
+    predicate_type: str = PREDICATE_TYPE,
+) -> dict[str, Any]:
     """Check every signature of `envelope` against `public_keys` (keyid → key) and return the
-    well-formed statement it carries. Every signature must name a known key and verify."""
+    well-formed statement it carries, whose predicate must be of `predicate_type`. Every
+    signature must name a known key and verify."""
     if type(envelope) is not dict or set(envelope) != _ENVELOPE_KEYS:
         raise AttestationError(f"envelope: expected exactly the keys {sorted(_ENVELOPE_KEYS)}")
     if envelope["payloadType"] != PAYLOAD_TYPE:
@@ -149,6 +167,8 @@ def verify_envelope(envelope: Any, public_keys: Mapping[str, Ed25519PublicKey]) 
     if canonical_bytes(statement) != payload:
         raise AttestationError("envelope payload: not the RFC 8785 form of the statement")
     check_statement(statement)
+    if statement["predicateType"] != predicate_type:
+        raise AttestationError(f"statement: predicateType must be {predicate_type!r}")
     return statement
 
 
@@ -172,6 +192,7 @@ def build_statement(
     reason: Any = None,
     terminal_receipt: str | None = None,
     attempt_receipt: str | None = None,
+    run_receipts: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The in-toto Statement attesting the governor event at `event_seq`, whose hash is
     `chain_head`. Terminal fields are required for kind "terminal" and refused for "contract"."""
@@ -187,7 +208,9 @@ def build_statement(
         predicate.update(status=status, reason=reason, terminalReceipt=terminal_receipt)
         if attempt_receipt is not None:
             predicate["attemptReceipt"] = attempt_receipt
-    elif (status, reason, terminal_receipt, attempt_receipt) != (None, None, None, None):
+        if run_receipts is not None:
+            predicate["runReceipts"] = list(run_receipts)
+    elif (status, reason, terminal_receipt, attempt_receipt, run_receipts) != (None,) * 5:
         raise AttestationError("predicate: terminal fields given for a contract attestation")
     statement = {
         "_type": STATEMENT_TYPE,
@@ -201,14 +224,35 @@ def build_statement(
     return statement
 
 
+def build_head_statement(
+    *, session_id: str, seq: int, head: str, project: str, harness: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The in-toto Statement of an export's signed head (SEMANTICS §12): the log of `session_id`
+    ends at `seq` (-1 when empty) whose chain hash is `head`."""
+    statement = {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": head_subject_name(session_id), "digest": {"sha256": head}}],
+        "predicateType": HEAD_PREDICATE_TYPE,
+        "predicate": {"seq": seq, "project": project,
+                      "harness": None if harness is None else dict(harness)},
+    }
+    check_statement(statement)
+    return statement
+
+
+def head_subject_name(session_id: str) -> str:
+    return f"session:{session_id}"
+
+
 def check_statement(statement: Any) -> None:
     """Refuse a statement that is not exactly the shape this module builds."""
     if type(statement) is not dict or set(statement) != _STATEMENT_KEYS:
         raise AttestationError(f"statement: expected exactly the keys {sorted(_STATEMENT_KEYS)}")
     if statement["_type"] != STATEMENT_TYPE:
         raise AttestationError(f"statement: _type must be {STATEMENT_TYPE!r}")
-    if statement["predicateType"] != PREDICATE_TYPE:
-        raise AttestationError(f"statement: predicateType must be {PREDICATE_TYPE!r}")
+    if statement["predicateType"] not in (PREDICATE_TYPE, HEAD_PREDICATE_TYPE):
+        raise AttestationError(
+            f"statement: predicateType must be {PREDICATE_TYPE!r} or {HEAD_PREDICATE_TYPE!r}")
     subject = statement["subject"]
     if type(subject) is not list or len(subject) != 1:
         raise AttestationError("statement: subject must be a list of exactly one entry")
@@ -216,7 +260,7 @@ def check_statement(statement: Any) -> None:
     if type(entry) is not dict or set(entry) != {"name", "digest"}:
         raise AttestationError("statement subject: expected exactly the keys ['digest', 'name']")
     if type(entry["name"]) is not str or not entry["name"].startswith("session:"):
-        raise AttestationError("statement subject: name must be 'session:<id>/contract:<id>'")
+        raise AttestationError("statement subject: name must start with 'session:'")
     digest = entry["digest"]
     if (
         type(digest) is not dict
@@ -225,7 +269,22 @@ def check_statement(statement: Any) -> None:
         or not _HEX_DIGEST.fullmatch(digest["sha256"])
     ):
         raise AttestationError("statement subject: digest must be {'sha256': <64 lowercase hex>}")
-    _check_predicate(statement["predicate"])
+    if statement["predicateType"] == HEAD_PREDICATE_TYPE:
+        _check_head_predicate(statement["predicate"])
+    else:
+        _check_predicate(statement["predicate"])
+
+
+def _check_head_predicate(predicate: Any) -> None:
+    if type(predicate) is not dict or set(predicate) != _HEAD_PREDICATE_KEYS:
+        raise AttestationError(
+            f"head predicate: expected exactly the keys {sorted(_HEAD_PREDICATE_KEYS)}")
+    if type(predicate["seq"]) is not int or predicate["seq"] < -1:
+        raise AttestationError("head predicate: seq must be an integer ≥ -1")
+    if type(predicate["project"]) is not str:
+        raise AttestationError("head predicate: project must be a string")
+    if predicate["harness"] is not None and type(predicate["harness"]) is not dict:
+        raise AttestationError("head predicate: harness must be an object or null")
 
 
 def _check_predicate(predicate: Any) -> None:
@@ -234,7 +293,7 @@ def _check_predicate(predicate: Any) -> None:
     if predicate["kind"] == "contract":
         expected = _CONTRACT_PREDICATE_KEYS
     else:
-        expected = _TERMINAL_PREDICATE_KEYS | ({"attemptReceipt"} & set(predicate))
+        expected = _TERMINAL_PREDICATE_KEYS | (_TERMINAL_OPTIONAL_KEYS & set(predicate))
     if set(predicate) != expected:
         raise AttestationError(
             f"predicate: a {predicate['kind']} predicate has exactly the keys {sorted(expected)}"
@@ -254,6 +313,11 @@ def _check_predicate(predicate: Any) -> None:
         _check_receipt(predicate["terminalReceipt"], "terminalReceipt")
         if "attemptReceipt" in predicate:
             _check_receipt(predicate["attemptReceipt"], "attemptReceipt")
+        runs = predicate.get("runReceipts", [])
+        if type(runs) is not list:
+            raise AttestationError("predicate: runReceipts must be a list")
+        for index, run_receipt in enumerate(runs):
+            _check_receipt(run_receipt, f"runReceipts/{index}")
 
 
 def _check_receipt(value: Any, field: str) -> None:

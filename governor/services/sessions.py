@@ -14,8 +14,10 @@ from governor import verify
 from governor.domain import harness
 from governor.domain.canonical import check_json_value
 from governor.domain.chain import GENESIS
+from governor.domain.workspace import identity_at
 from governor.models import AgentToken, Attestation, Event, Project, Session, SessionState
 from governor.services import keys
+from governor.services.attestations import head_sign
 from governor.services.errors import Conflict, Invalid
 from governor.services.events import AppendResult, events_append, now_ms
 
@@ -27,21 +29,33 @@ def allowed_roots(project: Project) -> list[Path]:
     return [Path(os.path.realpath(root)) for root in roots]
 
 
-def workspace_resolve(project: Project, path: str) -> str:
-    """The canonical workspace directory, which must lie under one of the project's roots."""
+def workspace_resolve(project: Project, path: str) -> tuple[str, str]:
+    """(canonical path, identity) of the workspace directory, which must lie under one of the
+    project's roots. A refusal quotes the caller's input only and says the same whether or not
+    something exists outside the roots (no file-system oracle)."""
+
+    def refuse(message: str) -> Invalid:
+        return Invalid(f"workspace.path {message}",
+                       details=[{"path": "workspace.path", "message": message}])
+
     if not path or not os.path.isabs(path) or "\x00" in path:
-        raise Invalid("workspace.path must be an absolute path",
-                      details=[{"path": "workspace.path", "message": "must be an absolute path"}])
-    real = Path(os.path.realpath(path))
+        raise refuse("must be an absolute path")
     roots = allowed_roots(project)
+    if not roots:
+        raise refuse(f"cannot be bound: project {project.slug} has no allowed workspace roots")
+    outside = refuse(f"{path!r} is not a directory under an allowed workspace root of project "
+                     f"{project.slug}")
+    try:
+        real = Path(os.path.realpath(path, strict=True))
+    except (OSError, ValueError, RuntimeError):
+        raise outside from None
     if not any(real == root or root in real.parents for root in roots):
-        message = (f"{real} is not under an allowed workspace root of project {project.slug}"
-                   if roots else f"project {project.slug} has no allowed workspace roots")
-        raise Invalid(message, details=[{"path": "workspace.path", "message": message}])
-    if not real.is_dir():
-        message = f"{real} is not a directory"
-        raise Invalid(message, details=[{"path": "workspace.path", "message": message}])
-    return str(real)
+        raise outside
+    try:
+        # No symlink is followed now: what is recorded is the directory at the canonical path.
+        return str(real), identity_at(str(real))
+    except OSError:
+        raise outside from None
 
 
 def _new_session(**fields: Any) -> Session:
@@ -64,7 +78,7 @@ def session_create(
         if existing is not None:
             return existing, False
     if workspace.get("kind") == "path":
-        path = workspace_resolve(project, workspace.get("path", ""))
+        path, identity = workspace_resolve(project, workspace.get("path", ""))
     else:
         message = "only {\"kind\": \"path\"} workspaces are supported by this server"
         raise Invalid(message, details=[{"path": "workspace.kind", "message": message}])
@@ -73,8 +87,8 @@ def session_create(
     try:
         with transaction.atomic():
             session = _new_session(project=project, external_id=external_id,
-                                   workspace_kind="path", workspace_path=path, header=header,
-                                   created_by=token)
+                                   workspace_kind="path", workspace_path=path,
+                                   workspace_identity=identity, header=header, created_by=token)
     except IntegrityError:
         # A concurrent create with the same external id won the race: answer as a replay.
         existing = Session.objects.filter(project=project, external_id=external_id).first()
@@ -92,17 +106,18 @@ def session_import(
     project = token.project
     extra_types = frozenset(project.extra_event_types)
     harness.validate_log(header, envelopes, extra_types=extra_types)
-    path = ""
+    path = identity = ""
     if workspace is not None:
-        path = workspace_resolve(project, workspace.get("path", ""))
+        path, identity = workspace_resolve(project, workspace.get("path", ""))
     duplicate = Conflict(f"a session with external_id {external_id!r} already exists")
     if external_id and Session.objects.filter(project=project, external_id=external_id).exists():
         raise duplicate
     try:
         with transaction.atomic():
             session = _new_session(project=project, external_id=external_id,
-                                   workspace_kind="path", workspace_path=path, header=header,
-                                   imported=True, created_by=token)
+                                   workspace_kind="path", workspace_path=path,
+                                   workspace_identity=identity, header=header, imported=True,
+                                   created_by=token)
             result = events_append(session=session, envelopes=envelopes,
                                    extra_types=extra_types, imported=True)
     except IntegrityError:  # a concurrent import took the external id first
@@ -118,16 +133,23 @@ def export_lines(session: Session) -> Iterator[str]:
         session=session_id, project=session.project.slug, harness=session.header,
         exported_at=now_ms()))
     events = Event.objects.filter(session=session).order_by("seq")
+    last_seq, head = -1, GENESIS
     for event in events.iterator(chunk_size=2000):
         yield verify.serialise_line(verify.event_line(
             session=session_id, seq=event.seq, type=event.type, time=event.time,
             origin=event.origin, data=event.data, prev=event.prev_hash, hash=event.hash,
             meta=event.meta))
-    attestations = Attestation.objects.filter(event__session=session).select_related("event")
+        last_seq, head = event.seq, event.hash
+    # Events appended while this export streams are left out, and so are their attestations.
+    attestations = Attestation.objects.filter(
+        event__session=session, event__seq__lte=last_seq).select_related("event")
     keyids = set()
     for attestation in attestations.order_by("event__seq"):
         keyids.add(attestation.keyid)
         yield verify.serialise_line(
             verify.attestation_line(seq=attestation.event.seq, envelope=attestation.envelope))
-    for key in keys.export_key_lines(keyids):
+    head_keyid, head_envelope = head_sign(session=session, seq=last_seq, head=head)
+    for key in keys.export_key_lines(keyids | {head_keyid}):
         yield verify.serialise_line(key)
+    yield verify.serialise_line(verify.head_line(
+        session=session_id, seq=last_seq, hash=head, envelope=head_envelope))

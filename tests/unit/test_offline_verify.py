@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from governor.domain.attestation import build_statement, key_id, sign
+from governor.domain.attestation import build_head_statement, build_statement, key_id, sign
 from governor.domain.canonical import JSONValueError, loads_strict, receipt
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
 from governor.verify import (
@@ -21,6 +21,7 @@ from governor.verify import (
     Report,
     attestation_line,
     event_line,
+    head_line,
     header_line,
     key_line,
     load_trusted_keys,
@@ -87,6 +88,9 @@ class Export:
     events: list[dict[str, Any]] = field(default_factory=list)
     attestations: list[dict[str, Any]] = field(default_factory=list)
     keys: list[dict[str, Any]] = field(default_factory=list)
+    head_key: Ed25519PrivateKey | None = SERVER_KEY
+    """Who signs the head line (§12) over the events as they are when the lines are written;
+    None writes no head line."""
 
     @property
     def head(self) -> str:
@@ -162,8 +166,20 @@ class Export:
         lines = [key_line(key.public_key()) for key in keys]
         self.keys = sorted(lines, key=lambda line: line["keyid"])
 
+    def head_line(self) -> dict[str, Any]:
+        assert self.head_key is not None
+        seq = len(self.events) - 1
+        statement = build_head_statement(
+            session_id=SESSION, seq=seq, head=self.head, project=self.header["project"],
+            harness=self.header["harness"])
+        envelope = sign(statement, private_key=self.head_key,
+                        keyid=key_id(self.head_key.public_key()))
+        return head_line(session=SESSION, seq=seq, hash=self.head, envelope=envelope)
+
     def lines(self) -> list[str]:
         objects = [self.header, *self.events, *self.attestations, *self.keys]
+        if self.head_key is not None:
+            objects.append(self.head_line())
         return [serialise_line(obj) for obj in objects]
 
     def text(self) -> str:
@@ -317,7 +333,7 @@ def test_rule_1_5_the_export_format_is_one_canonical_object_per_line() -> None:
     objects = [loads_strict(line) for line in lines]
     assert objects[0]["kind"] == "header" and objects[0]["format"] == FORMAT
     kinds = [obj["kind"] for obj in objects]
-    assert kinds == ["header"] + ["event"] * 11 + ["attestation"] * 2 + ["key"] * 2
+    assert kinds == ["header"] + ["event"] * 11 + ["attestation"] * 2 + ["key"] * 2 + ["head"]
     assert verify_export(lines).ok
 
 
@@ -691,7 +707,7 @@ def test_rule_1_5_the_header_must_come_first_and_name_the_format() -> None:
     lines = realistic_export().lines()
     assert_fails_at_line(verify_export(lines[1:]), 1, "first line must be the header")
     export = realistic_export()
-    export.header["format"] = "reliability-governor-export/2"
+    export.header["format"] = "reliability-governor-export/3"
     assert_fails_at_line(verify_export(export.lines()), 1, "format")
 
 
@@ -707,7 +723,7 @@ def test_rule_1_5_a_blank_line_fails() -> None:
 
 def test_rule_1_5_a_flipped_byte_in_an_attestation_or_key_line_fails_at_that_line() -> None:
     lines = realistic_export().lines()
-    for index in (12, 13, 14, 15):
+    for index in (12, 13, 14, 15, 16):
         for position in range(0, len(lines[index]), 7):
             char = lines[index][position]
             tampered = (

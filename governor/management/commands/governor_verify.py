@@ -28,6 +28,8 @@ class Command(BaseCommand):
         if lines and lines[-1] == b"":
             lines.pop()
         report = verify.verify_export(lines, trusted)
+        for warning in report.warnings:
+            self.stderr.write(f"WARNING: {warning}")
         self.stdout.write(report.summary())
         if not report.ok:
             raise CommandError("verification failed")
