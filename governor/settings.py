@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
@@ -154,6 +155,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "axes",
     "governor.apps.GovernorConfig",
     "reviews.apps.ReviewsConfig",
     "verification.apps.VerificationConfig",
@@ -168,6 +170,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "governor.urls"
@@ -201,6 +204,19 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/reviews/"
+
+# Login throttling (django-axes) on both login pages: after 5 wrong passwords for one username
+# from one address, that pair is refused (even with the right password) for 15 minutes, or until
+# an admin deletes its row under Axes > Access attempts. Other users and addresses are unaffected.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 
 LANGUAGE_CODE = "en"
 TIME_ZONE = "UTC"

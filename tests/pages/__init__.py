@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from django.http import HttpRequest
 from django.test import Client
 
 from reviews.models import Review
@@ -47,7 +48,8 @@ def propose(agent: AgentClient, workspace: Path, **body: Any) -> tuple[str, Revi
 
 def reviewer_client(username: str, password: str) -> Client:
     client = Client(enforce_csrf_checks=True)
-    assert client.login(username=username, password=password)
+    # django-axes throttles logins per address, so authenticate() needs the request.
+    assert client.login(request=HttpRequest(), username=username, password=password)
     return client
 
 
