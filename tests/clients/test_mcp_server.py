@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -188,18 +189,32 @@ class Reviewer:
 def test_begin_returns_the_active_contract_once_both_review_stages_are_approved(
     live: Live, workspace: Path, review_required: None,
 ) -> None:
+    """The intent is approved while the tool's first long poll is held, and the evidence stage
+    a moment later: the poll answers early (the next stage opened), and the tool must keep
+    waiting for the rest of wait_seconds rather than return the half-reviewed state."""
     reviewer = Reviewer(live)
+    waiting = threading.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        waiting.set()
 
     def review_both_stages() -> None:
+        assert waiting.wait(30)
+        time.sleep(0.5)  # the first long poll is held by now
         state = json.loads((workspace / ".governor" / "session.json").read_text())
         reviewer.approve_next(state["session_id"], "intent")
+        time.sleep(1.5)
         reviewer.approve_next(state["session_id"], "evidence")
 
     async def scenario(client: ClientSession, initialized: Any) -> None:
         async with anyio.create_task_group() as group:
             group.start_soon(anyio.to_thread.run_sync, review_both_stages)
-            answer = await call(client, "reliability_begin", **readme_contract(intent=INTENT),
-                                wait_seconds=60)
+            result = await client.call_tool(
+                "reliability_begin", {**readme_contract(intent=INTENT), "wait_seconds": 60},
+                progress_callback=on_progress)
+        assert not result.is_error, result.content
+        answer = result.structured_content
+        assert isinstance(answer, dict)
         assert answer["status"] == "active"
         assert answer["contract"]["version"] == 5
         assert answer["review"]["stage"] == "evidence"

@@ -24,7 +24,6 @@ from governor_client.config import Config
 from governor_client.errors import ConfigurationError, GovernorError
 from governor_client.harness import ModelInfo
 from governor_client.session import AgentSession, review_outcome
-from governor_client.types import Review
 from governor_client.workspace import Workspace
 
 Command = Callable[[AgentSession, argparse.Namespace], Any]
@@ -58,12 +57,11 @@ def _progress(text: str) -> None:
 
 def wait_for_review(agent: AgentSession, limit: float) -> dict[str, Any]:
     started = time.monotonic()
-    review: Review | None = None
     for review in agent.review_polls(limit):
         if review is not None:
             _progress(f"{review['stage']} review {review['status']} "
                       f"({time.monotonic() - started:.0f}s)")
-    return review_outcome(agent, agent.status(), review, time.monotonic() - started)
+    return review_outcome(agent, agent.status(), time.monotonic() - started)
 
 
 def cmd_session(agent: AgentSession, args: argparse.Namespace) -> Any:

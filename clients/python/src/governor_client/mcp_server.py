@@ -23,7 +23,6 @@ from pydantic import Field
 
 from governor_client.errors import GovernorError
 from governor_client.session import NEXT, AgentSession, review_outcome
-from governor_client.types import Review
 
 T = TypeVar("T")
 DEFAULT_REVIEW_WAIT_SECONDS = 300
@@ -120,14 +119,13 @@ class GovernorTools:
         started = time.monotonic()
         await ctx.report_progress(0, limit, "waiting for the reviewer's decision")
         polls = self.agent.review_polls(limit)
-        review: Review | None = None
         async for review in _each(polls):
             elapsed = time.monotonic() - started
             stage = review["stage"] if review else "review"
             await ctx.report_progress(min(elapsed, limit), limit,
                                       f"{stage} review: {review['status'] if review else 'none'}")
         status = await _call(self.agent.status)
-        return review_outcome(self.agent, status, review, time.monotonic() - started)
+        return review_outcome(self.agent, status, time.monotonic() - started)
 
     async def begin(self, kind: Literal["general", "code"], body: dict[str, Any],
                     wait_seconds: int, ctx: Context) -> dict[str, Any]:

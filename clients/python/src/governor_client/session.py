@@ -265,16 +265,19 @@ def _waits(limit: float) -> Iterator[int]:
     least one poll, which answers at once when `limit` is 0."""
     deadline = time.monotonic() + limit
     while True:
-        remaining = deadline - time.monotonic()
-        wait = max(0, min(math.ceil(remaining), MAX_WAIT_SECONDS))
-        yield wait
-        if remaining - wait <= 0:
+        yield max(0, min(math.ceil(deadline - time.monotonic()), MAX_WAIT_SECONDS))
+        # A poll can answer early (the intent stage was decided and the evidence stage opened):
+        # what is left of `limit` is measured, not assumed from the length asked for.
+        if time.monotonic() >= deadline:
             return
 
-def review_outcome(agent: AgentSession, status: SessionStatus, review: Review | None,
-                   waited: float) -> dict[str, Any]:
+
+def review_outcome(agent: AgentSession, status: SessionStatus, waited: float) -> dict[str, Any]:
     """What waiting for a review came to: active (with the contract), still pending, or the
-    reviewer's decision (with the feedback), and what to do next."""
+    reviewer's decision (with the feedback), and what to do next. State and review come from
+    one read of the session: the last poll's review may be older than the state (the evidence
+    stage can be approved between the two requests)."""
+    review = status["review"]
     answer: dict[str, Any] = {"status": status["state"], "review": review,
                               "waited_seconds": round(waited, 1)}
     if status["state"] == "active":
