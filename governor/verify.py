@@ -116,8 +116,8 @@ _KEY_KEYS = {"kind", "keyid", "algorithm", "publicKey"}
 _PUBLISHED_KEY_KEYS = {"keyid", "algorithm", "publicKey"}  # GET /api/v1/keys, plus "active"
 _HEAD_KEYS = {"kind", "session", "seq", "hash", "envelope"}
 _SECTIONS = ("header", "event", "attestation", "key", "head")
-UNPROTECTED_TAIL = ("format {format} has no signed head: events after the last attested one "
-                    "({where}) could have been edited, added or dropped unseen")
+UNPROTECTED_TAIL = ("format {format} has no signed head: {tail} could have been edited, added "
+                    "or dropped unseen")
 UNTRUSTED_KEYS = ("no --key given: trusted only the keys inside the export itself, so anyone "
                   "who can rewrite the export can re-sign it; pass --key with the body of "
                   "GET /api/v1/keys from the server you trust")
@@ -450,9 +450,10 @@ class _Export:
         """§12: a /2 export's last event is the one its signed head names, with that hash."""
         last = len(self.events) - 1
         attested = [seq for _, seq, _ in self.attestations]
-        where = f"after seq {attested[-1]}" if attested else "any event"
+        tail = (f"the events after seq {attested[-1]} (the last attested)" if attested
+                else "all its events")
         if self.header["format"] == FORMAT_V1:
-            self.warnings.append(UNPROTECTED_TAIL.format(format=FORMAT_V1, where=where))
+            self.warnings.append(UNPROTECTED_TAIL.format(format=FORMAT_V1, tail=tail))
             return
         if self.signed_head is None:
             raise _Refused(Failure(f"no signed head line: a {FORMAT} export must end with one",
@@ -481,7 +482,7 @@ class _Export:
             raise _Refused(Failure(f"missing: the signed head ends at seq {seq}, the events at "
                                    f"seq {last} (events were dropped)", seq=last + 1))
         if obj["hash"] != self.head:
-            raise _Refused(Failure(f"the chain hash is not the signed head's: an event {where} "
+            raise _Refused(Failure(f"the chain hash is not the signed head's: one of {tail} "
                                    "was altered and the chain re-hashed", seq=last))
 
     def check_attestations(self) -> None:

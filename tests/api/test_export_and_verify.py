@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.db import DatabaseError, connection, transaction
 
+from governor.domain.attestation import key_id, sign
+from governor.domain.canonical import loads_strict
+from governor.domain.chain import GENESIS, META_KEYS, event_hash
 from governor.models import Event
-from governor.verify import verify_export
+from governor.verify import key_line, serialise_line, verify_export
+from tests.api.test_contracts import Agent, readme_contract
 from tests.conftest import AgentClient
 from tests.harness_builders import Trace
 
@@ -82,3 +90,168 @@ def test_management_command_verifies_with_the_servers_own_keys(
     path.write_text(path.read_text().replace('"bash"', '"BASH"', 1))
     with pytest.raises(CommandError):
         call_command("governor_verify", str(path), "--server-keys")
+
+
+# --- SEMANTICS §12: the signed head ------------------------------------------------------------
+
+
+def certified_then_more(agent: AgentClient, workspace: Path) -> Agent:
+    """A certified contract (two attestations) and then more work after the terminal: events
+    no attestation covers, only the signed head."""
+    worker = Agent(agent, workspace)
+    worker.begin(readme_contract())
+    worker.write("README.md", "## Install\n")
+    assert worker.turn_stop()["terminal"]["status"] == "certified"
+    worker.write("NOTES.md", "later work\n")
+    return worker
+
+
+def lines_of(agent: AgentClient, session_id: str) -> list[dict[str, Any]]:
+    return [loads_strict(line) for line in export_text(agent, session_id).splitlines()]
+
+
+def rehashed(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a forger does after editing event lines: chain every event again from GENESIS."""
+    prev = GENESIS
+    for obj in objects:
+        if obj["kind"] != "event":
+            continue
+        meta = {key: obj[key] for key in META_KEYS if key in obj}
+        obj["prev"] = prev
+        obj["hash"] = prev = event_hash(
+            session=obj["session"], seq=obj["seq"], type=obj["type"], time=obj["time"],
+            origin=obj["origin"], data=obj["data"], prev=obj["prev"], meta=meta)
+    return objects
+
+
+def verify_cli(tmp_path: Path, objects: list[dict[str, Any]],
+               *key_args: str) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "export.jsonl"
+    path.write_text("".join(serialise_line(obj) + "\n" for obj in objects))
+    return subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "governor.verify", str(path), *key_args], cwd=ROOT,
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+@pytest.fixture
+def keys_body(agent: AgentClient, tmp_path: Path) -> str:
+    """The body of GET /api/v1/keys, saved as it comes."""
+    path = tmp_path / "keys.json"
+    path.write_bytes(agent.get("/keys").content)
+    return str(path)
+
+
+def test_rule_12_an_export_ends_with_a_head_signed_over_its_last_event(
+    agent: AgentClient, workspace: Path, tmp_path: Path, keys_body: str
+) -> None:
+    worker = certified_then_more(agent, workspace)
+    objects = lines_of(agent, worker.id)
+    header, head = objects[0], objects[-1]
+    events = [obj for obj in objects if obj["kind"] == "event"]
+    assert header["format"] == "reliability-governor-export/2"
+    assert head["kind"] == "head"
+    assert (head["session"], head["seq"], head["hash"]) == (
+        worker.id, events[-1]["seq"], events[-1]["hash"])
+    result = verify_cli(tmp_path, objects, "--key", keys_body)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith(f"OK: session {worker.id}:")
+    assert "WARNING" not in result.stderr
+
+
+def test_rule_12_an_event_edited_after_the_last_attestation_and_rehashed_is_refused(
+    agent: AgentClient, workspace: Path, tmp_path: Path, keys_body: str
+) -> None:
+    worker = certified_then_more(agent, workspace)
+    objects = lines_of(agent, worker.id)
+    events = [obj for obj in objects if obj["kind"] == "event"]
+    terminal_seq = next(obj["seq"] for obj in events if obj["type"] == "reliability/terminal")
+    [later_call] = [obj for obj in events[terminal_seq:] if obj["type"] == "tool/call"]
+    later_call["data"]["name"] = "delete_file"
+    result = verify_cli(tmp_path, rehashed(objects), "--key", keys_body)
+    assert result.returncode == 1
+    assert result.stdout.startswith(f"FAIL: seq {events[-1]['seq']}: the chain hash is not the "
+                                    "signed head's"), result.stdout
+    assert f"one of the events after seq {terminal_seq} (the last attested) was altered" in (
+        result.stdout)
+
+
+def test_rule_12_an_event_appended_after_the_signed_head_is_refused_naming_its_seq(
+    agent: AgentClient, workspace: Path, tmp_path: Path, keys_body: str
+) -> None:
+    worker = certified_then_more(agent, workspace)
+    objects = lines_of(agent, worker.id)
+    events = [obj for obj in objects if obj["kind"] == "event"]
+    forged = {**events[-1], "seq": events[-1]["seq"] + 1, "data": {
+        **events[-1]["data"], "name": "approve_release"}}
+    objects.insert(objects.index(events[-1]) + 1, forged)
+    result = verify_cli(tmp_path, rehashed(objects), "--key", keys_body)
+    assert result.returncode == 1
+    assert result.stdout.startswith(f"FAIL: seq {forged['seq']}: event after the signed head")
+
+
+def test_rule_12_dropping_trailing_events_is_refused(
+    agent: AgentClient, workspace: Path, tmp_path: Path, keys_body: str
+) -> None:
+    worker = certified_then_more(agent, workspace)
+    objects = lines_of(agent, worker.id)
+    events = [obj for obj in objects if obj["kind"] == "event"]
+    for dropped in events[-2:]:
+        objects.remove(dropped)
+    result = verify_cli(tmp_path, objects, "--key", keys_body)
+    assert result.returncode == 1
+    assert result.stdout.startswith(f"FAIL: seq {events[-2]['seq']}: missing: the signed head "
+                                    f"ends at seq {events[-1]['seq']}"), result.stdout
+
+
+def test_rule_12_a_head_re_signed_by_another_key_passes_only_with_a_loud_warning_without_key(
+    agent: AgentClient, workspace: Path, tmp_path: Path, keys_body: str
+) -> None:
+    """A forger who rewrites the tail and re-signs everything with a key of their own gets past
+    a verifier that trusts the export's keys — which is why it says so — but not past --key."""
+    worker = certified_then_more(agent, workspace)
+    objects = rehashed(lines_of(agent, worker.id))
+    forger = Ed25519PrivateKey.generate()
+    keyid = key_id(forger.public_key())
+    for obj in objects:
+        if obj["kind"] in ("attestation", "head"):
+            statement = json.loads(base64.b64decode(obj["envelope"]["payload"]))
+            obj["envelope"] = sign(statement, private_key=forger, keyid=keyid)
+    objects = [obj for obj in objects if obj["kind"] != "key"]
+    objects.insert(len(objects) - 1, key_line(forger.public_key()))
+    trusting = verify_cli(tmp_path, objects)
+    assert trusting.returncode == 0, trusting.stdout
+    assert "WARNING: no --key given: trusted only the keys inside the export" in trusting.stderr
+    refused = verify_cli(tmp_path, objects, "--key", keys_body)
+    assert refused.returncode == 1
+    assert "unknown or untrusted key" in refused.stdout
+
+
+def test_rule_12_a_format_1_export_still_verifies_with_a_warning_that_its_tail_is_unprotected(
+    agent: AgentClient, workspace: Path, tmp_path: Path, keys_body: str
+) -> None:
+    worker = certified_then_more(agent, workspace)
+    objects = lines_of(agent, worker.id)
+    objects[0]["format"] = "reliability-governor-export/1"
+    old = objects[:-1]  # /1 had no head line
+    result = verify_cli(tmp_path, old, "--key", keys_body)
+    assert result.returncode == 0, result.stdout
+    assert "WARNING: format reliability-governor-export/1 has no signed head" in result.stderr
+    assert "no --key given" not in result.stderr
+    with_head = verify_cli(tmp_path, objects, "--key", keys_body)
+    assert with_head.returncode == 1 and "head line in a reliability-governor-export/1" in (
+        with_head.stdout)
+
+
+def test_rule_12_the_management_command_warns_when_it_trusts_the_exports_keys(
+    agent: AgentClient, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from django.core.management import call_command
+
+    worker = certified_then_more(agent, workspace)
+    path = tmp_path / "export.jsonl"
+    path.write_text(export_text(agent, worker.id))
+    call_command("governor_verify", str(path))
+    assert "WARNING: no --key given" in capsys.readouterr().err
+    call_command("governor_verify", str(path), "--server-keys")
+    assert "WARNING" not in capsys.readouterr().err
