@@ -15,6 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from governor.domain import lifecycle
+from governor.domain.canonical import receipt
 from governor.domain.profiles import LIMITS, profile_definition, profile_receipt, validate_profile
 from governor.models import Project, Session, SessionState
 from governor.services.errors import Conflict, NotFound, Unavailable
@@ -160,6 +161,7 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
         data = {"verificationId": str(run.pk), "profile": run.profile.profile_id,
                 "profileReceipt": run.profile_receipt, "startedAfterSeq": run.started_after_seq,
                 **record}
+        data["receipt"] = receipt("code-verification-result", data)
         event = governor_event_append(session=run.session, state=state,
                                       type=lifecycle.CODE_VERIFICATION, data=data)
         state_save_after_governor_events(state)

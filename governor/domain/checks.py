@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypedDict
+from typing import Any, NamedTuple, Protocol, TypedDict
 
 from governor.domain.canonical import (
     JSONValueError,
@@ -40,6 +40,7 @@ class VerificationRecord:
     failure_kind: str | None
     sandbox_mode: str
     started_after_seq: int  # the last seq of the log when the run was claimed
+    receipt: str = ""  # its `code-verification-result` receipt ("" when recorded without one)
 
 
 class Evidence(Protocol):
@@ -192,6 +193,7 @@ def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord
         failure_kind=failure_kind if isinstance(failure_kind, str) else None,
         sandbox_mode=str(data.get("sandboxMode", "")),
         started_after_seq=_int(data.get("startedAfterSeq"), seq - 1),
+        receipt=str(data.get("receipt", "")),
     )
 
 
@@ -341,19 +343,32 @@ def _no_tool_errors(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]
     return False, f"The tool result{named} at seq {seq} is an error."
 
 
+class _Window(NamedTuple):
+    runs: list[VerificationRecord]  # the runs that count, oldest first
+    stale: int
+    boundary: int
+
+
+def _counted_runs(
+    check: Mapping[str, Any], evidence: Evidence, after_seq: int, current: str
+) -> _Window:
+    """Rule 4.10: the last `minCount` fresh runs of the check's profile."""
+    profile, need = check["profile"], _min_count(check)
+    boundary = evidence.mutation_boundary(after_seq, profile)
+    # A run counts only if it STARTED after the boundary: one that was already running when
+    # the workspace changed may have tested the old files, however late it finished.
+    runs = [run for run in evidence.verifications_after(profile, boundary)
+            if run.started_after_seq >= boundary]
+    fresh = [run for run in runs if run.profile_receipt == current]
+    return _Window(fresh[-need:], len(runs) - len(fresh), boundary)
+
+
 def _code_verification_succeeded(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
     profile, need = check["profile"], _min_count(check)
     current = ctx.current_profile_receipts.get(profile)
     if current is None:
         return False, f"Profile {profile!r} is not configured in this project."
-    boundary = ctx.evidence.mutation_boundary(ctx.after_seq, profile)
-    # A run counts only if it STARTED after the boundary: one that was already running when
-    # the workspace changed may have tested the old files, however late it finished.
-    runs = [run for run in ctx.evidence.verifications_after(profile, boundary)
-            if run.started_after_seq >= boundary]
-    fresh = [run for run in runs if run.profile_receipt == current]
-    stale = len(runs) - len(fresh)
-    window = fresh[-need:]
+    window, stale, boundary = _counted_runs(check, ctx.evidence, ctx.after_seq, current)
     passed_count = sum(1 for run in window if run.passed)
     stale_note = f"; {stale} stale result{'s' if stale != 1 else ''} of an edited profile ignored"
     since = f"after seq {boundary}" + (
@@ -404,6 +419,23 @@ def evaluate_check(
     except Exception as exc:  # a crash inside one check is that check's failure (§4)
         passed, text = False, f"The check could not be evaluated: {type(exc).__name__}: {exc}"
     return {"id": check_id, "kind": kind, "passed": passed is True, "evidence": text}
+
+
+def runs_counted(
+    contract: Mapping[str, Any],
+    *,
+    evidence: Evidence,
+    current_profile_receipts: Mapping[str, str],
+) -> list[VerificationRecord]:
+    """The runs an attempt evaluated now counts for the contract's code checks (rule 4.10),
+    in check order: what a terminal's attestation lists."""
+    after_seq = int(contract["startedAtSeq"])
+    counted = []
+    for check in contract["checks"]:
+        current = current_profile_receipts.get(str(check.get("profile")))
+        if check.get("kind") == "code_verification_succeeded" and current is not None:
+            counted += _counted_runs(check, evidence, after_seq, current).runs
+    return counted
 
 
 def evaluate_checks(

@@ -6,6 +6,7 @@ or after the evidence approval of a two-stage review."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +14,7 @@ from django.db import transaction
 
 from governor.domain import contracts as domain
 from governor.domain import coverage, drafting, lifecycle, messages
-from governor.domain.checks import evaluate_checks
+from governor.domain.checks import VerificationRecord, evaluate_checks, runs_counted
 from governor.domain.workspace import Workspace
 from governor.models import AuthoringMode, Event, Origin, Project, ReviewMode, Session, SessionState
 from governor.services.attestations import attest
@@ -258,10 +259,11 @@ def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
         if folded["terminal"] is not None:
             return _terminal_answer(folded)
         project = session.project
+        evidence, current_profiles = DatabaseEvidence(session, state), profile_receipts(project)
         results = evaluate_checks(
-            contract, evidence=DatabaseEvidence(session, state),
+            contract, evidence=evidence,
             workspace=Workspace(session.workspace_path),
-            current_profile_receipts=profile_receipts(project),
+            current_profile_receipts=current_profiles,
             max_file_bytes=project.max_file_bytes,
         )
         number = len(folded["attempts"]) + 1
@@ -276,7 +278,9 @@ def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
         else:
             terminal = _terminal_write(session=session, state=state, contract=contract,
                                        status=decision, reason=reason,
-                                       attempt_receipt=attempt["receipt"])
+                                       attempt_receipt=attempt["receipt"],
+                                       runs=runs_counted(contract, evidence=evidence,
+                                                         current_profile_receipts=current_profiles))
             message = messages.terminal_message(terminal, results)
         state_save_after_governor_events(state)
     return AttemptResult(attempt=attempt, terminal=terminal, decision=decision, message=message,
@@ -284,13 +288,17 @@ def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
 
 
 def _terminal_write(*, session: Session, state: SessionState, contract: dict[str, Any],
-                    status: str, reason: str, attempt_receipt: str | None) -> dict[str, Any]:
+                    status: str, reason: str, attempt_receipt: str | None,
+                    runs: Sequence[VerificationRecord] = ()) -> dict[str, Any]:
+    """Write the terminal and sign it, naming the runs its deciding attempt counted (`runs`)
+    and the profile receipts they ran — not the profiles as they are now."""
     terminal = messages.terminal_payload(contract_id=contract["contractId"], status=status,
                                          reason=reason, attempt_receipt=attempt_receipt)
     event = governor_event_append(session=session, state=state, type=lifecycle.TERMINAL,
                                   data=terminal)
     attest(session=session, event=event, contract=contract, terminal=terminal,
-           profile_receipts=_profiles_used(session.project, contract))
+           profile_receipts=[run.profile_receipt for run in runs],
+           run_receipts=[run.receipt for run in runs if run.receipt])
     return terminal
 
 
