@@ -14,13 +14,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.db import DatabaseError, connection, transaction
 
 from governor.domain.attestation import key_id, sign
-from governor.domain.canonical import loads_strict
+from governor.domain.canonical import loads_strict, receipt
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
-from governor.models import Event
+from governor.models import Event, Project
 from governor.verify import key_line, serialise_line, verify_export
+from tests.api.test_code_verification import add_profile
 from tests.api.test_contracts import Agent, readme_contract
 from tests.conftest import AgentClient
 from tests.harness_builders import Trace
+from verification.models import VerificationRun, VerifierProfile
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -255,3 +257,55 @@ def test_rule_12_the_management_command_warns_when_it_trusts_the_exports_keys(
     assert "WARNING: no --key given" in capsys.readouterr().err
     call_command("governor_verify", str(path), "--server-keys")
     assert "WARNING" not in capsys.readouterr().err
+
+
+# --- every receipt: runs carry theirs, terminals name the runs they counted ---------------------
+
+
+def finished_run(worker: Agent, profile: VerifierProfile, passed: bool) -> dict[str, Any]:
+    """A run of `profile` claimed and finished as a worker does (the sandbox is not the point)."""
+    from verification.services import run_claim, run_finish
+
+    queued = VerificationRun.objects.create(
+        session_id=worker.id, profile=profile, profile_receipt=profile.receipt,
+        definition=profile.definition())
+    claimed = run_claim(str(queued.pk))
+    assert claimed is not None
+    stream = {"bytes": 0, "truncated": False, "receipt": "sha256:" + "0" * 64}
+    run_finish(run=claimed, record={
+        "passed": passed, "failureKind": None if passed else "exit", "exitCode": 0 if passed
+        else 1, "signal": None, "durationMs": 5, "sandboxMode": "read-only", "stdout": stream,
+        "stderr": stream})
+    return Event.objects.filter(session_id=worker.id, type="reliability/code-verification"
+                                ).order_by("-seq").values_list("data", flat=True)[0]
+
+
+def statement_of(objects: list[dict[str, Any]], event_type: str) -> dict[str, Any]:
+    seqs = {obj["seq"] for obj in objects if obj["kind"] == "event" and obj["type"] == event_type}
+    [envelope] = [obj["envelope"] for obj in objects
+                  if obj["kind"] == "attestation" and obj["seq"] in seqs]
+    return json.loads(base64.b64decode(envelope["payload"]))
+
+
+def test_rule_15_a_run_result_carries_its_receipt_and_the_terminal_names_the_runs_it_counted(
+    agent: AgentClient, workspace: Path, project: Project
+) -> None:
+    profile = add_profile(project, "unit-tests", ["/bin/true"])
+    worker = Agent(agent, workspace)
+    worker.write("README.md", "## Install\n")
+    assert worker.client.post(f"/sessions/{worker.id}/code-contracts",
+                              readme_contract()).status_code == 201
+    failed = finished_run(worker, profile, passed=False)
+    counted = finished_run(worker, profile, passed=True)
+    assert counted["receipt"] == receipt(
+        "code-verification-result", {k: v for k, v in counted.items() if k != "receipt"})
+    assert counted["receipt"] != failed["receipt"]
+    assert worker.client.post(f"/sessions/{worker.id}/verify").json()["decision"] == "certified"
+    # The profile changes after the terminal: the attestation still names what was run.
+    add_profile(project, "unit-tests", ["/bin/true", "edited"])
+    objects = lines_of(agent, worker.id)
+    predicate = statement_of(objects, "reliability/terminal")["predicate"]
+    assert predicate["runReceipts"] == [counted["receipt"]]
+    assert predicate["profileReceipts"] == [profile.receipt]
+    report = verify_export(serialise_line(obj) for obj in objects)
+    assert report.ok, report.summary()

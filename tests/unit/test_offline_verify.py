@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from governor.domain.attestation import build_head_statement, build_statement, key_id, sign
 from governor.domain.canonical import JSONValueError, loads_strict, receipt
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
+from governor.domain.review import decision_payload
 from governor.verify import (
     FORMAT,
     Report,
@@ -644,6 +645,120 @@ def test_rule_1_5_a_receipt_that_does_not_recompute_fails_even_in_a_consistent_c
         meta = {key: event[key] for key in META_KEYS if key in event}
         export.add(event["type"], data, origin=event["origin"], meta=meta or None)
     assert_fails_at_seq(verify_export(export.lines()), seq_of(export, type), "does not recompute")
+
+
+RUN_STREAM = {"bytes": 0, "truncated": False, "receipt": receipt("code-verification-output", "")}
+
+
+def run_data(passed: bool) -> dict[str, Any]:
+    return with_receipt("code-verification-result", {
+        "verificationId": "6a1aa112-e079-469c-99cb-3d30781c31a3", "profile": "unit-tests",
+        "profileReceipt": receipt("code-verification-profile", {"argv": ["/bin/true"]}),
+        "startedAfterSeq": 2, "passed": passed, "failureKind": None if passed else "exit",
+        "exitCode": 0 if passed else 1, "signal": None, "durationMs": 5,
+        "sandboxMode": "read-only", "stdout": RUN_STREAM, "stderr": RUN_STREAM})
+
+
+def review_data(stage: str) -> dict[str, Any]:
+    return decision_payload(stage=stage, proposal_receipt=receipt("intent-proposal", {}),
+                            decision="approved", decided_by={"kind": "reviewer", "userId": 7},
+                            feedback="looks right")
+
+
+def draft_data() -> dict[str, Any]:
+    return with_receipt("contract-draft", {
+        "draftId": "draft-1", "sessionId": SESSION, "kind": "general",
+        "objective": "Write README.md", "claims": [], "checks": CHECKS, "coverage": {},
+        "authorship": {"mode": "auxiliary-model", "promptVersion": 1,
+                       "inputReceipt": receipt("contract-author-input", "{}"), "inputBytes": 2},
+        "usage": {}})
+
+
+RECEIPT_KINDS = {
+    "reliability/contract-draft": ("contract-draft", "objective", "Delete README.md"),
+    "reliability/intent-review": ("intent-review", "decision", "rejected"),
+    "reliability/contract-review": ("contract-review", "decision", "rejected"),
+    "reliability/contract": ("contract", "objective", "Delete README.md"),
+    "reliability/code-verification": ("code-verification-result", "passed", True),
+    "reliability/attempt": ("attempt", "passed", False),
+    "reliability/terminal": ("terminal", "status", "exhausted"),
+}
+
+
+def every_receipt_export(
+    key: Ed25519PrivateKey = SERVER_KEY, altered: str | None = None
+) -> Export:
+    """A session with one event of every receipt-bearing kind, signed by `key`. With `altered`,
+    that event's field is changed after its receipt was made — the chain, the attestations and
+    the head are all made over the altered event, as a forger holding `key` would make them."""
+    export = Export(head_key=key)
+
+    def add(type: str, data: dict[str, Any]) -> int:
+        if type == altered:
+            _, field, value = RECEIPT_KINDS[type]
+            data = {**data, field: value}
+        return export.add(type, data, origin="governor")
+
+    add("reliability/contract-draft", draft_data())
+    add("reliability/intent-review", review_data("intent"))
+    add("reliability/contract-review", review_data("evidence"))
+    code_check = {"id": "code-profile-unit-tests", "kind": "code_verification_succeeded",
+                  "profile": "unit-tests", "minCount": 1}
+    contract_seq = add("reliability/contract", contract_document([code_check]))
+    add("reliability/code-verification", run_data(passed=False))
+    run_seq = add("reliability/code-verification", run_data(passed=True))
+    attempt = attempt_data(1, True, [{**code_check, "passed": True, "evidence": "1 of 1"}])
+    add("reliability/attempt", attempt)
+    terminal_seq = add("reliability/terminal", terminal_data(attempt))
+    export.attest_contract(contract_seq, key)
+    run = export.events[run_seq]["data"]
+    export.attest_terminal(terminal_seq, contract_seq, key, run_receipts=[run["receipt"]],
+                           profile_receipts=[run["profileReceipt"]])
+    export.publish(key)
+    return export
+
+
+def test_rule_1_5_every_receipt_kind_recomputes_in_an_export_that_verifies() -> None:
+    export = every_receipt_export()
+    assert {event["type"] for event in export.events} == set(RECEIPT_KINDS)
+    report = verify_export(export.lines(), trusted_keys=public_keys(SERVER_KEY))
+    assert report.ok, report.summary()
+    assert report.warnings == ()
+
+
+@pytest.mark.parametrize("type", list(RECEIPT_KINDS))
+def test_rule_1_5_an_altered_field_of_any_receipted_event_fails_naming_its_seq_and_kind(
+    type: str,
+) -> None:
+    """The forger re-hashed the chain and re-signed everything with a key the verifier trusts:
+    only the receipt still tells."""
+    export = every_receipt_export(ATTACKER_KEY, altered=type)
+    report = verify_export(export.lines(), trusted_keys=public_keys(ATTACKER_KEY))
+    kind = RECEIPT_KINDS[type][0]
+    assert_fails_at_seq(report, seq_of(export, type), type, "does not recompute", f"{kind!r}")
+
+
+def test_rule_1_5_a_run_recorded_before_runs_carried_receipts_verifies_with_a_warning() -> None:
+    export = Export()
+    data = {key: value for key, value in run_data(passed=True).items() if key != "receipt"}
+    export.add("reliability/code-verification", data, origin="governor")
+    export.publish(SERVER_KEY)
+    report = verify_export(export.lines(), trusted_keys=public_keys(SERVER_KEY))
+    assert report.ok, report.summary()
+    assert report.warnings == (
+        "seq 0: reliability/code-verification has no 'code-verification-result' receipt "
+        "(recorded before it carried one)",)
+
+
+def test_rule_1_5_a_terminal_naming_a_run_that_is_not_in_the_log_fails() -> None:
+    export = every_receipt_export()
+    terminal_seq = seq_of(export, "reliability/terminal")
+    export.attestations.pop()
+    export.attest_terminal(terminal_seq, seq_of(export, "reliability/contract"),
+                           run_receipts=[receipt("code-verification-result", {"forged": 1})])
+    report = verify_export(export.lines(), trusted_keys=public_keys(SERVER_KEY))
+    assert not report.ok and "is not the receipt of a reliability/code-verification event" in (
+        report.summary()), report.summary()
 
 
 def test_rule_1_5_a_governor_event_without_its_receipt_fails() -> None:
