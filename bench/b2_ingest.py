@@ -73,6 +73,7 @@ def _corpus() -> list[tuple[list[dict[str, Any]], list[str]]]:
 def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]:
     django_setup()
     from django.conf import settings
+    from django.contrib.auth import get_user_model
     from django.db import connection, transaction
 
     from governor.domain.chain import GENESIS
@@ -85,7 +86,8 @@ def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]
     workspace.mkdir()
     project = Project.objects.create(slug="bench", name="Bench", review_mode="off",
                                      workspace_roots=[str(settings.VAR_DIR)])
-    token, _secret = token_create(project=project, name="bench")
+    owner = get_user_model().objects.create_user("bench-agent-owner")
+    token, _secret = token_create(project=project, name="bench", owner=owner)
     logs = _corpus()
 
     # The exact rows the governed path stores, built once by its own row builder (the session

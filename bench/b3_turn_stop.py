@@ -309,6 +309,7 @@ class QueryCounter:
 def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]:
     django_setup()
     from django.conf import settings
+    from django.contrib.auth import get_user_model
     from django.db import connection, transaction
     from django.test import Client
 
@@ -331,7 +332,8 @@ def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]
         VerifierProfile.objects.create(project=project, profile_id=profile_id,
                                        description=f"{profile_id} (bench)",
                                        argv=["/bin/true"], receipt=profile_receipt)
-    token, secret = token_create(project=project, name="bench")
+    owner = get_user_model().objects.create_user("bench-agent-owner")
+    token, secret = token_create(project=project, name="bench", owner=owner)
     client = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Bearer {secret}")
     body = json.dumps(contract_body())
 

@@ -93,11 +93,12 @@ def measure(label: str, params: dict[str, Any]) -> dict[str, Any]:
     workspace = settings.VAR_DIR / "workspace"
     workspace.mkdir()
     users = get_user_model()
+    agent_owner = users.objects.create_user("bench-agent-owner")
 
     def project_with_reviewer(slug: str) -> tuple[Any, Any, Any]:
         project = Project.objects.create(slug=slug, name=slug.title(), review_mode="required",
                                          max_checks=100, workspace_roots=[str(settings.VAR_DIR)])
-        created, _ = token_create(project=project, name=f"{slug} agent")
+        created, _ = token_create(project=project, name=f"{slug} agent", owner=agent_owner)
         # As the API has it: loaded from the database (a fresh in-memory Project holds enum
         # members, not the stored strings, which receipts cannot canonicalise).
         token = type(created).objects.select_related("project").get(pk=created.pk)
@@ -109,7 +110,8 @@ def measure(label: str, params: dict[str, Any]) -> dict[str, Any]:
     def propose(token: Any, size: int) -> Review:
         session, _ = session_create(token=token,
                                     workspace={"kind": "path", "path": str(workspace)})
-        begun = contract_begin(session=session, body=proposal(size), kind="general")
+        begun = contract_begin(session=session, token=token, body=proposal(size),
+                               kind="general")
         assert begun.status == "review-pending", begun.status
         assert begun.review is not None
         return Review.objects.get(pk=begun.review["id"])

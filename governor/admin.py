@@ -76,6 +76,12 @@ class AgentTokenAdmin(admin.ModelAdmin):
     readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
     actions = ["revoke"]
 
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest,
+                                 **kwargs: Any) -> Any:
+        if db_field.name == "owner":  # every token has an owner (the model keeps old ones)
+            kwargs["required"] = True
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
     def save_model(self, request: HttpRequest, obj: AgentToken, form: Any, change: bool) -> None:
         if change:
             obj.save(update_fields=["name", "owner"])

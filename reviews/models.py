@@ -7,7 +7,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from governor.models import JSONTextField, Session
+from governor.models import AgentToken, JSONTextField, Session
 
 
 class Stage(models.TextChoices):
@@ -31,6 +31,10 @@ class Review(models.Model):
     proposal = JSONTextField(help_text="Exactly what reviewers are shown.")
     receipt = models.CharField(max_length=71, db_index=True)
     plan = JSONTextField(help_text="The validated proposal to activate once approved.")
+    # Tokens are revoked, never deleted: separation of duties needs to know who proposed.
+    proposed_by = models.ForeignKey(
+        AgentToken, null=True, on_delete=models.PROTECT, related_name="+",
+        help_text="The agent token that sent the proposal: its owner may not approve it.")
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.PENDING)
     decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.PROTECT, related_name="+")

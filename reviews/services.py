@@ -14,7 +14,7 @@ from django.utils import timezone
 from governor.domain import contracts as contract_domain
 from governor.domain import lifecycle
 from governor.domain import review as domain
-from governor.models import Membership, Role, Session, SessionState
+from governor.models import AgentToken, Membership, Role, Session, SessionState
 from governor.services.errors import Conflict, Invalid, NotFound
 from governor.services.events import (
     governor_event_append,
@@ -75,12 +75,12 @@ def _plan(proposal: contract_domain.Proposal, **extra: Any) -> dict[str, Any]:
     return {**asdict(proposal), **extra}
 
 
-def _create(session: Session, stage: str, proposal: dict[str, Any],
-            plan: dict[str, Any]) -> Review:
+def _create(session: Session, stage: str, proposal: dict[str, Any], plan: dict[str, Any],
+            proposed_by: AgentToken | None) -> Review:
     ttl = timedelta(seconds=session.project.review_ttl_seconds)
     review = Review.objects.create(
         session=session, stage=stage, proposal=proposal,
-        receipt=domain.proposal_receipt(stage, proposal), plan=plan,
+        receipt=domain.proposal_receipt(stage, proposal), plan=plan, proposed_by=proposed_by,
         expires_at=timezone.now() + ttl,
     )
     from reviews import notifications
@@ -89,17 +89,18 @@ def _create(session: Session, stage: str, proposal: dict[str, Any],
     return review
 
 
-def review_open(*, session: Session, proposal: contract_domain.Proposal,
-                assessment: dict[str, Any], started_at_seq: int,
-                authorship: dict[str, Any]) -> dict[str, Any]:
-    """Stage 1: the intent proposal. Called inside the begin transaction."""
+def review_open(*, session: Session, proposed_by: AgentToken,
+                proposal: contract_domain.Proposal, assessment: dict[str, Any],
+                started_at_seq: int, authorship: dict[str, Any]) -> dict[str, Any]:
+    """Stage 1: the intent proposal, sent with `proposed_by`. Called inside the begin
+    transaction."""
     assert proposal.intent is not None
     document = domain.intent_proposal(session_id=str(session.pk), kind=proposal.kind,
                                       objective=proposal.objective, intent=proposal.intent,
                                       authorship=authorship)
     plan = _plan(proposal, assessment=assessment, started_at_seq=started_at_seq,
                  authorship=authorship)
-    return review_status(_create(session, Stage.INTENT, document, plan))
+    return review_status(_create(session, Stage.INTENT, document, plan, proposed_by))
 
 
 def review_status(review: Review, *, include_feedback: bool = True) -> dict[str, Any]:
@@ -142,6 +143,16 @@ def _is_reviewer(user: Any, session: Session) -> bool:
                                      role=Role.REVIEWER).exists()
 
 
+def _owned_token(user: Any, review: Review) -> str | None:
+    """Separation of duties: what `user`'s own agent token did here, if anything — sent the
+    proposal (into whichever session), or created the session (whoever's token sent it)."""
+    for token, did in ((review.proposed_by, "sent it"),
+                       (review.session.created_by, "created its session")):
+        if token is not None and token.owner_id == user.pk:
+            return did
+    return None
+
+
 def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
                   feedback: Any = None) -> Review:
     """A reviewer's decision on exactly the proposal they saw (its receipt)."""
@@ -152,9 +163,9 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
     session = review.session
     if not _is_reviewer(user, session):
         raise NotFound("review not found")
-    token = session.created_by
-    if decision == Status.APPROVED and token is not None and token.owner_id == user.pk:
-        raise OwnAgent("you own the agent token of this session, so you may not approve its "
+    owned = _owned_token(user, review) if decision == Status.APPROVED else None
+    if owned is not None:
+        raise OwnAgent(f"you own the agent token that {owned}, so you may not approve this "
                        "proposal: another reviewer must; nothing was approved")
     review_pending(session)  # records a due expiry in its own transaction: it fails closed
     with transaction.atomic():
@@ -203,7 +214,7 @@ def _advance(review: Review, state: SessionState, decision: dict[str, Any]) -> N
             coverage=plan["assessment"], intent_proposal=review.proposal,
             intent_proposal_receipt=review.receipt, intent_review_receipt=decision["receipt"])
         plan["contract_id"] = contract_id
-        _create(review.session, Stage.EVIDENCE, document, plan)
+        _create(review.session, Stage.EVIDENCE, document, plan, review.proposed_by)
         return
     intent = review.proposal["approvedIntent"]
     contract_activate(

@@ -63,16 +63,22 @@ def project(db: Any, workspace: Path) -> Project:
 
 
 @pytest.fixture
-def agent(project: Project) -> AgentClient:
-    _, secret = token_create(project=project, name="agent")
+def agent_owner(db: Any) -> Any:
+    """The person who runs the agents (every token has an owner); she reviews nothing."""
+    return get_user_model().objects.create_user("ada", "ada@example.com", "ada-password-1")
+
+
+@pytest.fixture
+def agent(project: Project, agent_owner: Any) -> AgentClient:
+    _, secret = token_create(project=project, name="agent", owner=agent_owner)
     return AgentClient(secret)
 
 
 @pytest.fixture
-def other_agent(db: Any, tmp_path: Path) -> AgentClient:
+def other_agent(tmp_path: Path, agent_owner: Any) -> AgentClient:
     other = Project.objects.create(slug="other", name="Other", review_mode="off",
                                    workspace_roots=[str(tmp_path)])
-    _, secret = token_create(project=other, name="other agent")
+    _, secret = token_create(project=other, name="other agent", owner=agent_owner)
     return AgentClient(secret)
 
 

@@ -88,9 +88,10 @@ def assess(request: HttpRequest, session_id: str) -> dict[str, Any]:
 
 
 def _begin(request: HttpRequest, session_id: str, kind: str) -> Status[dict[str, Any]]:
-    session = _session(request, session_id)
+    token = agent_token(request)
+    session = session_for_token(token, session_id)
     body, _ = json_body(request)
-    result = contracts.contract_begin(session=session, body=body, kind=kind)
+    result = contracts.contract_begin(session=session, token=token, body=body, kind=kind)
     answer: dict[str, Any] = {"status": result.status, "assessment": result.assessment}
     if result.status == "review-required":
         return Status(200, answer)

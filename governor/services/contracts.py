@@ -16,7 +16,16 @@ from governor.domain import contracts as domain
 from governor.domain import coverage, drafting, lifecycle, messages
 from governor.domain.checks import VerificationRecord, evaluate_checks, runs_counted
 from governor.domain.workspace import Workspace
-from governor.models import AuthoringMode, Event, Origin, Project, ReviewMode, Session, SessionState
+from governor.models import (
+    AgentToken,
+    AuthoringMode,
+    Event,
+    Origin,
+    Project,
+    ReviewMode,
+    Session,
+    SessionState,
+)
 from governor.services.attestations import attest
 from governor.services.errors import Conflict, Invalid
 from governor.services.events import (
@@ -156,7 +165,8 @@ def _auxiliary(project: Project) -> bool:
     return project.authoring_mode == AuthoringMode.AUXILIARY_MODEL
 
 
-def contract_begin(*, session: Session, body: Any, kind: str) -> BeginResult:
+def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str) -> BeginResult:
+    """Begin a contract proposed with `token`: active at once, or waiting for review."""
     from reviews import services as reviews
 
     _refuse_imported(session)
@@ -179,7 +189,7 @@ def contract_begin(*, session: Session, body: Any, kind: str) -> BeginResult:
         draft = _draft_for_begin(session, state, proposal) if _auxiliary(project) else None
         started_at_seq = state.next_seq - 1
         if review_required:
-            review = reviews.review_open(session=session, proposal=proposal,
+            review = reviews.review_open(session=session, proposed_by=token, proposal=proposal,
                                          assessment=assessment, started_at_seq=started_at_seq,
                                          authorship=authorship(project, draft))
             return BeginResult(status="review-pending", review=review, assessment=assessment)

@@ -14,6 +14,7 @@ from governor.models import Membership, Project, Role
 from governor.services.tokens import token_create
 
 DEMO_SLUG = "demo"
+DEMO_AGENT_USERNAME = "demo-agent"
 
 
 def project_create(*, slug: str, name: str = "", review_mode: str = "required") -> Project:
@@ -47,10 +48,12 @@ class Bootstrap:
     password: str | None  # None when it came from GOVERNOR_ADMIN_PASSWORD
     token: str
     workspace_root: str
+    token_owner: str
 
 
 def bootstrap() -> Bootstrap | None:
-    """Once per installation: the demo project, an admin who reviews it, an agent token.
+    """Once per installation: the demo project, an admin who reviews it, an agent token owned
+    by a dedicated agent user.
 
     Returns None when the demo project already exists (nothing is created twice)."""
     if Project.objects.filter(slug=DEMO_SLUG).exists():
@@ -75,5 +78,10 @@ def bootstrap() -> Bootstrap | None:
             user.save(update_fields=["password"])
         for role in (Role.REVIEWER, Role.OPERATOR):
             Membership.objects.create(user=user, project=project, role=role)
-        _, secret = token_create(project=project, name="demo agent")
-    return Bootstrap(project, "admin", None if given else password, secret, str(root))
+        # The token's owner may not approve what it proposes: a user of its own (no password,
+        # no login), so that the admin stays a reviewer of the demo agent.
+        agent = (user_model.objects.filter(username=DEMO_AGENT_USERNAME).first()
+                 or user_model.objects.create_user(DEMO_AGENT_USERNAME))
+        _, secret = token_create(project=project, name="demo agent", owner=agent)
+    return Bootstrap(project, "admin", None if given else password, secret, str(root),
+                     DEMO_AGENT_USERNAME)

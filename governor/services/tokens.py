@@ -10,6 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from governor.models import AgentToken, Project
+from governor.services.errors import Invalid
 
 TOKEN_PREFIX = "gov_"  # noqa: S105 - a public marker, not a secret
 LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -19,8 +20,13 @@ def token_digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def token_create(*, project: Project, name: str, owner: Any = None) -> tuple[AgentToken, str]:
-    """A new token and its secret; the secret is never stored and cannot be shown again."""
+def token_create(*, project: Project, name: str, owner: Any) -> tuple[AgentToken, str]:
+    """A new token and its secret; the secret is never stored and cannot be shown again.
+    Every token has an `owner`, the person who runs the agent: they may not approve what it
+    proposes."""
+    if owner is None:
+        raise Invalid("owner: every agent token needs an owner, the person who runs the agent",
+                      details=[{"path": "owner", "message": "required"}])
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = AgentToken.objects.create(
         project=project, name=name, owner=owner, prefix=secret[:12], digest=token_digest(secret)

@@ -24,10 +24,12 @@ def test_runs_on_postgresql() -> None:
     assert connection.vendor == "postgresql", "the postgres suite must run with DATABASE_URL set"
 
 
-def test_eight_threads_appending_500_events_each_keep_one_contiguous_chain(tmp_path: Path) -> None:
+def test_eight_threads_appending_500_events_each_keep_one_contiguous_chain(
+    tmp_path: Path, agent_owner: Any
+) -> None:
     project = Project.objects.create(slug="load", name="Load", review_mode="off",
                                      workspace_roots=[str(tmp_path)])
-    token, _ = token_create(project=project, name="load")
+    token, _ = token_create(project=project, name="load", owner=agent_owner)
     session, _ = session_create(token=token, workspace={"kind": "path", "path": str(tmp_path)})
     errors: list[BaseException] = []
 
@@ -70,12 +72,12 @@ def test_eight_threads_appending_500_events_each_keep_one_contiguous_chain(tmp_p
         assert mine == sorted(mine)
 
 
-def test_database_trigger_fires_on_postgresql(tmp_path: Path) -> None:
+def test_database_trigger_fires_on_postgresql(tmp_path: Path, agent_owner: Any) -> None:
     from django.db import DatabaseError, transaction
 
     project = Project.objects.create(slug="trig", name="T", review_mode="off",
                                      workspace_roots=[str(tmp_path)])
-    token, _ = token_create(project=project, name="t")
+    token, _ = token_create(project=project, name="t", owner=agent_owner)
     session, _ = session_create(token=token, workspace={"kind": "path", "path": str(tmp_path)})
     events_append(session=session, envelopes=[{"type": "x/a", "time": 0, "ignorable": True,
                                                "data": {}}])

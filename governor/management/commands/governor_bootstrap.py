@@ -18,7 +18,8 @@ class Command(BaseCommand):
         password = created.password or "(from GOVERNOR_ADMIN_PASSWORD)"
         self.stdout.write(self.style.SUCCESS("Bootstrap done. These secrets are shown once:"))
         self.stdout.write(f"  admin login:  {created.username} / {password}")
-        self.stdout.write(f"  agent token:  {created.token}   (project {created.project.slug})")
+        self.stdout.write(f"  agent token:  {created.token}   (project {created.project.slug}, "
+                          f"owner {created.token_owner})")
         self.stdout.write(f"Agents of the demo project may bind workspaces under "
                           f"{created.workspace_root} (and GOVERNOR_WORKSPACE_ROOTS); review is "
                           f"required; a sample verifier profile 'readme-present' exists.")

@@ -15,8 +15,9 @@ class Command(BaseCommand):
         create = sub.add_parser("create", help="print a new token (shown once)")
         create.add_argument("--project", required=True)
         create.add_argument("--name", default="agent")
-        create.add_argument("--owner", help="username of the person running the agent (they "
-                                            "may not approve its proposals)")
+        create.add_argument("--owner", required=True,
+                            help="username of the person running the agent (required: they may "
+                                 "not approve its proposals)")
         listing = sub.add_parser("list")
         listing.add_argument("--project", required=True)
         revoke = sub.add_parser("revoke")
@@ -35,11 +36,10 @@ class Command(BaseCommand):
         if project is None:
             raise CommandError(f"no project {options['project']!r}")
         if action == "create":
-            owner = None
-            if options["owner"]:
-                owner = get_user_model().objects.filter(username=options["owner"]).first()
-                if owner is None:
-                    raise CommandError(f"no user {options['owner']!r}")
+            owner = get_user_model().objects.filter(username=options["owner"]).first()
+            if owner is None:
+                raise CommandError(f"--owner: no user {options['owner']!r} (every token has an "
+                                   "owner: create the user first)")
             _, secret = token_create(project=project, name=options["name"], owner=owner)
             self.stdout.write(secret)
         else:
