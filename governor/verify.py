@@ -1,4 +1,4 @@
-"""Offline verifier for session exports (SEMANTICS §1.5, ARCHITECTURE §5).
+"""Offline verifier for session exports (SEMANTICS §1.5 and §12, ARCHITECTURE §5).
 
     python -m governor.verify EXPORT.jsonl [--key KEYFILE]
 
@@ -7,47 +7,13 @@ Needs only `cryptography`, `rfc8785` and the standard library (through the Djang
 export verifies, exit 1 with `FAIL: seq N: <what>` (or `FAIL: line L: <what>` for a line that is
 not an event) naming the first problem.
 
-Export format `reliability-governor-export/1`
-=============================================
-
-JSONL: UTF-8, one JSON object per line, each line exactly the RFC 8785 (JCS) serialisation of its
-object followed by "\\n". Because every line must be canonical, no byte of it can change without
-changing the value it stands for. The lines come in this order:
-
-1. One header line:
-   `{"kind": "header", "format": "reliability-governor-export/1", "session": <uuid string>,
-   "project": <project slug>, "harness": <Harness header object or null>, "exportedAt": <ms>}`.
-   The header is informational: only `session` is cross-checked (against every event).
-
-2. One line per event, seq 0, 1, 2, … without gaps:
-   `{"kind": "event", "session", "seq", "type", "time", "origin": "agent"|"governor", "data",
-   "prev", "hash"}` plus, only when the event has them, the meta keys of `chain.META_KEYS` at top
-   level (`sourceSeq`, `ignorable`, `surfaceOp`, `sourceEventSeqs`, `imported`).
-   `prev` is the previous event's `hash` (`chain.GENESIS` for seq 0) and
-   `hash = chain.event_hash(session, seq, type, time, origin, data, prev, meta)` where `meta` is
-   the dict of the meta keys present. Events whose type is in `RECEIPTED_EVENTS` carry a receipt
-   that must recompute: `receipt(kind, document minus "receipt")`, the document being `data`
-   itself or the field of `data` the table names (`reliability/contract` → `data.contract`, the
-   stored contract, whose id is `data.contract.id`).
-
-3. One line per attestation, in increasing seq order:
-   `{"kind": "attestation", "seq": <seq of the governor event it signs>, "envelope": <DSSE>}`.
-   Every `reliability/contract` and `reliability/terminal` event written by this server (origin
-   "governor", not `imported`) has exactly one; imported events have none. The envelope's
-   statement (see `governor.domain.attestation`) names `session:<session>/contract:<contract id>`
-   with digest sha256 = the hash of the event at `seq` (the chain head when it was signed), and
-   its predicate equals the event: kind, eventSeq, contractReceipt (the contract event's receipt;
-   for a terminal, that of the latest contract event with the terminal's `contractId`), and for a
-   terminal status, reason, terminalReceipt = its receipt, attemptReceipt when it has one.
-
-4. One line per public key, in increasing keyid order:
-   `{"kind": "key", "keyid": "ed25519:<16 hex>", "algorithm": "ed25519",
-   "publicKey": <standard base64 of the raw 32 bytes>}`; keyid is derived from the key.
-   With `--key KEYFILE` (a JSON list of key lines, or one key line) only the file's keys are
-   trusted and the export's key lines are checked for form but not used.
-
-What it cannot see: lines removed from the end of the event section after the last attested event,
-and the header's unchained fields (project, harness, exportedAt).
+The export format (`reliability-governor-export/2`: header, events, attestations, keys, signed
+head) and every formula checked here — canonical JSON, receipts, chain hashes, DSSE statements —
+are specified in docs/api.md, "Evidence anyone can check". A `/1` export (no head line) still
+verifies, with a warning that events after its last attested one are unprotected; so does any
+verification that trusted the export's own keys instead of `--key` (the body of `GET
+/api/v1/keys`, or a JSON list of key lines, or one key line). Warnings go to stderr as
+`WARNING: ...`.
 """
 
 from __future__ import annotations

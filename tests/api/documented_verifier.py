@@ -1,0 +1,149 @@
+"""A verifier written from docs/api.md ("Evidence anyone can check") alone, as a third party
+would write it: the standard library, `rfc8785` for canonical JSON and `cryptography` for
+Ed25519 — nothing of the governor (tests/api/test_documented_formulas.py holds it to that).
+It returns the problems it finds instead of stopping at the first, and is deliberately plain."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+import rfc8785
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+GENESIS = "0" * 64
+META_KEYS = ("sourceSeq", "ignorable", "surfaceOp", "sourceEventSeqs", "imported")
+RECEIPT_KINDS = {
+    "reliability/contract": "contract",
+    "reliability/attempt": "attempt",
+    "reliability/terminal": "terminal",
+    "reliability/code-verification": "code-verification-result",
+    "reliability/contract-draft": "contract-draft",
+    "reliability/intent-review": "intent-review",
+    "reliability/contract-review": "contract-review",
+}
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+
+
+def sha256hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def receipt(kind: str, payload: Any) -> str:
+    return "sha256:" + sha256hex(rfc8785.dumps({"kind": kind, "payload": payload}))
+
+
+def chain_hash(event: dict[str, Any]) -> str:
+    body = {name: event[name]
+            for name in ("session", "seq", "type", "time", "origin", "data", "prev")}
+    meta = {name: event[name] for name in META_KEYS if name in event}
+    if meta:
+        body["meta"] = meta
+    return sha256hex(rfc8785.dumps(body))
+
+
+def keys_from_endpoint(body: bytes) -> dict[str, Ed25519PublicKey]:
+    """`GET /keys`: each key's keyid must be derived from the key itself."""
+    keys = {}
+    for entry in json.loads(body)["keys"]:
+        raw = base64.b64decode(entry["publicKey"], validate=True)
+        if entry["keyid"] != "ed25519:" + sha256hex(raw)[:16]:
+            raise ValueError(f"keyid {entry['keyid']} is not derived from its key")
+        keys[entry["keyid"]] = Ed25519PublicKey.from_public_bytes(raw)
+    return keys
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    kind = payload_type.encode()
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
+
+
+def open_envelope(envelope: dict[str, Any], keys: dict[str, Ed25519PublicKey]) -> dict[str, Any]:
+    """The statement of a DSSE envelope whose every signature verifies under `keys`."""
+    assert envelope["payloadType"] == PAYLOAD_TYPE
+    payload = base64.b64decode(envelope["payload"], validate=True)
+    for signature in envelope["signatures"]:
+        try:
+            keys[signature["keyid"]].verify(base64.b64decode(signature["sig"], validate=True),
+                                            pae(PAYLOAD_TYPE, payload))
+        except (KeyError, InvalidSignature):
+            raise ValueError(f"signature by {signature['keyid']} does not verify") from None
+    statement = json.loads(payload)
+    assert rfc8785.dumps(statement) == payload
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    return statement
+
+
+def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
+    """Every problem of a format /2 export, each naming its seq or line."""
+    found = []
+    objects = [json.loads(line) for line in text.splitlines()]
+    for number, (line, obj) in enumerate(zip(text.splitlines(), objects, strict=True), 1):
+        if rfc8785.dumps(obj).decode() != line:
+            found.append(f"line {number}: not canonical")
+    header, head = objects[0], objects[-1]
+    if header["format"] != "reliability-governor-export/2" or head["kind"] != "head":
+        return [*found, "not a format /2 export ending with its head"]
+    session = header["session"]
+    events = [obj for obj in objects if obj["kind"] == "event"]
+    prev, by_seq, contract_receipts = GENESIS, {}, {}
+    run_receipts: dict[str, int] = {}
+    for seq, event in enumerate(events):
+        if event["seq"] != seq or event["prev"] != prev or event["session"] != session:
+            found.append(f"seq {seq}: out of order or off the chain")
+        if chain_hash(event) != event["hash"]:
+            found.append(f"seq {seq}: hash")
+        prev = event["hash"]
+        by_seq[seq] = event
+        data, kind = event["data"], RECEIPT_KINDS.get(event["type"])
+        if kind is not None and (kind != "code-verification-result" or "receipt" in data):
+            payload = {name: value for name, value in data.items() if name != "receipt"}
+            if receipt(kind, payload) != data["receipt"]:
+                found.append(f"seq {seq}: {kind} receipt")
+        if event["type"] == "reliability/contract":
+            contract_receipts[data["contractId"]] = data["receipt"]
+        if event["type"] == "reliability/code-verification" and "receipt" in data:
+            run_receipts[data["receipt"]] = seq
+        if event["type"] in ("reliability/contract", "reliability/terminal"):
+            event["contractReceipt"] = contract_receipts.get(data["contractId"])
+    attested = set()
+    for line in (obj for obj in objects if obj["kind"] == "attestation"):
+        event = by_seq[line["seq"]]
+        statement = open_envelope(line["envelope"], keys)
+        subject, predicate = statement["subject"][0], statement["predicate"]
+        data = event["data"]
+        expected = {"kind": event["type"].removeprefix("reliability/"), "eventSeq": event["seq"],
+                    "contractReceipt": event["contractReceipt"]}
+        if predicate["kind"] == "terminal":
+            expected |= {"status": data["status"], "reason": data["reason"],
+                         "terminalReceipt": data["receipt"]}
+            if "attemptReceipt" in data:
+                expected["attemptReceipt"] = data["attemptReceipt"]
+            if any(run_receipts.get(run, event["seq"]) >= event["seq"]
+                   for run in predicate.get("runReceipts", [])):
+                found.append(f"seq {event['seq']}: a run receipt names no earlier run")
+        if (statement["predicateType"] != "https://reliability-governor.dev/attestation/v1"
+                or subject != {"name": f"session:{session}/contract:{data['contractId']}",
+                               "digest": {"sha256": event["hash"]}}
+                or any(predicate.get(name) != value for name, value in expected.items())):
+            found.append(f"seq {event['seq']}: attestation does not match")
+        attested.add(event["seq"])
+    for event in events:
+        must = (event["type"] in ("reliability/contract", "reliability/terminal")
+                and event["origin"] == "governor" and not event.get("imported"))
+        if must and event["seq"] not in attested:
+            found.append(f"seq {event['seq']}: not attested")
+    statement = open_envelope(head["envelope"], keys)
+    last = events[-1] if events else {"seq": -1, "hash": GENESIS}
+    if (statement["predicateType"] != "https://reliability-governor.dev/export-head/v1"
+            or statement["subject"] != [{"name": f"session:{session}",
+                                         "digest": {"sha256": last["hash"]}}]
+            or statement["predicate"] != {"seq": last["seq"], "project": header["project"],
+                                          "harness": header["harness"]}
+            or (head["session"], head["seq"], head["hash"]) != (session, last["seq"],
+                                                                 last["hash"])):
+        found.append(f"seq {last['seq']}: the signed head does not cover the last event")
+    return found
