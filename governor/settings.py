@@ -17,7 +17,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("GOVERNOR_VAR_DIR", BASE_DIR / "var")).resolve()
-VAR_DIR.mkdir(parents=True, exist_ok=True)
+# Owner-only, as the database and the secret key inside it (governor.system_checks refuses
+# wider modes).
+VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -75,6 +77,14 @@ def database_from_url(url: str) -> dict[str, object]:
 
 
 def sqlite_database(path: Path) -> dict[str, object]:
+    # Created owner-only before SQLite first opens it: it holds the private signing keys, and
+    # SQLite gives the -wal and -shm files the database's mode.
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ImproperlyConfigured(f"SQLite database {path}: {exc.strerror}") from None
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(path),
@@ -134,6 +144,9 @@ def broker_choice() -> tuple[str, str]:
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = secret_key()
+# The file SECRET_KEY was read from, if any (governor.system_checks refuses a mode wider than 0600).
+SECRET_KEY_PATH = (None if os.environ.get("SECRET_KEY")
+                   else Path(os.environ.get("SECRET_KEY_FILE") or VAR_DIR / "secret_key"))
 ALLOWED_HOSTS = [
     host.strip()
     for host in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")

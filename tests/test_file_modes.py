@@ -1,0 +1,127 @@
+"""The files that hold secrets (the SQLite database with the private signing keys, its -wal and
+-shm, the secret key) and var/ itself are the owner's alone, from the first start; the server
+refuses to start while any of them is wider."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.live import ROOT, free_port
+from verification.sandbox import NOBODY
+
+
+def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    # A permissive umask, as on most machines: the modes must not depend on it.
+    return subprocess.run(  # noqa: S603
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=120, check=False, preexec_fn=lambda: os.umask(0o022),
+    )
+
+
+@pytest.fixture(scope="module")
+def installation(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A fresh installation, migrated and bootstrapped (the signing key exists)."""
+    var = tmp_path_factory.mktemp("installation") / "var"
+    env = {**os.environ, "GOVERNOR_VAR_DIR": str(var), "GOVERNOR_BROKER_URL": "filesystem://"}
+    for name in ("DATABASE_URL", "SECRET_KEY", "SECRET_KEY_FILE"):
+        env.pop(name, None)
+    for command in (["migrate", "--no-input", "-v", "0"], ["governor_bootstrap"]):
+        result = manage(env, *command)
+        assert result.returncode == 0, result.stdout + result.stderr
+    return var, env
+
+
+@pytest.fixture
+def world_reachable_dir() -> Iterator[Path]:
+    """On the file system of the installation, but reachable by every uid (tmp_path is not)."""
+    root = Path(tempfile.mkdtemp(prefix="governor-modes-test-"))
+    root.chmod(0o755)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root)
+
+
+def mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_a_fresh_installation_keeps_var_the_database_and_the_secret_key_owner_only(
+    installation: tuple[Path, dict[str, str]],
+) -> None:
+    var, _ = installation
+    database = var / "governor.sqlite3"
+    assert mode(var) == 0o700
+    assert mode(database) == 0o600
+    assert mode(var / "secret_key") == 0o600
+    # While the service writes, SQLite keeps its -wal and -shm beside the database.
+    with sqlite3.connect(database) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("CREATE TABLE probe (x)")
+        assert mode(var / "governor.sqlite3-wal") == 0o600
+        assert mode(var / "governor.sqlite3-shm") == 0o600
+
+
+def test_a_hard_link_to_the_database_in_a_workspace_is_unreadable_by_the_sandbox_uid(
+    installation: tuple[Path, dict[str, str]], world_reachable_dir: Path
+) -> None:
+    var, _ = installation
+    workspace = world_reachable_dir / "workspace"
+    workspace.mkdir(mode=0o755)
+    os.link(var / "governor.sqlite3", workspace / "db")  # what a hostile agent can do
+    # The identity bubblewrap runs verifier commands as (verification.sandbox.NOBODY).
+    uid, gid = NOBODY
+    stolen = subprocess.run(  # noqa: S603
+        ["/bin/cat", str(workspace / "db")], user=uid, group=gid, extra_groups=[],
+        capture_output=True, check=False,
+    )
+    assert stolen.stdout == b"", "uid 65534 read the database"
+    assert stolen.returncode != 0 and b"Permission denied" in stolen.stderr, stolen.stderr
+
+
+@pytest.mark.parametrize(("name", "loose"), [
+    ("governor.sqlite3", 0o644), ("secret_key", 0o640), (".", 0o755),
+])
+def test_the_server_refuses_to_start_while_a_secret_is_readable_by_others(
+    installation: tuple[Path, dict[str, str]], name: str, loose: int
+) -> None:
+    var, env = installation
+    path = (var / name).resolve()
+    kept = mode(path)
+    path.chmod(loose)
+    try:
+        out, err = serve(env)
+    finally:
+        path.chmod(kept)
+    assert f"{path} has mode {loose:04o}" in err, err
+    wanted = 0o700 if path.is_dir() else 0o600
+    assert f"chmod {wanted:o} {path}" in err, err
+    assert "reviewer inbox" not in out  # nothing was served
+
+
+def serve(env: dict[str, str]) -> tuple[str, str]:
+    """Start governor_serve and expect it to refuse: its output."""
+    server = subprocess.Popen(  # noqa: S603
+        [sys.executable, "manage.py", "governor_serve", "--no-worker",
+         "--bind", f"127.0.0.1:{free_port()}"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = server.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.communicate()
+        pytest.fail("governor_serve started")
+    assert server.returncode != 0
+    return out, err
