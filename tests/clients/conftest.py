@@ -84,12 +84,13 @@ def cli_json(live: Live, workspace: Path, *args: str, stdin: str | None = None) 
 
 
 def hook(live: Live, payload: dict[str, Any], *, agent: str = "claude-code",
-         url: str | None = None) -> dict[str, Any] | None:
+         url: str | None = None, cwd: Path | None = None,
+         **env: str) -> dict[str, Any] | None:
     """Run the hook command as the coding agent would: the event on stdin, the decision (if
     any) on stdout, and exit status 0."""
     result = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "governor_client", "hook", agent], input=json.dumps(payload),
-        cwd=payload["cwd"], env=agent_env(live, url=url), capture_output=True, text=True,
-        timeout=120, check=False)
+        cwd=cwd or payload["cwd"], env=agent_env(live, url=url, **env), capture_output=True,
+        text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout) if result.stdout.strip() else None

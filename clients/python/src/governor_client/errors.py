@@ -36,3 +36,7 @@ class ConfigurationError(GovernorError):
 
     def __init__(self, message: str) -> None:
         super().__init__(None, "CONFIGURATION", message)
+
+
+class WorkspaceUnusable(ConfigurationError):
+    """The workspace directory does not exist, or its `.governor/` is not a plain directory."""

@@ -56,7 +56,17 @@ class EndRecord(TypedDict):
     reason: dict[str, Any]
 
 
-Record = PromptRecord | ToolRecord | SayRecord | EndRecord
+class HookRecord(TypedDict):
+    """What one of the agent's hooks decided on its own, e.g. a stop allowed unverified."""
+
+    kind: Literal["hook"]
+    point: str  # the hook event: Stop, …
+    dialect: str  # claude-code | codex
+    decision: Literal["pass", "block"]
+    summary: str
+
+
+Record = PromptRecord | ToolRecord | SayRecord | EndRecord | HookRecord
 
 
 @dataclass
@@ -128,6 +138,12 @@ def say(text: str, *, model: ModelInfo) -> SayRecord:
 
 def end(reason: str = "completed") -> EndRecord:
     return {"kind": "end", "reason": {"kind": reason}}
+
+
+def hook(point: str, dialect: str, decision: Literal["pass", "block"],
+         summary: str) -> HookRecord:
+    return {"kind": "hook", "point": point, "dialect": dialect, "decision": decision,
+            "summary": _capped(summary, MAX_OUTPUT_CHARS)}
 
 
 def _text(value: Any) -> str:
@@ -221,6 +237,16 @@ class _Builder:
         self.assistant(turn, step, [{"type": "text", "text": record["text"]}], record["model"])
         self.close_step()
 
+    def hook(self, record: HookRecord) -> None:
+        """Harness's own record of a hook run: `hook/invoked`, then `hook/result`."""
+        turn, point = self.book.turns, record["point"]
+        handler = f"{record['dialect']}:{point}:governor-agent"
+        self.add("hook/invoked", {"turn": turn, "point": point, "dialect": record["dialect"],
+                                  "handlerId": handler})
+        self.add("hook/result", {"turn": turn, "point": point, "handlerId": handler,
+                                 "decision": record["decision"], "exitCode": 0,
+                                 "stderrSummary": record["summary"]})
+
 
 def build_events(records: Iterable[Record], book: TraceBook,
                  base_seq: int) -> tuple[list[dict[str, Any]], TraceBook]:
@@ -235,6 +261,8 @@ def build_events(records: Iterable[Record], book: TraceBook,
             builder.tool(record)
         elif record["kind"] == "say":
             builder.say(record)
+        elif record["kind"] == "hook":
+            builder.hook(record)
         else:
             builder.close_turn(record["reason"])
     return builder.events, builder.book

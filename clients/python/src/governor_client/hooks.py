@@ -18,10 +18,13 @@ as its next instruction.
 |                                | turn-stop; on steer: block, and the steer opens the next turn |
 | SessionEnd (Claude)            | turn/end (aborted) of an unfinished turn                     |
 
-Fail-safe: when the governor cannot be reached (or refuses) at a stop while the last state it
-reported is a contract that is active or under review, the stop is blocked with a reason that
-says so; with no contract known the stop is allowed. Nothing is ever lost on the way: events
-that could not be sent stay queued in the workspace and go with the next successful send.
+Never stalls the agent: every event is first spooled in the workspace (`.governor/`), then sent
+with short timeouts; what could not be sent goes, in order and once (the batch keeps its
+idempotency key), before anything newer at the next contact. A stop is decided within about
+10 s. When the governor cannot be asked (or refuses) while the last state it reported is a
+contract that is active or under review, the stop is blocked with a reason that says so — but
+only twice in a row: the third such stop is allowed, marked unverified, and recorded as a
+`hook/result` event. With no contract known the stop is allowed.
 """
 
 from __future__ import annotations
@@ -49,12 +52,16 @@ GOVERNOR_TOOLS = frozenset({
     "reliability_verify", "reliability_status", "reliability_abstain",
     "reliability_code_profiles", "reliability_code_verify",
 })
-# A hook must answer well inside the agent's hook timeout (60 s by default in Claude Code), or
-# the agent gives up on it and the stop passes unverified: all its requests share one budget.
-HOOK_BUDGET_SECONDS = 40.0
-HOOK_TIMEOUT_SECONDS = 20.0
-HOOK_CONNECT_TIMEOUT_SECONDS = 3.0
-HOOK_RETRIES = 2
+# The agent waits for every hook: events get short requests (what is not sent stays spooled),
+# a stop one budget of about 10 s, well inside the agents' hook timeouts.
+EVENT_TIMEOUT_SECONDS = 2.0
+EVENT_BUDGET_SECONDS = 4.0
+STOP_BUDGET_SECONDS = 8.0
+CONNECT_TIMEOUT_SECONDS = 2.0
+# The hook bridge of the Harness reports `stop_hook_active: false` whatever happened, so the
+# hook itself ends the loop of stops blocked because the governor cannot be asked.
+UNASKED_STOPS_ALLOWED_AT = 3
+UNVERIFIED = "unverified: the governor was unreachable"
 
 
 @dataclass(frozen=True)
@@ -112,9 +119,12 @@ class Hook:
     def session(self) -> AgentSession:
         """The agent session; raises ConfigurationError when the environment names no governor."""
         if self.agent is None:
-            client = GovernorClient(Config.from_env(self.env), timeout=HOOK_TIMEOUT_SECONDS,
-                                    connect_timeout=HOOK_CONNECT_TIMEOUT_SECONDS,
-                                    retries=HOOK_RETRIES, budget=HOOK_BUDGET_SECONDS)
+            stop = self.payload.get("hook_event_name") == "Stop"
+            client = GovernorClient(
+                Config.from_env(self.env),
+                timeout=STOP_BUDGET_SECONDS if stop else EVENT_TIMEOUT_SECONDS,
+                connect_timeout=CONNECT_TIMEOUT_SECONDS, retries=1 if stop else 0,
+                budget=STOP_BUDGET_SECONDS if stop else EVENT_BUDGET_SECONDS)
             external_id = f"{self.dialect.name}:{self.payload.get('session_id') or 'unknown'}"
             self.agent = AgentSession(client, self.workspace, external_id=external_id)
         return self.agent
@@ -187,6 +197,8 @@ class Hook:
             answer = self.session().turn_stop()
         except Exception as error:  # any failure at a stop must fail safe, whatever it is
             return self.stop_without_governor(error)
+        with self.workspace.state() as state:
+            state.unasked_stops = 0
         if answer["action"] == "steer":
             self.steer(answer["message"])
             return {"decision": "block", "reason": answer["message"]}
@@ -204,19 +216,44 @@ class Hook:
         if not state.contract_known:
             return {"systemMessage": f"Reliability Governor not reached ({error}); no completion "
                                      "contract is known in this session, so the stop is allowed."}
-        contract = f" {state.contract_id}" if state.contract_id else ""
+        contract = f"completion contract{f' {state.contract_id}' if state.contract_id else ''}"
+        unasked = self.count_unasked_stop()
+        if unasked >= UNASKED_STOPS_ALLOWED_AT:
+            message = (
+                f"{UNVERIFIED} ({error}) at {unasked} stops in a row, so this stop is allowed "
+                f"without verification. The {contract} ({state.contract_state}) is NOT verified: "
+                "do not report the task as complete."
+            )
+            # Spooled in the workspace; in the session log once the governor answers again.
+            self.spool(harness.hook("Stop", self.dialect.name, "pass", message))
+            return {"systemMessage": message}
         reason = (
             f"The Reliability Governor could not be reached or refused the stop ({error}) while "
-            f"the completion contract{contract} is {state.contract_state}. Completion cannot be "
-            "verified now, so do not claim the task is complete. Tell the user that verification "
-            "is unavailable and what remains unverified; once the governor answers again, stop "
-            "again to have the checks evaluated."
+            f"the {contract} is {state.contract_state}. Completion cannot be verified now, so do "
+            "not claim the task is complete. Tell the user that verification is unavailable and "
+            "what remains unverified; once the governor answers again, stop again to have the "
+            f"checks evaluated. (Unverified stop {unasked} in a row; stop "
+            f"{UNASKED_STOPS_ALLOWED_AT} is allowed, marked unverified.)"
         )
-        # Queued only (the governor is not answering): it opens the next turn once sent.
-        with contextlib.suppress(GovernorError):  # unconfigured: no session to queue for
-            self.session().queue(harness.prompt(reason, source=harness.PLUGIN_SOURCE))
+        # Spooled only (the governor is not answering): it opens the next turn once sent.
+        self.spool(harness.prompt(reason, source=harness.PLUGIN_SOURCE))
         return {"decision": "block", "reason": reason}
 
+    def count_unasked_stop(self) -> int:
+        """This stop's place among the stops in a row at which the governor could not be asked;
+        the count restarts after the stop that is allowed. A count that cannot be kept is taken
+        as reached: a blocked stop must never repeat without bound."""
+        try:
+            with self.workspace.state() as state:
+                count = state.unasked_stops + 1
+                state.unasked_stops = 0 if count >= UNASKED_STOPS_ALLOWED_AT else count
+                return count
+        except GovernorError:
+            return UNASKED_STOPS_ALLOWED_AT
+
+    def spool(self, record: harness.Record) -> None:
+        with contextlib.suppress(GovernorError):  # unconfigured: no session to queue for
+            self.session().queue(record)
 
 def main(dialect_name: str, stdin: IO[str] | None = None, stdout: IO[str] | None = None,
          env: Mapping[str, str] | None = None) -> int:

@@ -8,6 +8,7 @@ contract routes while remembering the lifecycle state the governor last reported
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import time
 import uuid
@@ -64,11 +65,20 @@ class AgentSession:
 
     # --- the session ---------------------------------------------------------------------------
 
+    def own_external_id(self) -> str | None:
+        """The external id of this workspace's own session when the agent's session id is
+        already bound to another directory (the agent resumed a session somewhere else)."""
+        if self.external_id is None:
+            return None
+        digest = hashlib.sha256(str(self.workspace.root).encode()).hexdigest()[:16]
+        return f"{self.external_id}@{digest}"
+
     def bind(self) -> None:
         """Point the workspace state at this session without asking the server: records queued
         after this belong to it even while the governor cannot be reached."""
         with self.workspace.state() as state:
-            if self.external_id is not None and state.external_id != self.external_id:
+            if self.external_id is not None \
+                    and state.external_id not in (self.external_id, self.own_external_id()):
                 state.reset(self.external_id)
             elif state.external_id is None:
                 state.reset(f"governor-agent:{uuid.uuid4()}")
@@ -84,6 +94,19 @@ class AgentSession:
             self.workspace.save(state)
             assert state.external_id is not None
             info = self.client.create_session(self.workspace.root, external_id=state.external_id)
+            if info["workspace"].get("path") != str(self.workspace.root) \
+                    and state.external_id == self.external_id:
+                # The id names a session bound to another directory, whose files its checks
+                # read: this directory gets a session of its own.
+                state.external_id = self.own_external_id()
+                self.workspace.save(state)
+                assert state.external_id is not None
+                info = self.client.create_session(self.workspace.root,
+                                                  external_id=state.external_id)
+            if info["workspace"].get("path") != str(self.workspace.root):
+                raise GovernorError(None, "WORKSPACE_MISMATCH", (
+                    f"session {info['id']} (external id {state.external_id!r}) is bound to "
+                    f"{info['workspace'].get('path')}, not to {self.workspace.root}"))
             state.session_id = info["id"]
             state.next_seq = info["next_seq"]
             state.book = TraceBook() if info["next_seq"] == 0 else None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from governor_client.errors import WorkspaceUnusable
 from governor_client.harness import Record, TraceBook
 
 STATE_DIR = ".governor"
@@ -65,6 +66,7 @@ class LocalState:
     contract_state: str = "idle"  # the last lifecycle state the governor reported
     contract_id: str | None = None
     model: str | None = None  # the agent's model name, when a hook told us
+    unasked_stops: int = 0  # stops in a row at which the governor could not be asked
 
     def reset(self, external_id: str) -> None:
         """Another session takes the workspace over: nothing of the old one carries over."""
@@ -83,7 +85,7 @@ class LocalState:
             "outbox": list(self.outbox),
             "pending": self.pending.to_json() if self.pending else None,
             "contract_state": self.contract_state, "contract_id": self.contract_id,
-            "model": self.model,
+            "model": self.model, "unasked_stops": self.unasked_stops,
         }
 
     @classmethod
@@ -96,6 +98,7 @@ class LocalState:
             pending=PendingBatch.from_json(value["pending"]) if value.get("pending") else None,
             contract_state=str(value.get("contract_state", "idle")),
             contract_id=value.get("contract_id"), model=value.get("model"),
+            unasked_stops=int(value.get("unasked_stops", 0)),
         )
 
 
@@ -124,7 +127,7 @@ class Workspace:
                 finally:
                     self._depth -= 1
                 return
-            self.dir.mkdir(parents=True, exist_ok=True)
+            self._make_dir()
             self._ignore_in_git()
             with (self.dir / LOCK_FILE).open("a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
@@ -137,6 +140,19 @@ class Workspace:
                 finally:
                     self._held = None
                     fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _make_dir(self) -> None:
+        """`.governor/` in the workspace, which must exist: nothing is ever created outside it
+        (not the workspace itself, nor its parents, nor wherever a symlinked `.governor` leads)."""
+        if not self.root.is_dir():
+            raise WorkspaceUnusable(f"the workspace {self.root} is not an existing directory")
+        try:
+            self.dir.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise WorkspaceUnusable(f"cannot create {self.dir}: {exc.strerror}") from None
+        if self.dir.is_symlink() or not self.dir.is_dir():
+            raise WorkspaceUnusable(f"{self.dir} is not a directory of its own (a symlink or a "
+                                    "file): remove it, and governor-agent makes it again")
 
     def _load(self) -> LocalState:
         try:
