@@ -309,3 +309,13 @@ def test_rule_15_a_run_result_carries_its_receipt_and_the_terminal_names_the_run
     assert predicate["profileReceipts"] == [profile.receipt]
     report = verify_export(serialise_line(obj) for obj in objects)
     assert report.ok, report.summary()
+
+
+def test_rule_12_an_export_of_an_empty_session_verifies_with_its_signed_head(
+    agent: AgentClient, session: dict
+) -> None:
+    objects = lines_of(agent, session["id"])
+    assert [obj["kind"] for obj in objects] == ["header", "key", "head"]
+    assert (objects[-1]["seq"], objects[-1]["hash"]) == (-1, GENESIS)
+    report = verify_export(export_text(agent, session["id"]).splitlines())
+    assert report.ok, report.summary()

@@ -849,3 +849,37 @@ def test_rule_1_5_a_flipped_byte_in_an_attestation_or_key_line_fails_at_that_lin
             report = verify_export([*lines[:index], tampered, *lines[index + 1 :]])
             assert not report.ok, (index, position)
             assert report.failure is not None and report.failure.line == index + 1, report.summary()
+
+
+# --- SEMANTICS §12: the signed head ----------------------------------------------------------
+
+
+def test_rule_12_an_attestation_envelope_cannot_stand_in_for_the_head_or_the_reverse() -> None:
+    export = realistic_export()
+    lines = [loads_strict(line) for line in export.lines()]
+    head, attestation = lines[-1], lines[12]
+    swapped_head = serialise_line({**head, "envelope": attestation["envelope"]})
+    report = verify_export([*export.lines()[:-1], swapped_head])
+    assert_fails_at_line(report, 17, "head:", "predicateType")
+    swapped = serialise_line({**attestation, "envelope": head["envelope"]})
+    report = verify_export([*export.lines()[:12], swapped, *export.lines()[13:]])
+    assert_fails_at_line(report, 13, "attestation of seq 3", "predicateType")
+
+
+def test_rule_12_a_head_signed_for_another_project_or_missing_fails() -> None:
+    export = realistic_export()
+    export.header["project"] = "elsewhere"
+    signed_for_demo = realistic_export().lines()[-1]
+    assert_fails_at_line(verify_export([*export.lines()[:-1], signed_for_demo]), 17,
+                         "the signed project is not the export's")
+    assert_fails_at_line(verify_export(export.lines()[:-1]), 17, "no signed head line")
+    assert_fails_at_line(verify_export([*export.lines(), export.lines()[-1]]), 18,
+                         "a second head line")
+
+
+def test_rule_12_an_empty_log_has_a_head_at_seq_minus_1_over_genesis() -> None:
+    export = Export()
+    export.publish(SERVER_KEY)
+    lines = export.lines()
+    assert loads_strict(lines[-1])["seq"] == -1 and loads_strict(lines[-1])["hash"] == GENESIS
+    assert verify_export(lines, trusted_keys=public_keys(SERVER_KEY)).ok
