@@ -296,15 +296,18 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
 
-# A running verification whose worker vanished ends as an infrastructure failure this long
-# after its profile timeout.
-GOVERNOR_RUN_LEASE_GRACE_SECONDS = env_int(
-    "GOVERNOR_RUN_LEASE_GRACE_SECONDS", 30, minimum=1, maximum=3600
+# A worker renews a running verification's lease every third of this while the sandbox runs;
+# a run whose lease lapsed (its worker died) ends as an infrastructure failure, as does a run
+# still queued after the queue timeout (its task message was lost, or no worker runs).
+GOVERNOR_RUN_LEASE_SECONDS = env_int("GOVERNOR_RUN_LEASE_SECONDS", 15, minimum=3, maximum=600)
+GOVERNOR_RUN_QUEUE_TIMEOUT_SECONDS = env_int(
+    "GOVERNOR_RUN_QUEUE_TIMEOUT_SECONDS", 600, minimum=1, maximum=86_400
 )
 
 # Absolute links in notifications (emails, webhooks) point here.
 PUBLIC_URL = os.environ.get("GOVERNOR_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
 CELERY_BEAT_SCHEDULE = {
     "expire-due-reviews": {"task": "reviews.tasks.expire_due_reviews", "schedule": 30.0},
-    "expire-lost-runs": {"task": "verification.tasks.expire_lost_runs", "schedule": 15.0},
+    "expire-lost-runs": {"task": "verification.tasks.expire_lost_runs",
+                         "schedule": GOVERNOR_RUN_LEASE_SECONDS / 3},
 }

@@ -5,19 +5,38 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_PASSWORD = "live-admin-password-1"
+
+
+def stop_process_group(process: subprocess.Popen[Any], grace: float = 20) -> None:
+    """End a process this test started with `start_new_session=True` and every process of its
+    group: SIGTERM, wait for the leader without reaping it, then SIGKILL what is left. While
+    the leader is unreaped its pid, the group id, belongs to no other process."""
+    if process.returncode is not None:
+        return  # reaped already: its pid may be another process's now
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while (os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+           and time.monotonic() < deadline):
+        time.sleep(0.1)
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def free_port() -> int:
@@ -82,9 +101,5 @@ def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
             time.sleep(0.2)
         yield live
     finally:
-        os.killpg(process.pid, 15)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
+        stop_process_group(process)
         log.close()

@@ -92,6 +92,8 @@ class VerificationRun(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     result = JSONTextField(null=True, blank=True)
     output_tail = models.TextField(blank=True)
+    detail = models.TextField(blank=True, help_text="Why it failed, for operators (never shown "
+                                                    "to agents or recorded in the log).")
     event_seq = models.IntegerField(null=True, blank=True)
     started_after_seq = models.IntegerField(
         null=True, blank=True, help_text="The last seq of the session log when it was claimed.")

@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import uuid
-from datetime import timedelta
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
+from django.db import DatabaseError, connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from governor.domain import lifecycle
@@ -28,6 +31,7 @@ from verification.models import ProfileVersion, RunState, VerificationRun, Verif
 
 log = logging.getLogger(__name__)
 OUTPUT_TAIL_CHARS = 8192
+LEASE_OWNER_EXPIRY = "expiry"  # the lease holder while a lost run is being ended
 
 
 # --- profiles -----------------------------------------------------------------------------------
@@ -124,8 +128,8 @@ def run_request(*, session: Session, profile_id: Any) -> VerificationRun:
     return run
 
 
-def _lease_seconds(run: VerificationRun) -> float:
-    return run.definition["timeoutMs"] / 1000 + settings.GOVERNOR_RUN_LEASE_GRACE_SECONDS
+def _lease_end() -> datetime:
+    return timezone.now() + timedelta(seconds=settings.GOVERNOR_RUN_LEASE_SECONDS)
 
 
 def run_claim(run_id: str) -> VerificationRun | None:
@@ -137,8 +141,7 @@ def run_claim(run_id: str) -> VerificationRun | None:
     now = timezone.now()
     claimed = VerificationRun.objects.filter(pk=run_id, state=RunState.QUEUED).update(
         state=RunState.RUNNING, started_at=now, attempts=F("attempts") + 1,
-        lease_owner=f"{socket.gethostname()}:{os.getpid()}",
-        lease_expires_at=now + timedelta(seconds=_lease_seconds(run)),
+        lease_owner=f"{socket.gethostname()}:{os.getpid()}", lease_expires_at=_lease_end(),
     )
     if not claimed:
         return None
@@ -151,8 +154,54 @@ def run_claim(run_id: str) -> VerificationRun | None:
     return run
 
 
-def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str = "") -> None:
-    """Append the result event and end the run, in one transaction."""
+@contextmanager
+def run_lease_kept(run: VerificationRun) -> Iterator[None]:
+    """Renew the claimed run's lease every third of its length while the body runs, from a
+    heartbeat thread: a run whose worker dies is then known lost within seconds, however long
+    its profile may run. A failed renewal is retried at the next beat."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        try:
+            while not stop.wait(settings.GOVERNOR_RUN_LEASE_SECONDS / 3):
+                try:
+                    VerificationRun.objects.filter(
+                        pk=run.pk, state=RunState.RUNNING, lease_owner=run.lease_owner,
+                    ).update(lease_expires_at=_lease_end())
+                except DatabaseError as exc:
+                    log.warning("run %s: renewing the lease failed: %s", run.pk, exc)
+                    connection.close()
+        finally:
+            connection.close()
+
+    heartbeat = threading.Thread(target=renew, name=f"lease {run.pk}", daemon=True)
+    heartbeat.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        heartbeat.join()
+
+
+def run_perform(run: VerificationRun) -> None:
+    """Execute a claimed run under a kept lease. Whatever fails on the way — recording the
+    result included — still ends the run, as an `infrastructure` failure that says why: never a
+    pass, and never left for the lease to call it lost."""
+    with run_lease_kept(run):
+        try:
+            run_execute(run)
+        except Exception as exc:  # noqa: BLE001 - any failure ends the run with its reason
+            log.exception("run %s (%s) failed before its result was recorded", run.pk,
+                          run.profile.profile_id)
+            why = f"its result could not be recorded: {type(exc).__name__}: {exc}"
+            run_finish(run=run, record=infrastructure_record(run, why), detail=why)
+
+
+def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str = "",
+               detail: str = "") -> None:
+    """Append the result event and end the run, in one transaction. `detail` says why it
+    failed, for operators. A text column refuses NUL, so it is stored as U+FFFD (as are bytes
+    that are not UTF-8)."""
     with transaction.atomic():
         state = state_locked(run.session)
         locked = VerificationRun.objects.select_for_update().get(pk=run.pk)
@@ -167,10 +216,11 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
         state_save_after_governor_events(state)
         locked.state = RunState.FINISHED
         locked.result = data
-        locked.output_tail = output_tail[-OUTPUT_TAIL_CHARS:]
+        locked.output_tail = output_tail[-OUTPUT_TAIL_CHARS:].replace("\x00", "\ufffd")
+        locked.detail = detail
         locked.event_seq = event.seq
         locked.finished_at = timezone.now()
-        locked.save(update_fields=["state", "result", "output_tail", "event_seq",
+        locked.save(update_fields=["state", "result", "output_tail", "detail", "event_seq",
                                    "finished_at"])
 
 
@@ -184,17 +234,33 @@ def infrastructure_record(run: VerificationRun, why: str) -> dict[str, Any]:
 
 
 def runs_expire_lost(*, run_id: Any = None) -> int:
-    """Runs whose worker vanished (lease passed while running) end as `infrastructure`
-    failures — never passed, and never silently executed again. All of them, or one."""
-    lost = VerificationRun.objects.select_related("profile", "session").filter(
-        state=RunState.RUNNING, lease_expires_at__lt=timezone.now())
-    if run_id is not None:
-        lost = lost.filter(pk=run_id)
+    """Runs that will never report end as `infrastructure` failures — never passed, and never
+    executed again: running ones whose worker stopped renewing the lease (it died), and queued
+    ones no worker took in time (the task message was lost, or no worker runs). All, or one."""
+    now = timezone.now()
+    queue_timeout = settings.GOVERNOR_RUN_QUEUE_TIMEOUT_SECONDS
+    lost = [
+        (Q(state=RunState.RUNNING, lease_expires_at__lt=now),
+         "the worker running it stopped renewing its lease: it was lost before it reported"),
+        (Q(state=RunState.QUEUED, created_at__lt=now - timedelta(seconds=queue_timeout)),
+         f"no worker took it within {queue_timeout} s: its task message was lost or no "
+         f"worker runs"),
+    ]
     count = 0
-    for run in lost:
-        run_finish(run=run, record=infrastructure_record(
-            run, "the worker running this verification was lost before it reported a result"))
-        count += 1
+    for condition, why in lost:
+        candidates = VerificationRun.objects.filter(condition)
+        if run_id is not None:
+            candidates = candidates.filter(pk=run_id)
+        for pk in candidates.values_list("pk", flat=True):
+            # Taken over with a compare-and-set, as a worker claims: a worker that claims or
+            # renews at the same moment keeps its run, and a late claim finds nothing to run.
+            if not VerificationRun.objects.filter(condition, pk=pk).update(
+                    state=RunState.RUNNING, lease_owner=LEASE_OWNER_EXPIRY,
+                    lease_expires_at=_lease_end()):
+                continue
+            run = VerificationRun.objects.select_related("profile", "session").get(pk=pk)
+            run_finish(run=run, record=infrastructure_record(run, why), detail=why)
+            count += 1
     return count
 
 

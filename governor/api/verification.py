@@ -54,7 +54,7 @@ def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str, Any]
     run = services.run_for_token(project, run_id)
     deadline = time.monotonic() + max(0, min(wait, MAX_WAIT_SECONDS))
     while True:
-        if run.state == RunState.RUNNING:
+        if run.state != RunState.FINISHED:
             services.runs_expire_lost(run_id=run.pk)
             run.refresh_from_db()
         if run.state == RunState.FINISHED or time.monotonic() >= deadline:
