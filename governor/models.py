@@ -10,6 +10,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from governor.domain import contracts as contract_domain
+
 
 class JSONTextField(models.TextField):
     """JSON kept as text. PostgreSQL's jsonb cannot hold U+0000, which real agent logs contain;
@@ -48,7 +50,8 @@ class Project(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     max_attempts = models.PositiveSmallIntegerField(
-        default=3, validators=[MinValueValidator(1), MaxValueValidator(10)]
+        default=contract_domain.DEFAULT_ATTEMPTS_CAP,
+        validators=[MinValueValidator(1), MaxValueValidator(contract_domain.MAX_ATTEMPTS_CAP)],
     )
     max_checks = models.PositiveSmallIntegerField(
         default=20, validators=[MinValueValidator(1), MaxValueValidator(100)]

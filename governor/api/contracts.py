@@ -12,7 +12,8 @@ from governor.api.auth import agent_token, session_for_token
 from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES
 from governor.api.sessions import session_out
-from governor.domain import lifecycle
+from governor.domain import contracts as contract_domain
+from governor.domain import lifecycle, messages
 from governor.models import Session, SessionState
 from governor.services import contracts
 from governor.services.errors import Invalid
@@ -27,10 +28,16 @@ PROPOSAL_BODY = {
             "type": "object",
             "required": ["objective", "claims", "checks"],
             "properties": {
-                "objective": {"type": "string", "maxLength": 4096},
+                "objective": {"type": "string", "maxLength": contract_domain.MAX_OBJECTIVE_BYTES,
+                              "description": "non-blank; at most "
+                                             f"{contract_domain.MAX_OBJECTIVE_BYTES} UTF-8 bytes"},
                 "claims": {"type": "array", "items": {"type": "object"}},
                 "checks": {"type": "array", "items": {"type": "object"}},
-                "max_attempts": {"type": "integer", "minimum": 1, "maximum": 10},
+                "max_attempts": {
+                    "type": "integer", "minimum": 1, "maximum": contract_domain.MAX_ATTEMPTS_CAP,
+                    "description": "the repair budget: 1..the project's cap (default "
+                                   f"{contract_domain.DEFAULT_ATTEMPTS_CAP}, never above "
+                                   f"{contract_domain.MAX_ATTEMPTS_CAP}); omitted: the cap"},
                 "intent": {"type": "object"},
                 "draft_receipt": {"type": "string"},
             },
@@ -136,7 +143,8 @@ def turn_stop(request: HttpRequest, session_id: str) -> dict[str, Any]:
 
 ABSTAIN_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
     "type": "object", "required": ["reason"], "additionalProperties": False,
-    "properties": {"reason": {"type": "string", "minLength": 1, "maxLength": 2000}}}}}}}
+    "properties": {"reason": {"type": "string", "minLength": 1,
+                              "maxLength": messages.MAX_ABSTAIN_REASON_CHARS}}}}}}}
 
 
 @router.post("/sessions/{session_id}/abstain", response={200: dict, **ERROR_RESPONSES},

@@ -59,6 +59,11 @@ MIN_COUNT_RANGE = (1, 100)
 MAX_CLAIMS = 100
 MAX_STATEMENT_CHARS = 1000
 INDEPENDENT_SOURCES_RANGE = (1, 10)
+# The repair budget: `max_attempts` is 1..the project's cap, which is DEFAULT_ATTEMPTS_CAP unless
+# the operator changed it and never above MAX_ATTEMPTS_CAP. The project model and the OpenAPI
+# schema take these numbers from here; a test holds the MCP tools' schema to the OpenAPI one.
+DEFAULT_ATTEMPTS_CAP = 3
+MAX_ATTEMPTS_CAP = 10
 MAX_INTENT_ITEMS = 20
 MAX_INTENT_ITEM_BYTES = 2048
 MAX_INTENT_BYTES = 24 * 1024

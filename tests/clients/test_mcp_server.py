@@ -19,6 +19,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
+from governor.domain import contracts as contract_domain
+from governor.domain import messages
 from tests.api.test_contracts import readme_contract
 from tests.clients.conftest import CLIENT_SRC, agent_env
 from tests.conftest import INTENT
@@ -220,6 +222,59 @@ def test_begin_returns_the_active_contract_once_both_review_stages_are_approved(
         assert answer["review"]["stage"] == "evidence"
         assert answer["review"]["decision"] == "approved"
         assert answer["waited_seconds"] < 30
+
+    run_mcp(live, workspace, scenario)
+
+
+BOUNDS = ("minimum", "maximum", "minLength", "maxLength")
+
+
+def bounds(schema: dict[str, Any]) -> dict[str, Any]:
+    """The numeric bounds a JSON schema sets, also through `anyOf` (an optional argument)."""
+    found = {key: schema[key] for key in BOUNDS if key in schema}
+    for option in schema.get("anyOf", []):
+        found |= bounds(option)
+    return found
+
+
+def test_the_tools_state_exactly_the_limits_of_the_servers_openapi_schema(
+    live: Live, workspace: Path, review_off: None,
+) -> None:
+    """The server is the one source of each limit; the MCP schema restates it (the client may
+    not import the server), and this holds the two together."""
+    with live.client() as api:
+        paths = api.get("/openapi.json").json()["paths"]
+
+    def body(route: str) -> dict[str, Any]:
+        operation = paths[f"/api/v1/sessions/{{session_id}}/{route}"]["post"]
+        return operation["requestBody"]["content"]["application/json"]["schema"]["properties"]
+
+    proposal = body("contracts")
+    assert body("code-contracts") == body("assess") == proposal
+    assert bounds(proposal["max_attempts"]) == {
+        "minimum": 1, "maximum": contract_domain.MAX_ATTEMPTS_CAP}
+    assert bounds(proposal["objective"]) == {"maxLength": contract_domain.MAX_OBJECTIVE_BYTES}
+    assert bounds(body("abstain")["reason"]) == {
+        "minLength": 1, "maxLength": messages.MAX_ABSTAIN_REASON_CHARS}
+
+    async def scenario(client: ClientSession, initialized: Any) -> None:
+        tools = {tool.name: tool.input_schema["properties"]
+                 for tool in (await client.list_tools()).tools}
+        for name in ("reliability_assess", "reliability_begin", "reliability_begin_code"):
+            for field in ("objective", "max_attempts"):
+                assert bounds(tools[name][field]) == bounds(proposal[field]), (name, field)
+        assert bounds(tools["reliability_abstain"]["reason"]) == bounds(body("abstain")["reason"])
+
+        # Within the schema, the project's own cap decides, and the refusal names it.
+        over_cap = contract_domain.DEFAULT_ATTEMPTS_CAP + 1
+        refused = await client.call_tool("reliability_assess",
+                                         {**readme_contract(), "max_attempts": over_cap})
+        assert refused.is_error
+        text = text_of(refused)
+        error = json.loads(text[text.index("{"):])["error"]  # after "Error executing tool …: "
+        assert error["code"] == "VALIDATION"
+        assert error["details"] == [{"path": "max_attempts", "message": (
+            f"must be between 1 and {contract_domain.DEFAULT_ATTEMPTS_CAP} (got {over_cap})")}]
 
     run_mcp(live, workspace, scenario)
 

@@ -57,12 +57,17 @@ not by your own judgement. Follow this policy in this workspace:
    abstained, say what was not achieved.
 """
 
-Objective = Annotated[str, Field(description="What the user asked for, as you understand it "
-                                             "(≤4096 bytes).")]
+# Limits here restate the server's, which is the one source: tests/clients/test_mcp_server.py
+# holds every bound of these schemas to the server's OpenAPI schema of the same field.
+Objective = Annotated[str, Field(max_length=4096, description=(
+    "What the user asked for, as you understand it (the server counts the limit in UTF-8 "
+    "bytes)."))]
 Claims = Annotated[list[dict[str, Any]], Field(description=(
     "Success claims: {id, statement, importance: critical|important|minor, verification: "
     "deterministic|human-required|unsupported, check_ids: [check ids], "
-    "minimum_independent_sources?: 1..10}. At least one critical claim."))]
+    "minimum_independent_sources?: how many distinct evidence sources (files, the tool "
+    "trajectory, trusted profiles) its checks must span, default 1}. At least one critical "
+    "claim."))]
 Checks = Annotated[list[dict[str, Any]], Field(description=(
     "Deterministic checks, each {id, kind, ...}: file_exists/file_absent {path}; "
     "file_contains/file_not_contains/file_equals {path, text}; json_equals {path, pointer, "
@@ -71,9 +76,10 @@ Checks = Annotated[list[dict[str, Any]], Field(description=(
     "to the workspace."))]
 Intent = Annotated[dict[str, Any] | None, Field(description=(
     "Needed when review is required: {constraints, assumptions, non_goals, ambiguities}, each "
-    "a list of short strings (≤20 each)."))]
-MaxAttempts = Annotated[int | None, Field(description="Repair budget, 1..10 (project default "
-                                                      "when omitted).")]
+    "a short list of short strings."))]
+MaxAttempts = Annotated[int | None, Field(ge=1, le=10, description=(
+    "Repair budget: 1 up to the project's cap (the maximum here is the highest cap a project "
+    "can have; the server refuses more than this project's). Omit it to get the cap."))]
 DraftReceipt = Annotated[str | None, Field(description="Only when the project drafts contracts "
                                                        "with an auxiliary model: the draft's "
                                                        "receipt.")]
