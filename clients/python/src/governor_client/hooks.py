@@ -255,6 +255,7 @@ class Hook:
         with contextlib.suppress(GovernorError):  # unconfigured: no session to queue for
             self.session().queue(record)
 
+
 def main(dialect_name: str, stdin: IO[str] | None = None, stdout: IO[str] | None = None,
          env: Mapping[str, str] | None = None) -> int:
     stdin = stdin or sys.stdin
