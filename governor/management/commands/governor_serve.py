@@ -1,4 +1,5 @@
-"""Run the web server and a Celery worker in the foreground until Ctrl-C."""
+"""Run the web server and a Celery worker in the foreground until Ctrl-C (or SIGTERM), restarting
+either one when it dies while the other keeps serving."""
 
 from __future__ import annotations
 
@@ -7,19 +8,77 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+STOP_SECONDS = 10  # after SIGTERM, what is left of a child's process group is killed
+STABLE_SECONDS = 30  # a child that ran this long is restarted after the shortest delay
+MAX_BACKOFF_SECONDS = 30
+
+
+class Child:
+    """One supervised program, in a process group of its own: Ctrl-C reaches only the
+    supervisor, which stops everything in order, and whatever the program started (gunicorn's
+    workers, Celery's pool and embedded beat) ends with it, never outlives it as an orphan."""
+
+    def __init__(self, name: str, argv: list[str]) -> None:
+        self.name, self.argv = name, argv
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started = 0.0
+        self.failures = 0  # deaths in a row, each within STABLE_SECONDS of its start
+        self.restart_at = 0.0
+
+    def start(self) -> int:
+        self.process = subprocess.Popen(self.argv, start_new_session=True)  # noqa: S603
+        self.started = time.monotonic()
+        return self.process.pid
+
+    def exited(self) -> bool:
+        """Whether the program ended. It stays unreaped, so its pid, which is its group's id,
+        cannot be given to another process before the group is cleaned up."""
+        assert self.process is not None
+        state = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        return state is not None
+
+    def terminate(self) -> None:
+        assert self.process is not None
+        with suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGTERM)
+
+    def reap(self) -> int:
+        """Kill what is left of the group, reap the program and wait (briefly) until no process
+        of the group is left; the program's exit status."""
+        assert self.process is not None
+        group = self.process.pid
+        with suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+        status = self.process.wait()
+        self.process = None
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(group, 0)  # asks only whether a member is still alive
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        return status
+
 
 class Command(BaseCommand):
-    help = "Serve the API, reviewer pages and admin (gunicorn, threaded) plus a Celery worker."
+    help = ("Serve the API, reviewer pages and admin (gunicorn, threaded) plus a Celery worker; "
+            "a child that dies is restarted with backoff.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--bind", default=os.environ.get("GOVERNOR_BIND", "127.0.0.1:8000"))
         parser.add_argument("--threads", type=int, default=64)
         parser.add_argument("--no-worker", action="store_true", help="web only")
+
+    def say(self, message: str) -> None:
+        self.stdout.write(message)
+        self.stdout.flush()
 
     def handle(self, *args: Any, **options: Any) -> None:
         bin_dir = os.path.dirname(sys.executable)
@@ -27,6 +86,8 @@ class Command(BaseCommand):
             os.path.join(bin_dir, "gunicorn"), "governor.wsgi:application",
             "--bind", options["bind"], "--worker-class", "gthread", "--workers", "2",
             "--threads", str(options["threads"]), "--timeout", "90", "--access-logfile", "-",
+            # The default control socket, ~/.gunicorn/gunicorn.ctl, is one for every instance.
+            "--no-control-socket",
         ]
         worker = [
             os.path.join(bin_dir, "celery"), "-A", "governor.celery", "worker",
@@ -39,30 +100,50 @@ class Command(BaseCommand):
         database = settings.DATABASES["default"]
         self.stdout.write(f"database: {str(database['ENGINE']).rsplit('.', 1)[-1]} "
                           f"{database['NAME']}")
-        self.stdout.write(self.style.SUCCESS(
+        self.say(self.style.SUCCESS(
             f"reviewer inbox http://{host}/reviews/  ·  API docs http://{host}/api/v1/docs  ·  "
             f"admin http://{host}/admin/  ·  Ctrl-C stops"
         ))
-        children = [subprocess.Popen(web)]  # noqa: S603 - fixed argv
+        children = [Child("web", web)]
         if not options["no_worker"]:
-            children.append(subprocess.Popen(worker))  # noqa: S603
+            children.append(Child("worker", worker))
 
-        def stop(signum: int, frame: Any) -> None:
-            raise KeyboardInterrupt
-
-        signal.signal(signal.SIGTERM, stop)
+        stopping: list[int] = []
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda signum, frame: stopping.append(signum))
         try:
-            while all(child.poll() is None for child in children):
-                time.sleep(0.5)
-            self.stderr.write("a child process exited; stopping")
-        except KeyboardInterrupt:
-            self.stdout.write("stopping")
+            while not stopping:
+                self.supervise(children)
+                time.sleep(0.2)
+            self.say(f"{signal.Signals(stopping[0]).name}: stopping")
         finally:
-            for child in children:
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
-            for child in children:
-                try:
-                    child.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    child.kill()
+            self.stop(children)
+        self.say("stopped")
+
+    def supervise(self, children: list[Child]) -> None:
+        """Start what is due to start; clean up and schedule the restart of what died."""
+        now = time.monotonic()
+        for child in children:
+            if child.process is None:
+                if now >= child.restart_at:
+                    self.say(f"started {child.name} (pid {child.start()})")
+            elif child.exited():
+                pid, ran = child.process.pid, now - child.started
+                status = child.reap()
+                child.failures = 0 if ran >= STABLE_SECONDS else child.failures + 1
+                delay = min(MAX_BACKOFF_SECONDS, 2 ** child.failures)
+                child.restart_at = time.monotonic() + delay
+                self.say(f"{child.name} (pid {pid}) exited with status {status} after "
+                         f"{ran:.0f} s; restarting in {delay} s")
+
+    def stop(self, children: list[Child]) -> None:
+        """SIGTERM to every group, up to STOP_SECONDS for the programs to end, then SIGKILL
+        for what is left: no process and no listening port survive the supervisor."""
+        running = [child for child in children if child.process is not None]
+        for child in running:
+            child.terminate()
+        deadline = time.monotonic() + STOP_SECONDS
+        while time.monotonic() < deadline and not all(child.exited() for child in running):
+            time.sleep(0.1)
+        for child in running:
+            child.reap()
