@@ -37,6 +37,7 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from governor.domain.profiles import profile_definition, validate_profile
+    from governor.domain.workspace import identity_at
     from verification.sandbox import run_sandboxed
 
     runs = getattr(args, "b4_runs", RUNS)
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     def sandboxed() -> float:
         start = time.perf_counter()
-        result = run_sandboxed(definition, workspace)
+        result = run_sandboxed(definition, workspace, identity_at(workspace))
         elapsed = (time.perf_counter() - start) * 1000
         if not result.passed:
             raise RuntimeError(f"/bin/true failed in the sandbox: {result.failure_kind} "

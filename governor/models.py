@@ -135,6 +135,8 @@ class Session(models.Model):
     external_id = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     workspace_kind = models.CharField(max_length=16, choices=WorkspaceKind.choices)
     workspace_path = models.CharField(max_length=4096, blank=True)
+    # "device:inode" of the directory bound at creation: checks and runs use only that directory.
+    workspace_identity = models.CharField(max_length=64, blank=True)
     header = JSONTextField(null=True, blank=True)
     imported = models.BooleanField(default=False)
     created_by = models.ForeignKey(AgentToken, null=True, on_delete=models.SET_NULL)

@@ -43,12 +43,14 @@ import ctypes
 import errno
 import hashlib
 import json
+import logging
 import os
 import posixpath
 import resource
 import selectors
 import signal
 import stat
+import struct
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +58,10 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from governor.domain.canonical import receipt
+from governor.domain.workspace import WorkspaceError, open_bound_directory
+from verification.cgroups import CgroupsUnavailable, RunCgroup, run_cgroup
+
+log = logging.getLogger(__name__)
 
 BWRAP = "/usr/bin/bwrap"
 SANDBOX_UID = SANDBOX_GID = 65534
@@ -89,6 +95,12 @@ _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
 CLONE_NEWNS = 0x0002_0000
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x4_0000
+# The gate (see `_workspace_problem`): bubblewrap reads a seccomp program from a pipe after
+# every mount and before the command. The worker writes this one, which allows every system
+# call (BPF_RET|BPF_K, SECCOMP_RET_ALLOW), only once the bound workspace is checked; an empty
+# pipe (refused, or the worker died) is a program bubblewrap cannot load, and it exits.
+ALLOW_EVERYTHING = struct.pack("=HBBI", 0x06, 0, 0, 0x7FFF_0000)
+GATE_POLL_SECONDS = 0.001
 
 
 @dataclass(frozen=True)
@@ -182,19 +194,21 @@ def _allows(info: os.stat_result, who: _Identity, wanted: int) -> bool:
     return granted & wanted == wanted
 
 
-def _directory_problem(path: str, who: _Identity, wanted: int, what: str) -> str | None:
-    """Why `who` cannot use directory `path` (already resolved) as `wanted`, or None. Where it
-    lies does not matter: a root worker stages it (see `_child_setup`), any other worker found
-    it itself."""
+def _directory_problem(path: str, who: _Identity, wanted: int, what: str,
+                       shown: str | None = None) -> str | None:
+    """Why `who` cannot use directory `path` (already resolved, or an open directory's
+    /proc/self/fd/N, then `shown` names it) as `wanted`, or None. Where it lies does not
+    matter: a root worker stages it (see `_child_setup`), any other worker found it itself."""
+    shown = shown or path
     try:
         info = os.stat(path)
     except OSError as exc:
-        return f"{what} {path} is not available ({exc.strerror})"
+        return f"{what} {shown} is not available ({exc.strerror})"
     if not stat.S_ISDIR(info.st_mode):
-        return f"{what} {path} is not a directory"
+        return f"{what} {shown} is not a directory"
     if not _allows(info, who, wanted):
         needs = "readable and writable" if wanted & WRITE else "readable"
-        return f"{what} {path} is not {needs} by the sandbox user {who.uid}"
+        return f"{what} {shown} is not {needs} by the sandbox user {who.uid}"
     return None
 
 
@@ -223,7 +237,7 @@ def sandbox_env(definition: Mapping[str, Any]) -> dict[str, str]:
 
 
 def bwrap_argv(definition: Mapping[str, Any], workspace: str, *, bwrap: str = BWRAP,
-               status_fd: int | None = None) -> list[str]:
+               status_fd: int | None = None, gate_fd: int | None = None) -> list[str]:
     writable = definition["sandboxMode"] == "workspace-write"
     binds, links = _system_layout(definition.get("rootfs"))
     argv = [bwrap, "--unshare-all", "--unshare-user",
@@ -246,6 +260,8 @@ def bwrap_argv(definition: Mapping[str, Any], workspace: str, *, bwrap: str = BW
              "--chdir", WORKSPACE]
     if status_fd is not None:
         argv += ["--json-status-fd", str(status_fd)]
+    if gate_fd is not None:
+        argv += ["--seccomp", str(gate_fd)]
     return [*argv, "--", *definition["argv"]]
 
 
@@ -361,10 +377,11 @@ def _bwrap_problem(bwrap: str, who: _Identity) -> str | None:
     return None
 
 
-def _setup_problem(definition: Mapping[str, Any], workspace: str, bwrap: str,
+def _setup_problem(definition: Mapping[str, Any], workspace: str, bound: str, bwrap: str,
                    who: _Identity) -> tuple[str, str] | None:
     """(failure kind, why) when the sandbox could not run the command, checked before anything
-    starts; None when it can."""
+    starts; None when it can. `bound` is the workspace directory as opened (/proc/self/fd/N),
+    `workspace` only names it."""
     if problem := _bwrap_problem(bwrap, who):
         return "infrastructure", problem
     if who.switch_from_root:
@@ -375,7 +392,7 @@ def _setup_problem(definition: Mapping[str, Any], workspace: str, bwrap: str,
         except OSError as exc:
             return "infrastructure", f"cannot prepare {STAGING}: {exc.strerror}"
     wanted = READ | SEARCH | (WRITE if definition["sandboxMode"] == "workspace-write" else 0)
-    if problem := _directory_problem(workspace, who, wanted, "workspace"):
+    if problem := _directory_problem(bound, who, wanted, "workspace", workspace):
         return "infrastructure", problem
     if rootfs := definition.get("rootfs"):
         rootfs = os.path.realpath(rootfs)
@@ -384,7 +401,7 @@ def _setup_problem(definition: Mapping[str, Any], workspace: str, bwrap: str,
         for point in ROOTFS_MOUNT_POINTS:
             if not os.path.isdir(rootfs + point):
                 return "infrastructure", f"rootfs {rootfs} has no {point} directory to mount on"
-    if problem := _command_problem(definition, workspace, who):
+    if problem := _command_problem(definition, bound, who):
         return "configuration", problem
     return None
 
@@ -399,8 +416,11 @@ def _checked(result: int, what: str) -> None:
 
 
 def _child_setup(limits: Mapping[str, int], who: _Identity, staged: list[tuple[str, str]],
-                 parent_pid: int) -> Callable[[], None]:
-    """What the child does between fork and exec of bubblewrap (which sets no rlimits)."""
+                 workspace: tuple[str, str], parent_pid: int,
+                 cgroup: RunCgroup | None) -> Callable[[], None]:
+    """What the child does between fork and exec of bubblewrap (which sets no rlimits):
+    join the run's cgroup, set the limits and, for a root worker, stage the workspace (path,
+    identity) and the `staged` (source, target) binds in a mount namespace of its own."""
     rlimits = [(resource.RLIMIT_NPROC, limits["pids"]),
                (resource.RLIMIT_FSIZE, limits["fileBytes"]),
                (resource.RLIMIT_CPU, limits["cpuSeconds"]),
@@ -410,15 +430,25 @@ def _child_setup(limits: Mapping[str, int], who: _Identity, staged: list[tuple[s
     kill = int(signal.SIGKILL)
 
     def setup() -> None:
-        # Limits first: only root may raise a hard limit (open files may need it).
+        # The cgroup first, while still root: everything of the run is counted in it.
+        if cgroup is not None:
+            cgroup.join()
+        # Limits next: only root may raise a hard limit (open files may need it).
         for which, value in rlimits:
             resource.setrlimit(which, (value, value))
-        if binds:
+        if who.switch_from_root:
             # bubblewrap, started as the sandbox user, could not pass a directory private to
             # root on the way to the workspace; so root binds it onto a fixed mount point first,
-            # in a mount namespace of this child alone.
+            # in a mount namespace of this child alone. The workspace is opened here, in that
+            # namespace (a descriptor opened outside it cannot be bound), component by component
+            # without following a link, checked, and bound by its descriptor.
             _checked(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
             _checked(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "private /")
+            directory = open_bound_directory(*workspace)
+            source = f"/proc/self/fd/{directory}".encode()
+            _checked(_libc.mount(source, STAGED_WORKSPACE.encode(), None, MS_BIND | MS_REC,
+                                 None), "bind")
+            os.close(directory)
             for source, target in binds:
                 _checked(_libc.mount(source, target, None, MS_BIND | MS_REC, None), "bind")
         if who.switch_from_root:
@@ -519,6 +549,70 @@ def _kill_bwrap(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def _await_child_pid(status_pipe: IO[bytes], status: _Status, bwrap_exit: int,
+                     deadline: float) -> None:
+    """Read bubblewrap's status until it names the sandbox's process (or ends, or `deadline`)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(status_pipe, selectors.EVENT_READ)
+        selector.register(bwrap_exit, selectors.EVENT_READ)
+        while "child-pid" not in status.fields():
+            remaining = deadline - time.monotonic()
+            events = selector.select(remaining) if remaining > 0 else []
+            if not events or any(key.fd == bwrap_exit for key, _ in events):
+                return
+            chunk = os.read(status_pipe.fileno(), READ_CHUNK)
+            if not chunk:
+                status_pipe.close()
+                return
+            status.feed(chunk)
+
+
+def _workspace_problem(status: Mapping[str, Any], recorded: str, deadline: float) -> str | None:
+    """Why the directory the started sandbox has at /workspace is not the session's bound
+    directory, or None when it is. This checks the outcome, whatever was resolved on the way:
+    the sandbox's process waits at the gate with every mount made, and its /workspace is looked
+    up through its own root, a mount tree nobody outside can change. Ready means its root is no
+    longer the host's (bubblewrap pivoted) and /workspace exists there (the second pivot, after
+    every bind, is done)."""
+    pid, namespace = status.get("child-pid"), status.get("pid-namespace")
+    if type(pid) is not int or type(namespace) is not int:
+        return "bubblewrap did not report the sandbox's process"
+    try:
+        process = os.pidfd_open(pid)
+    except OSError:
+        return "the sandbox ended before its workspace could be checked"
+    try:
+        host_root = os.stat("/")
+        with selectors.DefaultSelector() as selector:
+            selector.register(process, selectors.EVENT_READ)
+            while True:
+                try:
+                    # The pid still names the sandbox's process while `process` has not exited.
+                    if os.stat(f"/proc/{pid}/ns/pid").st_ino != namespace:
+                        return "the sandbox's process could not be found"
+                    root = os.stat(f"/proc/{pid}/root")
+                    bound = None
+                    if (root.st_dev, root.st_ino) != (host_root.st_dev, host_root.st_ino):
+                        bound = os.stat(f"/proc/{pid}/root{WORKSPACE}")
+                except FileNotFoundError:
+                    bound = None
+                except OSError as exc:
+                    return f"the sandbox's {WORKSPACE} could not be checked ({exc.strerror})"
+                if selector.select(0):
+                    return "the sandbox ended before its workspace could be checked"
+                if bound is not None:
+                    if f"{bound.st_dev}:{bound.st_ino}" == recorded:
+                        return None
+                    return (f"the directory mounted at {WORKSPACE} is not the session's bound "
+                            f"workspace: it was replaced while the run started; the command "
+                            f"did not run")
+                if time.monotonic() > deadline:
+                    return "the sandbox was not ready before the timeout"
+                time.sleep(GATE_POLL_SECONDS)
+    finally:
+        os.close(process)
+
+
 def _not_started(definition: Mapping[str, Any], kind: str, detail: str) -> SandboxResult:
     cap = definition["limits"]["outputBytes"]
     return SandboxResult(passed=False, failure_kind=kind, exit_code=None, signal=None,
@@ -527,25 +621,51 @@ def _not_started(definition: Mapping[str, Any], kind: str, detail: str) -> Sandb
                          sandbox_mode=definition["sandboxMode"], detail=detail)
 
 
-def run_sandboxed(definition: Mapping[str, Any], workspace: str, *,
+def _cgroup_for(limits: Mapping[str, int]) -> RunCgroup | None:
+    try:
+        return run_cgroup(memory_bytes=limits["memoryBytes"], pids=limits["pids"])
+    except CgroupsUnavailable as exc:
+        log.warning("no cgroup for this run, so its memory and processes are limited per "
+                    "process only (rlimits): %s", exc)
+        return None
+
+
+def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, *,
                   on_start: Callable[[int], None] | None = None, bwrap: str = BWRAP,
                   run_as: tuple[int, int] = NOBODY) -> SandboxResult:
-    """Run a profile definition's command in the sandbox over `workspace` and report how it
+    """Run a profile definition's command in the sandbox over the session's workspace (its
+    canonical path and recorded identity, see governor.domain.workspace) and report how it
     ended. Nothing starts unless bubblewrap, the workspace, the rootfs and the command are all
-    usable; otherwise the result is an `infrastructure` or `configuration` failure. Returns
-    only when no process of the sandbox is left.
+    usable; otherwise the result is an `infrastructure` or `configuration` failure. The command
+    starts only once the directory mounted at /workspace is checked to be the bound one.
+    Returns only when no process of the sandbox is left.
     `on_start(pid)` is called once bubblewrap runs (keep it quick: the timeout is running).
     `run_as` is the host identity used when the worker is root."""
     who = _identity(run_as)
-    workspace = os.path.realpath(workspace)
-    if problem := _setup_problem(definition, workspace, bwrap, who):
+    try:
+        bound = open_bound_directory(workspace, identity)
+    except WorkspaceError as exc:
+        return _not_started(definition, "infrastructure", str(exc))
+    try:
+        return _run_bound(definition, workspace, identity, bound, on_start, bwrap, who)
+    finally:
+        os.close(bound)
+
+
+def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bound: int,
+               on_start: Callable[[int], None] | None, bwrap: str,
+               who: _Identity) -> SandboxResult:
+    bound_path = f"/proc/self/fd/{bound}"
+    if problem := _setup_problem(definition, workspace, bound_path, bwrap, who):
         return _not_started(definition, *problem)
 
     staged: list[tuple[str, str]] = []
-    sandbox_definition, sandbox_workspace = definition, workspace
+    sandbox_definition = definition
+    # bubblewrap 0.8 resolves a bind source to a path again, so the descriptor is only a
+    # first line; the gate checks what was really mounted.
+    sandbox_workspace = bound_path
     if who.switch_from_root:
-        staged.append((workspace, STAGED_WORKSPACE))
-        sandbox_workspace = STAGED_WORKSPACE
+        sandbox_workspace = STAGED_WORKSPACE  # staged from the descriptor by `_child_setup`
         if rootfs := definition.get("rootfs"):
             staged.append((os.path.realpath(rootfs), STAGED_ROOTFS))
             sandbox_definition = {**definition, "rootfs": STAGED_ROOTFS}
@@ -554,43 +674,65 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, *,
     stderr_capture = _Capture("stderr", limits["outputBytes"])
     status = _Status()
     status_read, status_write = os.pipe()
+    gate_read, gate_write = os.pipe()
+    cgroup = _cgroup_for(limits)
     started = time.monotonic()
+    deadline = started + definition["timeoutMs"] / 1000
     try:
         process = subprocess.Popen(  # noqa: S603 - a fixed argv, never a shell
             bwrap_argv(sandbox_definition, sandbox_workspace, bwrap=bwrap,
-                       status_fd=status_write),
+                       status_fd=status_write, gate_fd=gate_read),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={}, cwd="/", close_fds=True, pass_fds=(status_write,),
+            env={}, cwd="/", close_fds=True, pass_fds=(status_write, gate_read, bound),
             start_new_session=True,
-            preexec_fn=_child_setup(limits, who, staged, os.getpid()),
+            preexec_fn=_child_setup(limits, who, staged, (workspace, identity), os.getpid(),
+                                    cgroup),
         )
     except (OSError, subprocess.SubprocessError) as exc:
         os.close(status_read)
+        os.close(gate_write)
+        if cgroup is not None:
+            cgroup.remove()
         if isinstance(exc, OSError) and exc.errno == errno.EAGAIN:
             why = (f"the sandbox user {who.uid} already runs as many processes as the pids "
                    f"limit ({limits['pids']}) allows")
         else:
-            why = (f"bubblewrap could not be started as uid {who.uid}: {exc} (setting rlimits, "
-                   f"staging mounts or switching user failed)")
+            why = (f"bubblewrap could not be started as uid {who.uid}: {exc} (joining the "
+                   f"run's cgroup, setting rlimits, staging the bound workspace or switching "
+                   f"user failed)")
         return _not_started(definition, "infrastructure", why)
     finally:
         os.close(status_write)
+        os.close(gate_read)
 
     assert process.stdout is not None and process.stderr is not None
+    status_pipe = os.fdopen(status_read, "rb", buffering=0)
     sinks = [(process.stdout, stdout_capture.feed), (process.stderr, stderr_capture.feed),
-             (os.fdopen(status_read, "rb", buffering=0), status.feed)]
+             (status_pipe, status.feed)]
     bwrap_exit = -1
+    refused = None
     try:
         bwrap_exit = os.pidfd_open(process.pid)
         if on_start is not None:
             on_start(process.pid)
-        finished = _collect(sinks, bwrap_exit, started + definition["timeoutMs"] / 1000)
+        _await_child_pid(status_pipe, status, bwrap_exit, deadline)
+        if "child-pid" in status.fields():
+            refused = _workspace_problem(status.fields(), identity, deadline)
+            if refused is None:
+                os.write(gate_write, ALLOW_EVERYTHING)
+            else:
+                _kill_command(status.fields())
+        os.close(gate_write)  # unless the program was written, bubblewrap stops at the gate
+        gate_write = -1
+        finished = _collect(sinks, bwrap_exit, deadline)
         if not finished:
             if not _kill_command(status.fields()):
                 _kill_bwrap(process)
             _collect(sinks, bwrap_exit, time.monotonic() + KILL_GRACE_SECONDS)
         duration_ms = round((time.monotonic() - started) * 1000)
     finally:
+        if gate_write >= 0:
+            os.close(gate_write)
         if process.poll() is None:
             _kill_command(status.fields())
             _kill_bwrap(process)
@@ -599,6 +741,8 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, *,
             os.close(bwrap_exit)
         for pipe, _feed in sinks:
             pipe.close()
+        if cgroup is not None:
+            cgroup.remove()
 
     stdout, stderr = stdout_capture.result(), stderr_capture.result()
 
@@ -610,6 +754,8 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, *,
                              detail=detail)
 
     exit_status = status.fields().get("exit-code")
+    if refused is not None:
+        return ended("infrastructure", detail=refused)
     if not finished:
         return ended("timeout", signal_number=int(signal.SIGKILL),
                      detail=f"killed after the {definition['timeoutMs']:,} ms timeout")

@@ -268,12 +268,9 @@ def run_execute(run: VerificationRun) -> None:
     """Run a claimed run in the sandbox and record its result."""
     from verification.sandbox import run_sandboxed
 
-    workspace = run.session.workspace_path
-    if os.path.realpath(workspace) != workspace:
-        run_finish(run=run, record=infrastructure_record(
-            run, "the session's workspace is no longer its bound directory"))
-        return
-    result = run_sandboxed(run.definition, workspace)
+    # Only the directory bound when the session was created (run_sandboxed refuses any other).
+    session = run.session
+    result = run_sandboxed(run.definition, session.workspace_path, session.workspace_identity)
     record = result.record()
     if result.detail:
         log.warning("run %s (%s): %s", run.pk, run.profile.profile_id, result.detail)

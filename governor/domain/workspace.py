@@ -1,24 +1,34 @@
 """SEMANTICS §4 rule 6: every file a check reads goes through `Workspace`.
 
-Containment is decided on the canonical path (all symlinks resolved), so a link inside the
-workspace that points inside is followed and one that points outside fails "outside workspace".
+A session is bound to a directory: its canonical path and its identity (device and inode),
+recorded when the session is created. Nothing here resolves a path through the kernel's symlink
+resolution. The root is opened one component at a time from "/", each relative to its parent
+with O_NOFOLLOW, and must still have the recorded identity: a directory swapped for another, or
+for a symlink (say to "/"), at any moment before the open is refused, and after the open the
+swap no longer matters, because everything below is opened relative to that descriptor.
 
-Why resolve-then-verify rather than walking with openat/O_NOFOLLOW: links *inside* the workspace
-must be followed, so O_NOFOLLOW on every component would refuse legitimate layouts. Instead we
-resolve with realpath, check containment, lstat the resolved path (so a FIFO or device is refused
-without ever being opened — opening a FIFO can block), open it with O_NOFOLLOW|O_NONBLOCK, and
-then verify the opened descriptor is the same inode we checked and, through /proc/self/fd, that
-it still lies inside the root. A swap of any path component between the checks is caught by one
-of those two comparisons.
+Below the root, a file is reached by walking its components relative to descriptors, following
+symlinks by hand: a relative target is walked from the link's directory ("..", never above the
+root), an absolute one only when it names a place under the root's path, and anything else fails
+"outside workspace". The final entry is lstat-ed first (a FIFO or device is refused without
+ever being opened — opening a FIFO can block), then opened with O_NOFOLLOW|O_NONBLOCK relative
+to its directory and checked to be the inode that was lstat-ed.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
 
 READ_CHUNK = 65536
+MAX_SYMLINK_HOPS = 40
+# Directories are opened for walking only (O_PATH: search permission is enough), never through
+# a symlink.
+DIRECTORY_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+NOT_BOUND = ("the session's workspace is not its bound directory (missing, moved or replaced "
+             "since the session was created)")
 
 
 class WorkspaceError(Exception):
@@ -39,19 +49,64 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
+def open_directory(path: str) -> int:
+    """An O_PATH descriptor of the directory at absolute `path`, opened one component at a time
+    from "/", each relative to its parent with O_NOFOLLOW: a symlink anywhere fails (ENOTDIR or
+    ELOOP), and no part of the path is resolved twice. Raises OSError."""
+    if not os.path.isabs(path) or ".." in path.split("/"):
+        raise OSError(errno.EINVAL, f"{path!r} is not a canonical absolute path")
+    fd = os.open("/", DIRECTORY_FLAGS)
+    try:
+        for name in path.split("/"):
+            if name in ("", "."):
+                continue
+            parent, fd = fd, -1
+            try:
+                fd = os.open(name, DIRECTORY_FLAGS, dir_fd=parent)
+            finally:
+                os.close(parent)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        raise
+    return fd
+
+
+def identity(fd: int) -> str:
+    """The device and inode of an open file, as a session records its workspace."""
+    info = os.fstat(fd)
+    return f"{info.st_dev}:{info.st_ino}"
+
+
+def identity_at(path: str) -> str:
+    """The identity of the directory at canonical `path` (see `open_directory`)."""
+    fd = open_directory(path)
+    try:
+        return identity(fd)
+    finally:
+        os.close(fd)
+
+
+def open_bound_directory(path: str, recorded: str) -> int:
+    """The session's workspace directory, opened by `open_directory` and checked to be the one
+    recorded when the session was bound; raises WorkspaceError otherwise."""
+    try:
+        fd = open_directory(path)
+    except OSError:
+        raise WorkspaceError(NOT_BOUND) from None
+    if not recorded or identity(fd) != recorded:
+        os.close(fd)
+        raise WorkspaceError(NOT_BOUND)
+    return fd
+
+
 class Workspace:
-    """A session's workspace directory. Paths given to it are relative to `root`."""
+    """A session's workspace directory: its path and its recorded identity. Paths given to it
+    are relative to `root`."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], recorded_identity: str) -> None:
         self.root = os.fspath(root)
-
-    def _bound_root(self) -> str:
-        """The root, which must still be the canonical directory the session was bound to: a
-        directory later swapped for a symlink would otherwise carry every check outside."""
-        if not os.path.isabs(self.root) or os.path.realpath(self.root) != self.root:
-            raise WorkspaceError("the session's workspace is not its bound directory (missing, "
-                                 "moved or replaced by a link)")
-        return self.root
+        self.recorded_identity = recorded_identity
 
     def _segments(self, relative: str) -> list[str]:
         # Defence in depth: contracts are validated on creation (rule 4.2).
@@ -64,50 +119,99 @@ class Workspace:
             raise WorkspaceError(f"{relative!r} is not a relative path inside the workspace")
         return [segment for segment in relative.split("/") if segment not in ("", ".")]
 
-    def _inside(self, real: str) -> bool:
-        return real == self.root or os.path.commonpath([self.root, real]) == self.root
-
-    def resolve(self, relative: str) -> str:
-        """The canonical absolute path of `relative`, refused when it leaves the workspace."""
-        real = os.path.realpath(os.path.join(self._bound_root(), *self._segments(relative)))
-        if not self._inside(real):
+    def _under_root(self, target: str) -> list[str]:
+        """The components of an absolute symlink target below the root's path."""
+        if target != self.root and not target.startswith(self.root.rstrip("/") + "/"):
             raise WorkspaceError("outside workspace")
-        return real
+        return target[len(self.root):].split("/")
+
+    def _walk(self, directories: list[int], segments: list[str], *, follow_last: bool) -> str:
+        """Walk `segments` from the root (`directories` holds its descriptor and gets one per
+        directory entered; the caller closes them) and return the name of the final entry in
+        `directories[-1]`, following symlinks inside the tree (the last one only when
+        `follow_last`). Raises FileNotFoundError when a directory on the way is missing."""
+        pending, hops = list(reversed(segments)), 0
+        while pending:
+            name = pending.pop()
+            if name in ("", "."):
+                if not pending:
+                    return "."
+                continue
+            if name == "..":
+                if len(directories) == 1:
+                    raise WorkspaceError("outside workspace")
+                os.close(directories.pop())
+                if not pending:
+                    return "."
+                continue
+            last = not pending
+            try:
+                info = os.stat(name, dir_fd=directories[-1], follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                if last:
+                    return name
+                raise FileNotFoundError(name) from None
+            if stat.S_ISLNK(info.st_mode) and (follow_last or not last):
+                hops += 1
+                if hops > MAX_SYMLINK_HOPS:
+                    raise WorkspaceError("has too many levels of symbolic links")
+                target = os.readlink(name, dir_fd=directories[-1])
+                if target.startswith("/"):
+                    pending += reversed(self._under_root(target))
+                    while len(directories) > 1:
+                        os.close(directories.pop())
+                else:
+                    pending += reversed(target.split("/"))
+                continue
+            if last:
+                return name
+            if not stat.S_ISDIR(info.st_mode):
+                raise FileNotFoundError(name)
+            try:
+                directories.append(os.open(name, DIRECTORY_FLAGS, dir_fd=directories[-1]))
+            except OSError:
+                raise WorkspaceError("changed while it was being read") from None
+        return "."
 
     def entry_present(self, relative: str) -> bool:
         """Is there any directory entry at `relative`? The final component is not followed, so a
-        dangling symlink counts as present; the directories leading to it are resolved and must
-        stay inside the workspace."""
-        segments = self._segments(relative)
-        if not segments:
-            return True
-        parent = os.path.realpath(os.path.join(self._bound_root(), *segments[:-1]))
-        if not self._inside(parent):
-            raise WorkspaceError("outside workspace")
+        dangling symlink counts as present; the directories leading to it must stay inside the
+        workspace."""
+        directories = [open_bound_directory(self.root, self.recorded_identity)]
         try:
-            os.lstat(os.path.join(parent, segments[-1]))
+            name = self._walk(directories, self._segments(relative), follow_last=False)
+            os.stat(name, dir_fd=directories[-1], follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             return False
+        finally:
+            for fd in directories:
+                os.close(fd)
         return True
 
     def read_bytes(self, relative: str, *, max_bytes: int) -> bytes:
         """The content of a regular file of at most `max_bytes` bytes."""
-        real = self.resolve(relative)
+        segments = self._segments(relative)
+        directories = [open_bound_directory(self.root, self.recorded_identity)]
         try:
-            before = os.lstat(real)
-        except (FileNotFoundError, NotADirectoryError):
-            raise WorkspaceError("not found") from None
-        if not stat.S_ISREG(before.st_mode):
-            raise WorkspaceError(f"is {_kind_of(before.st_mode)}, not a regular file")
-        if before.st_size > max_bytes:
-            raise WorkspaceError(f"is {before.st_size} bytes, over the {max_bytes}-byte limit")
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-        try:
-            fd = os.open(real, flags)
-        except (FileNotFoundError, NotADirectoryError):
-            raise WorkspaceError("was deleted before it could be read") from None
-        except OSError as exc:
-            raise WorkspaceError(f"could not be opened ({exc.strerror})") from None
+            try:
+                name = self._walk(directories, segments, follow_last=True)
+                before = os.stat(name, dir_fd=directories[-1], follow_symlinks=False)
+            except (FileNotFoundError, NotADirectoryError):
+                raise WorkspaceError("not found") from None
+            if not stat.S_ISREG(before.st_mode):
+                raise WorkspaceError(f"is {_kind_of(before.st_mode)}, not a regular file")
+            if before.st_size > max_bytes:
+                raise WorkspaceError(f"is {before.st_size} bytes, over the {max_bytes}-byte limit")
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            try:
+                fd = os.open(name, flags, dir_fd=directories[-1])
+            except (FileNotFoundError, NotADirectoryError):
+                raise WorkspaceError("was deleted before it could be read") from None
+            except OSError as exc:
+                raise WorkspaceError(f"could not be opened ({exc.strerror})") from None
+        finally:
+            for directory in directories:
+                os.close(directory)
         try:
             opened = os.fstat(fd)
             if (opened.st_dev, opened.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(
@@ -116,7 +220,6 @@ class Workspace:
                 raise WorkspaceError("changed while it was being read")
             if opened.st_nlink == 0:
                 raise WorkspaceError("was deleted while it was being read")
-            self._verify_descriptor(fd)
             chunks: list[bytes] = []
             remaining = max_bytes + 1  # one byte more tells us the file grew past the limit
             while remaining > 0:
@@ -131,14 +234,6 @@ class Workspace:
         if len(data) > max_bytes:
             raise WorkspaceError(f"grew over the {max_bytes}-byte limit while being read")
         return data
-
-    def _verify_descriptor(self, fd: int) -> None:
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            return  # no /proc: the inode comparison above is the remaining guard
-        if not self._inside(target):
-            raise WorkspaceError("outside workspace")
 
     def read_text(self, relative: str, *, max_bytes: int) -> str:
         """Rule 4.6: a regular file of at most `max_bytes`, strict UTF-8 (a BOM is kept as

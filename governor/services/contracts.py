@@ -272,7 +272,7 @@ def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
         evidence, current_profiles = DatabaseEvidence(session, state), profile_receipts(project)
         results = evaluate_checks(
             contract, evidence=evidence,
-            workspace=Workspace(session.workspace_path),
+            workspace=Workspace(session.workspace_path, session.workspace_identity),
             current_profile_receipts=current_profiles,
             max_file_bytes=project.max_file_bytes,
         )

@@ -21,6 +21,7 @@ import pytest
 
 from governor.domain.canonical import receipt
 from governor.domain.profiles import profile_definition, validate_profile
+from governor.domain.workspace import identity_at
 from verification.sandbox import SandboxResult, run_sandboxed
 
 pytestmark = pytest.mark.sandbox
@@ -59,7 +60,12 @@ def define(argv: list[str], **profile: Any) -> dict[str, Any]:
 
 
 def run(argv: list[str], workspace: Path, **profile: Any) -> SandboxResult:
-    return run_sandboxed(define(argv, **profile), str(workspace))
+    return run_sandboxed(define(argv, **profile), str(workspace), bound(workspace))
+
+
+def bound(workspace: Path) -> str:
+    """The identity a session records when it binds `workspace`."""
+    return identity_at(str(workspace))
 
 
 def sh(script: str, workspace: Path, **profile: Any) -> SandboxResult:
@@ -98,7 +104,8 @@ def test_death_by_a_signal_is_recorded_as_the_signal(workspace: Path) -> None:
 
 def test_on_start_gets_the_pid_once_the_sandbox_runs(workspace: Path) -> None:
     started: list[int] = []
-    result = run_sandboxed(define(["/bin/true"]), str(workspace), on_start=started.append)
+    result = run_sandboxed(define(["/bin/true"]), str(workspace), bound(workspace),
+                           on_start=started.append)
     assert result.passed is True
     assert len(started) == 1 and started[0] > 0
 
@@ -118,7 +125,8 @@ def test_the_record_holds_counts_and_receipts_never_output(workspace: Path) -> N
 
 def test_a_missing_command_is_a_configuration_failure_and_never_starts(workspace: Path) -> None:
     started: list[int] = []
-    result = run_sandboxed(define(["no-such-command"]), str(workspace), on_start=started.append)
+    result = run_sandboxed(define(["no-such-command"]), str(workspace), bound(workspace),
+                           on_start=started.append)
     assert (result.passed, result.failure_kind, result.exit_code) == (False, "configuration", None)
     assert "no-such-command" in result.detail
     assert started == []
@@ -134,7 +142,7 @@ def test_a_command_that_is_not_executable_is_a_configuration_failure(workspace: 
     script.write_text("#!/bin/sh\nexit 0\n")
     script.chmod(0o644)
     started: list[int] = []
-    result = run_sandboxed(define(["/workspace/run-tests.sh"]), str(workspace),
+    result = run_sandboxed(define(["/workspace/run-tests.sh"]), str(workspace), bound(workspace),
                            on_start=started.append)
     assert result.failure_kind == "configuration"
     assert "not an executable file" in result.detail
@@ -146,7 +154,8 @@ def test_unavailable_bubblewrap_is_an_infrastructure_failure_and_nothing_starts(
     started: list[int] = []
     result = run_sandboxed(
         define(["sh", "-c", "echo ran > /workspace/marker"], sandbox_mode="workspace-write"),
-        str(writable_workspace), on_start=started.append, bwrap="/nonexistent/bwrap")
+        str(writable_workspace), bound(writable_workspace), on_start=started.append,
+        bwrap="/nonexistent/bwrap")
     assert (result.passed, result.failure_kind) == (False, "infrastructure")
     assert "/nonexistent/bwrap" in result.detail
     assert started == []
@@ -165,7 +174,7 @@ def test_bubblewrap_failing_during_setup_is_an_infrastructure_failure_before_the
     result = run_sandboxed(
         define(["sh", "-c", "echo ran > /workspace/marker; exit 1"],
                sandbox_mode="workspace-write"),
-        str(writable_workspace), bwrap=str(broken))
+        str(writable_workspace), bound(writable_workspace), bwrap=str(broken))
     assert (result.passed, result.failure_kind, result.exit_code) == (False, "infrastructure",
                                                                       None)
     assert "Can't mount proc" in result.detail
@@ -188,15 +197,19 @@ def test_a_workspace_the_sandbox_user_cannot_read_is_an_infrastructure_failure(
     (tmp_path / "workspace").mkdir(mode=0o700)
     started: list[int] = []
     result = run_sandboxed(define(["/bin/true"]), str(tmp_path / "workspace"),
+                           bound(tmp_path / "workspace"),
                            on_start=started.append)
     assert result.failure_kind == "infrastructure"
     assert "not readable by the sandbox user 65534" in result.detail
     assert started == []
 
 
-def test_a_missing_workspace_is_an_infrastructure_failure(tmp_path: Path) -> None:
-    result = run(["/bin/true"], tmp_path / "gone")
+def test_a_missing_workspace_is_an_infrastructure_failure(workspace: Path) -> None:
+    identity = bound(workspace)
+    workspace.rename(workspace.with_name("gone"))
+    result = run_sandboxed(define(["/bin/true"]), str(workspace), identity)
     assert result.failure_kind == "infrastructure"
+    assert "not its bound directory" in result.detail
 
 
 def test_workspace_write_needs_a_workspace_the_sandbox_user_can_write(workspace: Path) -> None:
@@ -393,6 +406,7 @@ def test_the_pids_budget_is_shared_by_every_process_of_the_sandbox_user(
     try:
         started: list[int] = []
         result = run_sandboxed(define(["/bin/true"], limits={"pids": 8}), str(workspace),
+                               bound(workspace),
                                on_start=started.append)
     finally:
         for other in others:
@@ -405,7 +419,7 @@ def test_the_pids_budget_is_shared_by_every_process_of_the_sandbox_user(
 
 def test_the_sandbox_never_runs_as_host_root(workspace: Path) -> None:
     with pytest.raises(ValueError, match="never runs as host root"):
-        run_sandboxed(define(["/bin/true"]), str(workspace), run_as=(0, 0))
+        run_sandboxed(define(["/bin/true"]), str(workspace), bound(workspace), run_as=(0, 0))
 
 
 def test_allocating_4_gib_is_refused_by_the_memory_limit(workspace: Path) -> None:

@@ -18,7 +18,7 @@ from governor.domain.checks import (
     resolve_pointer,
 )
 from governor.domain.harness import is_governor_tool
-from governor.domain.workspace import Workspace
+from governor.domain.workspace import Workspace, identity_at
 
 START = 10
 RECEIPT = "sha256:" + "a" * 64
@@ -107,6 +107,10 @@ def verification(
     }
 
 
+def bound(root: Path) -> Workspace:
+    return Workspace(root, identity_at(str(root)))
+
+
 def run(
     check: dict[str, Any],
     *,
@@ -119,7 +123,7 @@ def run(
         check,
         after_seq=START,
         evidence=LogEvidence(events or []),
-        workspace=Workspace(root or Path("/nonexistent-workspace")),
+        workspace=bound(root) if root else Workspace("/nonexistent-workspace", ""),
         current_profile_receipts=receipts if receipts is not None else {"tests": RECEIPT},
         max_file_bytes=limit,
     )
@@ -153,7 +157,7 @@ def test_rule_4_a_check_that_raises_fails_with_the_error_as_evidence(ws: Path) -
         {"id": "x", "kind": "tool_not_called", "tool": "rm"},
         after_seq=START,
         evidence=Exploding([]),
-        workspace=Workspace(ws),
+        workspace=bound(ws),
         current_profile_receipts={},
         max_file_bytes=LIMIT,
     )
@@ -179,7 +183,7 @@ def test_rule_4_one_crashing_check_does_not_stop_the_others(ws: Path) -> None:
     results = evaluate_checks(
         contract,
         evidence=LogEvidence([]),
-        workspace=Workspace(ws),
+        workspace=bound(ws),
         current_profile_receipts={},
         max_file_bytes=LIMIT,
     )

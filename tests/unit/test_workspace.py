@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from governor.domain import workspace as workspace_module
-from governor.domain.workspace import Workspace, WorkspaceError
+from governor.domain.workspace import Workspace, WorkspaceError, identity_at
 
 LIMIT = 1024
 
@@ -21,8 +21,13 @@ def root(tmp_path: Path) -> Path:
     return path
 
 
+def bound(root: Path) -> Workspace:
+    """The workspace as a session binds it: its path and its identity now."""
+    return Workspace(root, identity_at(str(root)))
+
+
 def read(root: Path, relative: str, limit: int = LIMIT) -> str:
-    return Workspace(root).read_text(relative, max_bytes=limit)
+    return bound(root).read_text(relative, max_bytes=limit)
 
 
 def refusal(root: Path, relative: str, limit: int = LIMIT) -> str:
@@ -74,14 +79,37 @@ def test_rule_4_6_symlink_inside_the_workspace_is_followed(root: Path) -> None:
 def test_rule_4_6_a_workspace_root_swapped_for_a_symlink_reads_nothing(
     root: Path, tmp_path: Path
 ) -> None:
-    """Sessions bind the canonical directory; replacing it with a link to elsewhere must not
-    carry the checks there."""
+    """Sessions bind the directory and its identity; replacing it with a link to elsewhere, or
+    with another directory, must not carry the checks there."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "a").write_text("secret")
-    bound = tmp_path / "bound"
-    bound.symlink_to(elsewhere, target_is_directory=True)
-    assert "not its bound directory" in refusal(bound, "a")
+    workspace = bound(root)
+    root.rename(tmp_path / "moved")
+    root.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(WorkspaceError, match="not its bound directory"):
+        workspace.read_text("a", max_bytes=LIMIT)
+    root.unlink()
+    elsewhere.rename(root)
+    with pytest.raises(WorkspaceError, match="not its bound directory"):
+        workspace.read_text("a", max_bytes=LIMIT)
+
+
+def test_rule_4_6_an_absolute_link_under_the_root_path_is_followed_inside(root: Path) -> None:
+    (root / "real.txt").write_text("content")
+    (root / "abs").symlink_to(root / "real.txt")
+    (root / "loop").symlink_to("loop")
+    assert read(root, "abs") == "content"
+    assert "too many levels" in refusal(root, "loop")
+
+
+def test_rule_4_6_a_relative_link_climbing_above_the_root_is_outside(root: Path) -> None:
+    (root / "up").symlink_to("../..")
+    (root / "sub").mkdir()
+    (root / "sub" / "back").symlink_to("../README")
+    (root / "README").write_text("r")
+    assert refusal(root, "up/etc/passwd") == "outside workspace"
+    assert read(root, "sub/back") == "r"
 
 
 def test_rule_4_6_directory_is_not_a_regular_file(root: Path) -> None:
@@ -107,13 +135,13 @@ def test_rule_4_6_file_over_the_cap_fails_before_reading(
     opened: list[str] = []
     real_open = os.open
 
-    def recording_open(path: str, flags: int, *args: int) -> int:
+    def recording_open(path: str, flags: int, *args: int, **kwargs: int) -> int:
         opened.append(path)
-        return real_open(path, flags, *args)
+        return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(workspace_module.os, "open", recording_open)
     assert "over the 1024-byte limit" in refusal(root, "big")
-    assert opened == []
+    assert "big" not in opened
     assert len(read(root, "exact")) == LIMIT
 
 
@@ -150,9 +178,10 @@ def test_rule_4_6_file_deleted_before_it_is_opened_fails_cleanly(
     target.write_text("x")
     real_open = os.open
 
-    def delete_then_open(path: str, flags: int, *args: int) -> int:
-        target.unlink()
-        return real_open(path, flags, *args)
+    def delete_then_open(path: str, flags: int, *args: int, **kwargs: int) -> int:
+        if path == target.name:
+            target.unlink()
+        return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(workspace_module.os, "open", delete_then_open)
     assert "deleted" in refusal(root, "vanishing")
@@ -165,10 +194,11 @@ def test_rule_4_6_file_swapped_for_another_between_check_and_open_fails(
     target.write_text("x")
     real_open = os.open
 
-    def swap_then_open(path: str, flags: int, *args: int) -> int:
-        target.rename(root / "old")  # keep the old inode alive so the new file gets another
-        target.write_text("y")
-        return real_open(path, flags, *args)
+    def swap_then_open(path: str, flags: int, *args: int, **kwargs: int) -> int:
+        if path == target.name:
+            target.rename(root / "old")  # keep the old inode alive so the new one gets another
+            target.write_text("y")
+        return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(workspace_module.os, "open", swap_then_open)
     assert "changed" in refusal(root, "swapped")
@@ -183,10 +213,11 @@ def test_rule_4_6_file_replaced_by_a_symlink_after_the_check_is_not_followed(
     target.write_text("x")
     real_open = os.open
 
-    def swap_then_open(path: str, flags: int, *args: int) -> int:
-        target.unlink()
-        target.symlink_to(secret)
-        return real_open(path, flags, *args)
+    def swap_then_open(path: str, flags: int, *args: int, **kwargs: int) -> int:
+        if path == target.name:
+            target.unlink()
+            target.symlink_to(secret)
+        return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(workspace_module.os, "open", swap_then_open)
     refusal(root, "f")  # O_NOFOLLOW: the open itself is refused
@@ -201,7 +232,7 @@ def test_rule_4_2_workspace_refuses_unsafe_paths_even_from_old_contracts(
 
 def test_rule_4_6_entry_present_does_not_follow_a_dangling_link(root: Path) -> None:
     (root / "dangling").symlink_to("missing-target")
-    ws = Workspace(root)
+    ws = bound(root)
     assert ws.entry_present("dangling") is True
     assert ws.entry_present("missing-target") is False
 
@@ -210,15 +241,15 @@ def test_rule_4_6_entry_present_sees_a_link_to_outside_as_present(
     root: Path, tmp_path: Path
 ) -> None:
     (root / "out").symlink_to(tmp_path)
-    assert Workspace(root).entry_present("out") is True
+    assert bound(root).entry_present("out") is True
 
 
 def test_rule_4_6_entry_present_refuses_a_parent_outside(root: Path, tmp_path: Path) -> None:
     (root / "door").symlink_to(tmp_path, target_is_directory=True)
     with pytest.raises(WorkspaceError, match="outside workspace"):
-        Workspace(root).entry_present("door/anything")
+        bound(root).entry_present("door/anything")
 
 
 def test_rule_4_6_entry_present_under_a_regular_file_is_absent(root: Path) -> None:
     (root / "file").write_text("x")
-    assert Workspace(root).entry_present("file/child") is False
+    assert bound(root).entry_present("file/child") is False
