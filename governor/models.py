@@ -7,7 +7,6 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -87,17 +86,6 @@ class Project(models.Model):
     def __str__(self) -> str:
         return self.slug
 
-    def clean(self) -> None:
-        """Workspace roots are absolute paths: anything else would fail every session binding."""
-        roots = self.workspace_roots
-        if not isinstance(roots, list):
-            raise ValidationError({"workspace_roots": "must be a list of absolute directory "
-                                                      'paths, e.g. ["/srv/agents"]'})
-        for index, root in enumerate(roots):
-            if not isinstance(root, str) or not root.startswith("/") or "\x00" in root:
-                raise ValidationError({"workspace_roots": f"item {index} ({json.dumps(root)}) is "
-                                                          "not an absolute directory path"})
-
 
 class Role(models.TextChoices):
     REVIEWER = "reviewer"
@@ -133,6 +121,23 @@ class AgentToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class WaitSlot(models.Model):
+    """A long poll in progress: one of its token's GOVERNOR_MAX_WAITS_PER_TOKEN slots, shared
+    by every server thread and process through the unique constraint."""
+
+    token = models.ForeignKey(AgentToken, on_delete=models.CASCADE, related_name="+")
+    slot = models.PositiveSmallIntegerField()
+    until = models.DateTimeField(help_text="When the wait answers at the latest.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["token", "slot"], name="one_wait_per_token_slot")
+        ]
+
+    def __str__(self) -> str:
+        return f"wait {self.slot} of {self.token_id} until {self.until}"
 
 
 class WorkspaceKind(models.TextChoices):

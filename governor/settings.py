@@ -251,6 +251,9 @@ GOVERNOR_MAX_BATCH = 1000
 GOVERNOR_WORKSPACE_ROOTS = [
     root for root in os.environ.get("GOVERNOR_WORKSPACE_ROOTS", "").split(":") if root
 ]
+# Each long poll (`?wait=`) holds a server thread: one token holds at most this many at once.
+GOVERNOR_MAX_WAITS_PER_TOKEN = env_int("GOVERNOR_MAX_WAITS_PER_TOKEN", 4, minimum=1,
+                                       maximum=1000)
 
 BROKER_URL, BROKER_REASON = broker_choice()
 CELERY_BROKER_URL = BROKER_URL

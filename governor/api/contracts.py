@@ -10,13 +10,14 @@ from ninja import Router, Status
 
 from governor.api.auth import agent_token, session_for_token
 from governor.api.bodies import json_body
-from governor.api.errors import ERROR_RESPONSES
+from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
 from governor.api.sessions import session_out
 from governor.domain import contracts as contract_domain
 from governor.domain import lifecycle, messages
 from governor.models import Session, SessionState
 from governor.services import contracts
 from governor.services.errors import Invalid
+from governor.services.waits import wait_slot
 from reviews import services as reviews
 
 router = Router(tags=["contracts"])
@@ -159,21 +160,25 @@ def abstain(request: HttpRequest, session_id: str) -> dict[str, Any]:
     return _outcome(contracts.contract_abstain(session=session, reason=body.get("reason")))
 
 
-@router.get("/sessions/{session_id}/review", response={200: dict, **ERROR_RESPONSES})
+@router.get("/sessions/{session_id}/review", response={200: dict, **WAIT_RESPONSES})
 def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> dict[str, Any]:
     """The latest review of the session. With `wait`, holds the request (at most 60 s) until
     the pending proposal is decided or replaced by the next stage's."""
-    session = _session(request, session_id)
+    token = agent_token(request)
+    session = session_for_token(token, session_id)
     wait = max(0, min(wait, MAX_WAIT_SECONDS))
-    review = reviews.review_latest(session)
-    deadline = time.monotonic() + wait
-    while review is not None and review.status == "pending" and time.monotonic() < deadline:
-        time.sleep(POLL_SECONDS)
-        latest = reviews.review_latest(session)
-        changed = latest is not None and (latest.pk, latest.status) != (review.pk, review.status)
-        review = latest
-        if changed:
-            break
+    with wait_slot(token, wait):
+        review = reviews.review_latest(session)
+        deadline = time.monotonic() + wait
+        while (review is not None and review.status == "pending"
+               and time.monotonic() < deadline):
+            time.sleep(POLL_SECONDS)
+            latest = reviews.review_latest(session)
+            changed = (latest is not None
+                       and (latest.pk, latest.status) != (review.pk, review.status))
+            review = latest
+            if changed:
+                break
     return {"review": reviews.review_status(review) if review else None}
 
 

@@ -31,15 +31,18 @@ class ErrorOut(Schema):
 ERROR_RESPONSES: dict[int, type[Schema]] = {
     code: ErrorOut for code in (400, 401, 404, 409, 413, 422, 503)
 }
+# Routes that take `?wait=` may also answer 429 TOO_MANY_WAITS, with Retry-After.
+WAIT_RESPONSES: dict[int, type[Schema]] = {**ERROR_RESPONSES, 429: ErrorOut}
 
 # §9: the provider failed or timed out (502/504), or its answer was not a valid plan (502).
 DRAFT_STATUS = {"DRAFT_UPSTREAM": 502, "DRAFT_TIMEOUT": 504, "DRAFT_STREAM": 502,
                 "DRAFT_OUTPUT": 502}
 
-STATUS = {
+STATUS: dict[type[errors.ServiceError], int] = {
     errors.NotFound: 404,
     errors.Conflict: 409,
     errors.Invalid: 422,
+    errors.TooManyWaits: 429,
     errors.Unavailable: 503,
 }
 
@@ -67,7 +70,10 @@ def install(api: NinjaAPI) -> None:
     @api.exception_handler(errors.ServiceError)
     def service_error(request: HttpRequest, exc: errors.ServiceError) -> HttpResponse:
         status = next(code for cls, code in STATUS.items() if isinstance(exc, cls))
-        return error_response(api, request, status, exc.code, exc.message, exc.details)
+        response = error_response(api, request, status, exc.code, exc.message, exc.details)
+        if isinstance(exc, errors.TooManyWaits):
+            response["Retry-After"] = str(exc.retry_after)
+        return response
 
     @api.exception_handler(InvariantError)
     def invariant(request: HttpRequest, exc: InvariantError) -> HttpResponse:

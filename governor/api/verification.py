@@ -10,8 +10,9 @@ from ninja import Router, Status
 
 from governor.api.auth import agent_token, session_for_token
 from governor.api.bodies import json_body
-from governor.api.errors import ERROR_RESPONSES
+from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
 from governor.services.errors import Invalid
+from governor.services.waits import wait_slot
 from verification import services
 from verification.models import RunState, VerifierProfile
 
@@ -48,16 +49,18 @@ def request_run(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]
     return Status(202, {"id": str(run.pk), "state": run.state})
 
 
-@router.get("/code-verifications/{run_id}", response={200: dict, **ERROR_RESPONSES})
+@router.get("/code-verifications/{run_id}", response={200: dict, **WAIT_RESPONSES})
 def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str, Any]:
-    project = agent_token(request).project
-    run = services.run_for_token(project, run_id)
-    deadline = time.monotonic() + max(0, min(wait, MAX_WAIT_SECONDS))
-    while True:
-        if run.state != RunState.FINISHED:
-            services.runs_expire_lost(run_id=run.pk)
+    token = agent_token(request)
+    run = services.run_for_token(token.project, run_id)
+    wait = max(0, min(wait, MAX_WAIT_SECONDS))
+    with wait_slot(token, wait):
+        deadline = time.monotonic() + wait
+        while True:
+            if run.state != RunState.FINISHED:
+                services.runs_expire_lost(run_id=run.pk)
+                run.refresh_from_db()
+            if run.state == RunState.FINISHED or time.monotonic() >= deadline:
+                return run.as_dict()
+            time.sleep(POLL_SECONDS)
             run.refresh_from_db()
-        if run.state == RunState.FINISHED or time.monotonic() >= deadline:
-            return run.as_dict()
-        time.sleep(POLL_SECONDS)
-        run.refresh_from_db()

@@ -30,3 +30,13 @@ class Invalid(ServiceError):
 
 class Unavailable(ServiceError):
     code = "UNAVAILABLE"
+
+
+class TooManyWaits(ServiceError):
+    """Every wait slot of the token is held; one frees within `retry_after` seconds."""
+
+    code = "TOO_MANY_WAITS"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -1,22 +1,26 @@
-"""Many agents can wait for a review decision at once without tying up the server."""
+"""Many agents can wait for a review decision at once without tying up the server, and no one
+token can hold more than GOVERNOR_MAX_WAITS_PER_TOKEN of the server's threads."""
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
 
 from tests.api.test_contracts import readme_contract
 from tests.conftest import INTENT
-from tests.live import live_server
+from tests.live import Live, live_server
 
 WAITERS = 50
 
 
 def test_fifty_concurrent_review_waits_are_served(tmp_path: Path) -> None:
-    with live_server(tmp_path) as live, live.client() as client:
+    cap = {"GOVERNOR_MAX_WAITS_PER_TOKEN": str(WAITERS)}  # as fifty agents' tokens would allow
+    with live_server(tmp_path, extra_env=cap) as live, live.client() as client:
         session_ids = []
         for n in range(WAITERS):
             workspace = live.workspace_root / f"w{n}"
@@ -50,3 +54,76 @@ def test_fifty_concurrent_review_waits_are_served(tmp_path: Path) -> None:
         first_status, _, first_seconds = results[0]
         assert results[0][1] == "cancelled" and first_seconds < 5, results[0]
         assert all(state == "pending" and seconds >= 5.5 for _, state, seconds in results[1:])
+
+
+def pending_review(live: Live, client: httpx.Client) -> str:
+    """A session whose intent proposal waits for review: its review long-polls until `wait`."""
+    workspace = live.workspace_root / "w"
+    workspace.mkdir()
+    session = client.post("/sessions", json={
+        "workspace": {"kind": "path", "path": str(workspace)}}).json()
+    begun = client.post(f"/sessions/{session['id']}/contracts", json=readme_contract(intent=INTENT))
+    assert begun.status_code == 202, begun.text
+    return f"/sessions/{session['id']}/review"
+
+
+def second_token(live: Live) -> Live:
+    secret = live.manage("governor_token", "create", "--project", "demo", "--owner",
+                         "demo-agent").split()[-1]
+    return replace(live, token=secret)
+
+
+def test_140_waits_from_one_token_hold_four_threads_and_the_server_stays_responsive(
+    tmp_path: Path,
+) -> None:
+    with live_server(tmp_path) as live, live.client() as client:
+        review = pending_review(live, client)
+        other = second_token(live)
+
+        def wait(agent: Live, seconds: int) -> tuple[int, str | None, float]:
+            started = time.monotonic()
+            with agent.client() as own:
+                response = own.get(review, params={"wait": seconds})
+            return (response.status_code, response.headers.get("Retry-After"),
+                    time.monotonic() - started)
+
+        with ThreadPoolExecutor(max_workers=150) as pool:
+            flood = [pool.submit(wait, live, 8) for _ in range(140)]
+            time.sleep(2)  # every request of the flood has been answered or is parked
+            started = time.monotonic()
+            health = httpx.get(live.url + "/healthz", timeout=30)
+            health_seconds = time.monotonic() - started
+            others = [pool.submit(wait, other, 2) for _ in range(4)]
+            other_results = [future.result(timeout=60) for future in others]
+            results = [future.result(timeout=60) for future in flood]
+
+        assert health.status_code == 200 and health_seconds < 1, health_seconds
+        assert [status for status, _, _ in other_results] == [200] * 4
+        held = [seconds for status, _, seconds in results if status == 200]
+        refused = [(after, seconds) for status, after, seconds in results if status == 429]
+        assert len(held) == 4 and len(refused) == 136, sorted({s for s, _, _ in results})
+        assert all(seconds >= 7.5 for seconds in held)
+        assert all(after is not None and 1 <= int(after) <= 8 for after, _ in refused)
+        assert all(seconds < 5 for _, seconds in refused)  # refused at once, no thread held
+        answer = client.get(review, params={"wait": 1})  # every slot was given back
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["review"]["status"] == "pending"
+
+
+def test_a_wait_whose_client_went_away_frees_its_slot_when_its_thread_does(
+    tmp_path: Path,
+) -> None:
+    with live_server(tmp_path) as live, live.client() as client:
+        review = pending_review(live, client)
+
+        def give_up(_: int) -> None:
+            with live.client(timeout=1) as own, suppress(httpx.ReadTimeout):
+                own.get(review, params={"wait": 4})
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(give_up, range(4)))  # four clients gone; four threads still waiting
+        refused = client.get(review, params={"wait": 4})
+        assert refused.status_code == 429, refused.text
+        assert "GOVERNOR_MAX_WAITS_PER_TOKEN" in refused.json()["error"]["message"]
+        time.sleep(int(refused.headers["Retry-After"]) + 1)
+        assert client.get(review, params={"wait": 1}).status_code == 200
