@@ -230,6 +230,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=15)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False  # no banner on every command; lockouts are still logged as warnings
 
 LANGUAGE_CODE = "en"
 TIME_ZONE = "UTC"
