@@ -130,5 +130,6 @@ def run_cgroup(*, memory_bytes: int, pids: int) -> RunCgroup:
                 _write(directory, "pids.max", str(pids))
     except OSError as exc:
         RunCgroup(tuple(made)).remove()
-        raise CgroupsUnavailable(f"cannot create the run's cgroup ({exc})") from None
+        where = os.path.dirname(str(exc.filename)) if exc.filename else "the worker's cgroups"
+        raise CgroupsUnavailable(f"cannot make a cgroup below {where} ({exc.strerror})") from None
     return RunCgroup(tuple(directory for _controller, directory in directories))

@@ -621,12 +621,18 @@ def _not_started(definition: Mapping[str, Any], kind: str, detail: str) -> Sandb
                          sandbox_mode=definition["sandboxMode"], detail=detail)
 
 
+_CGROUPS_MISSING: set[str] = set()  # why, once said
+
+
 def _cgroup_for(limits: Mapping[str, int]) -> RunCgroup | None:
+    """The run's cgroup, or None (said once per reason) where none can be made."""
     try:
         return run_cgroup(memory_bytes=limits["memoryBytes"], pids=limits["pids"])
     except CgroupsUnavailable as exc:
-        log.warning("no cgroup for this run, so its memory and processes are limited per "
-                    "process only (rlimits): %s", exc)
+        if str(exc) not in _CGROUPS_MISSING:
+            _CGROUPS_MISSING.add(str(exc))
+            log.warning("runs get no cgroup, so their memory and processes are limited per "
+                        "process only (rlimits), not in total: %s", exc)
         return None
 
 

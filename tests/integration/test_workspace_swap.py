@@ -5,6 +5,7 @@ workspace, nothing is written on the host, and no file check reads outside it.""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import rfc8785
 
 from governor.domain.profiles import profile_definition, validate_profile
 from governor.domain.workspace import NOT_BOUND, Workspace, WorkspaceError, identity_at
@@ -191,3 +193,81 @@ def test_the_gate_starts_the_command_only_over_the_recorded_directory(place: Pat
     os.close(status_pipe)
     assert process.returncode == 0
     assert (workspace / "ran").read_text() == "ran\n"
+
+
+NON_ROOT_RACE = """
+import collections, json, os, sys
+from governor.domain.workspace import NOT_BOUND, identity_at
+from verification.sandbox import run_sandboxed
+workspace, runs = sys.argv[1], int(sys.argv[2])
+definition = json.loads(sys.argv[3])
+identity = identity_at(workspace)
+outcomes = collections.Counter()
+print("ready", flush=True)
+sys.stdin.readline()  # the swapper runs from here on
+while outcomes["started"] < runs and outcomes["not bound"] < 50 * runs:
+    result = run_sandboxed(definition, workspace, identity)
+    if result.detail == NOT_BOUND:
+        outcomes["not bound"] += 1
+        continue
+    outcomes["started"] += 1
+    escaped = "ESCAPED" in result.stdout.tail or result.failure_kind not in (None, "infrastructure")
+    outcomes["escaped" if escaped else "gate" if "mounted at" in result.detail
+             else result.failure_kind or "passed"] += 1
+print(json.dumps(outcomes), flush=True)
+"""
+
+
+def _interpreter_for_nobody() -> str | None:
+    """An interpreter of this Python version that uid 65534 may run (this one may live in a
+    home directory it cannot reach)."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (sys.executable, f"/usr/bin/python{version}"):
+        try:
+            subprocess.run([candidate, "-c", "pass"], preexec_fn=_as_nobody,  # noqa: S603
+                           capture_output=True, check=True)
+        except (OSError, subprocess.CalledProcessError):
+            continue
+        return candidate
+    return None
+
+
+def _as_nobody() -> None:
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="starts a worker as uid 65534")
+def test_a_worker_that_is_not_root_is_held_by_the_gate(place: Path) -> None:
+    """bubblewrap 0.8 resolves a bind source (even /proc/self/fd/N) to a path again, so a
+    worker that is not root and cannot stage the workspace itself does get the wrong
+    directory mounted now and then; the gate refuses every such run before its command."""
+    interpreter = _interpreter_for_nobody()
+    if interpreter is None:
+        pytest.skip("no interpreter of this version that uid 65534 can run")
+    repo = Path(__file__).resolve().parents[2]
+    packages = Path(rfc8785.__file__).resolve().parent.parent
+    place.chmod(0o777)  # the worker, uid 65534, exchanges the names itself
+    (place / "ws" / "MARKER").chmod(0o644)
+    definition = profile_definition(validate_profile({
+        "id": "swap-race", "description": "Looks around.", "sandbox_mode": "workspace-write",
+        "argv": ["/bin/sh", "-c", "test -e /workspace/etc/passwd && echo ESCAPED; "
+                                  f"test \"$(cat /workspace/MARKER)\" = \"{MARKER.strip()}\""]}))
+    worker = subprocess.Popen(  # noqa: S603 - our own script
+        [interpreter, "-c", NON_ROOT_RACE, str(place / "ws"), "150", json.dumps(definition)],
+        env={"PYTHONPATH": f"{repo}:{packages}", "PATH": "/usr/bin:/bin"}, cwd="/",
+        preexec_fn=_as_nobody, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert worker.stdin is not None and worker.stdout is not None
+    try:
+        assert worker.stdout.readline() == "ready\n"
+        with swapping(place):
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+            outcomes = json.loads(worker.stdout.readline())
+    finally:
+        worker.kill()  # only the process this test started
+        worker.wait()
+    assert outcomes.get("escaped", 0) == 0, outcomes
+    assert outcomes["started"] == 150, outcomes
+    assert outcomes.get("gate", 0) > 0 and outcomes.get("passed", 0) > 0, outcomes
