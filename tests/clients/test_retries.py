@@ -21,6 +21,8 @@ from governor_client import (
 )
 from governor_client.workspace import PendingBatch
 
+from tests.api.test_contracts import readme_contract
+from tests.conftest import INTENT
 from tests.live import Live
 
 MODEL: harness.ModelInfo = {"provider": "test", "model": "scripted"}
@@ -170,3 +172,32 @@ def test_a_governor_that_never_answers_fails_within_the_clients_time_budget() ->
             pytest.raises(GovernorUnreachable, match="time budget|ReadTimeout"):
         client.session("00000000-0000-0000-0000-000000000000")
     assert time.monotonic() - started < 3
+
+
+def test_a_long_poll_one_too_many_for_the_token_waits_for_retry_after_then_answers(
+    live: Live, workspace: Path, review_required: None,
+) -> None:
+    """The server holds at most 4 long polls per token and answers the next 429 with
+    Retry-After; the client waits that long and polls again instead of failing the caller
+    (an MCP begin whose proposal was already made)."""
+    with GovernorClient(Config(url=live.url, token=live.token)) as client:
+        agent = AgentSession(client, Workspace(workspace))
+        begun = agent.begin({**readme_contract(), "intent": INTENT})
+        assert begun["status"] == "review-pending"
+        session_id = agent.ensure()
+        with live.client() as direct:
+            holders = [threading.Thread(target=direct.get, daemon=True,
+                                        args=(f"/sessions/{session_id}/review",),
+                                        kwargs={"params": {"wait": 3}}) for _ in range(4)]
+            for holder in holders:
+                holder.start()
+            time.sleep(1)  # the four hold every slot of the token
+            assert direct.get(f"/sessions/{session_id}/review",
+                              params={"wait": 1}).status_code == 429
+            started = time.monotonic()
+            answer = client.review(session_id, wait=1)
+            waited = time.monotonic() - started
+            for holder in holders:
+                holder.join()
+    assert answer["review"] is not None and answer["review"]["status"] == "pending"
+    assert 1 <= waited < 10, waited

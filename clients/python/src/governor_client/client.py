@@ -4,7 +4,8 @@ Retries are only ever made where repeating the request cannot do anything twice:
 
 - reads, `abstain` (a second abstain returns the terminal) and session creation with an
   `external_id` (the server answers the same session) are repeated on any transport failure or
-  a 502/503/504;
+  a 502/503/504, and a long poll refused as one too many for the token (429) after the
+  `Retry-After` the server gives;
 - event batches are repeated under the same `Idempotency-Key` (and `expected_seq`), so the server
   answers a replay with the first result and stores nothing twice;
 - everything else (begin, verify, turn-stop, queueing a run, import) is repeated only when the
@@ -127,13 +128,19 @@ class GovernorClient:
                 if not repeatable or attempt >= self.retries:
                     raise GovernorUnreachable(
                         f"{where}: {type(exc).__name__}: {exc or 'no answer'}") from exc
+                pause = self.backoff * (2 ** attempt)
             else:
                 if response.status_code < 400:
                     return response
-                if (retry is Retry.UNSENT or response.status_code not in RETRYABLE_STATUS
-                        or attempt >= self.retries):
+                too_many_waits = response.status_code == 429
+                if (retry is Retry.UNSENT or attempt >= self.retries
+                        or not (too_many_waits or response.status_code in RETRYABLE_STATUS)):
                     raise _error_of(response)
-            time.sleep(self.backoff * (2 ** attempt))
+                # One long poll too many for the token: its others end within Retry-After.
+                pause = _retry_after(response) if too_many_waits else self.backoff * (2 ** attempt)
+            if self._deadline is not None:
+                pause = min(pause, max(0.0, self._deadline - time.monotonic()))
+            time.sleep(pause)
             attempt += 1
 
     def _json(self, method: str, path: str, *, retry: Retry, **kwargs: Any) -> Any:
@@ -299,6 +306,16 @@ class GovernorClient:
 
     def keys(self) -> list[PublicKey]:
         return cast(list[PublicKey], self._json("GET", "/keys", retry=Retry.REPEATABLE)["keys"])
+
+
+def _retry_after(response: httpx.Response) -> int:
+    """The seconds `Retry-After` asks for (1 when absent or unreadable, at most a long poll),
+    and one more: the wait that ends by then releases its slot a moment after its deadline."""
+    try:
+        seconds = max(0, min(int(response.headers.get("Retry-After", "1")), MAX_WAIT_SECONDS))
+    except ValueError:
+        seconds = 1
+    return seconds + 1
 
 
 def _error_of(response: httpx.Response) -> GovernorError:
