@@ -109,19 +109,32 @@ def test_the_server_refuses_to_start_while_a_secret_is_readable_by_others(
     assert "reviewer inbox" not in out  # nothing was served
 
 
-def serve(env: dict[str, str]) -> tuple[str, str]:
-    """Start governor_serve and expect it to refuse: its output."""
+def test_a_bare_gunicorn_refuses_to_serve_while_the_database_is_readable_by_others(
+    installation: tuple[Path, dict[str, str]],
+) -> None:
+    var, env = installation
+    database = var / "governor.sqlite3"
+    database.chmod(0o644)
+    try:
+        _, err = serve(env, [str(Path(sys.executable).parent / "gunicorn"),
+                             "governor.wsgi:application", "--no-control-socket"])
+    finally:
+        database.chmod(0o600)
+    assert f"{database} has mode 0644" in err and f"chmod 600 {database}" in err, err
+
+
+def serve(env: dict[str, str], command: list[str] | None = None) -> tuple[str, str]:
+    """Start governor_serve (or `command`) and expect it to refuse: its output."""
+    command = command or [sys.executable, "manage.py", "governor_serve", "--no-worker"]
     server = subprocess.Popen(  # noqa: S603
-        [sys.executable, "manage.py", "governor_serve", "--no-worker",
-         "--bind", f"127.0.0.1:{free_port()}"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        [*command, "--bind", f"127.0.0.1:{free_port()}"], cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     try:
         out, err = server.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(server.pid, signal.SIGKILL)
         server.communicate()
-        pytest.fail("governor_serve started")
+        pytest.fail(f"{command} started")
     assert server.returncode != 0
     return out, err
