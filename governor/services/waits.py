@@ -20,6 +20,8 @@ from governor.services.errors import TooManyWaits
 # A slot outlives its wait only when the process holding it died (its `finally` never ran);
 # after this much longer it counts as free again.
 ABANDONED_AFTER = timedelta(seconds=30)
+# A wait whose deadline just passed is still answering: its slot is free in a moment.
+FINISHING = timedelta(seconds=5)
 
 
 def _claim(token: AgentToken, seconds: int) -> WaitSlot | None:
@@ -46,7 +48,7 @@ def wait_slot(token: AgentToken, seconds: int) -> Iterator[None]:
     if held is None:
         now = timezone.now()
         soonest = WaitSlot.objects.filter(token=token).aggregate(until=Min("until"))["until"]
-        if soonest is not None and soonest < now:  # its process died: free once abandoned
+        if soonest is not None and soonest < now - FINISHING:  # its process died
             soonest += ABANDONED_AFTER
         left = (soonest - now).total_seconds() if soonest is not None else 0
         retry_after = max(1, math.ceil(left))

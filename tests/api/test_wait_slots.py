@@ -105,3 +105,14 @@ def test_the_api_answers_429_with_retry_after_on_both_long_poll_routes(
         assert agent.get(f"/sessions/{session['id']}/review").status_code == 200
     assert agent.get(f"/sessions/{session['id']}/review", wait=1).status_code == 200
     assert not WaitSlot.objects.exists()
+
+
+def test_a_slot_whose_wait_is_just_answering_says_retry_in_a_second(token: AgentToken) -> None:
+    """A client that honours Retry-After exactly asks again right as the held waits end; their
+    slots are about to be released, not abandoned, so the answer is 1 s, not the 30 s grace."""
+    now = timezone.now()
+    for slot in range(4):
+        WaitSlot.objects.create(token=token, slot=slot, until=now - timedelta(milliseconds=200))
+    with pytest.raises(TooManyWaits) as refused, wait_slot(token, 5):
+        pass
+    assert refused.value.retry_after == 1
