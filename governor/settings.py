@@ -307,6 +307,10 @@ GOVERNOR_RUN_LEASE_SECONDS = env_int("GOVERNOR_RUN_LEASE_SECONDS", 15, minimum=3
 GOVERNOR_RUN_QUEUE_TIMEOUT_SECONDS = env_int(
     "GOVERNOR_RUN_QUEUE_TIMEOUT_SECONDS", 600, minimum=1, maximum=86_400
 )
+# What one workspace-write run may write in total (whole files it changes count), on a private
+# overlay applied to the workspace only when the run passes (verification/overlay.py).
+GOVERNOR_RUN_WRITE_BYTES = env_int("GOVERNOR_RUN_WRITE_BYTES", 1024**3, minimum=1024**2,
+                                   maximum=64 * 1024**3)
 
 # Absolute links in notifications (emails, webhooks) point here.
 PUBLIC_URL = os.environ.get("GOVERNOR_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")

@@ -54,12 +54,13 @@ import struct
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, Any
 
 from governor.domain.canonical import receipt
 from governor.domain.workspace import WorkspaceError, open_bound_directory
 from verification.cgroups import CgroupsUnavailable, RunCgroup, run_cgroup
+from verification.overlay import DIRECTORY, apply_changes, checked, mount_overlay
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,8 @@ SEARCH = EXECUTE  # on a directory
 STAGING = "/run/governor-sandbox"
 STAGED_WORKSPACE = STAGING + "/workspace"
 STAGED_ROOTFS = STAGING + "/rootfs"
+STAGED_CHANGES = STAGING + "/changes"  # a workspace-write run's upper layer (verification/overlay)
+DEFAULT_WRITE_BYTES = 1024**3
 
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
@@ -386,7 +389,7 @@ def _setup_problem(definition: Mapping[str, Any], workspace: str, bound: str, bw
         return "infrastructure", problem
     if who.switch_from_root:
         try:
-            for point in (STAGED_WORKSPACE, STAGED_ROOTFS):
+            for point in (STAGED_WORKSPACE, STAGED_ROOTFS, STAGED_CHANGES):
                 os.makedirs(point, exist_ok=True)
                 os.chmod(point, 0o755)  # noqa: S103 - an empty mount point the sandbox user passes
         except OSError as exc:
@@ -409,18 +412,13 @@ def _setup_problem(definition: Mapping[str, Any], workspace: str, bound: str, bw
 # --- running ---------------------------------------------------------------------------------
 
 
-def _checked(result: int, what: str) -> None:
-    if result != 0:
-        number = ctypes.get_errno()
-        raise OSError(number, f"{what}: {os.strerror(number)}")
-
-
 def _child_setup(limits: Mapping[str, int], who: _Identity, staged: list[tuple[str, str]],
-                 workspace: tuple[str, str], parent_pid: int,
+                 workspace: tuple[str, str], write_bytes: int | None, parent_pid: int,
                  cgroup: RunCgroup | None) -> Callable[[], None]:
     """What the child does between fork and exec of bubblewrap (which sets no rlimits):
     join the run's cgroup, set the limits and, for a root worker, stage the workspace (path,
-    identity) and the `staged` (source, target) binds in a mount namespace of its own."""
+    identity; as an overlay of at most `write_bytes` of changes when given) and the `staged`
+    (source, target) binds in a mount namespace of its own."""
     rlimits = [(resource.RLIMIT_NPROC, limits["pids"]),
                (resource.RLIMIT_FSIZE, limits["fileBytes"]),
                (resource.RLIMIT_CPU, limits["cpuSeconds"]),
@@ -442,15 +440,18 @@ def _child_setup(limits: Mapping[str, int], who: _Identity, staged: list[tuple[s
             # in a mount namespace of this child alone. The workspace is opened here, in that
             # namespace (a descriptor opened outside it cannot be bound), component by component
             # without following a link, checked, and bound by its descriptor.
-            _checked(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-            _checked(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "private /")
+            checked(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+            checked(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "private /")
             directory = open_bound_directory(*workspace)
-            source = f"/proc/self/fd/{directory}".encode()
-            _checked(_libc.mount(source, STAGED_WORKSPACE.encode(), None, MS_BIND | MS_REC,
-                                 None), "bind")
+            if write_bytes is None:
+                source = f"/proc/self/fd/{directory}".encode()
+                checked(_libc.mount(source, STAGED_WORKSPACE.encode(), None, MS_BIND | MS_REC,
+                                    None), "bind")
+            else:
+                mount_overlay(directory, STAGED_CHANGES, STAGED_WORKSPACE, write_bytes)
             os.close(directory)
             for source, target in binds:
-                _checked(_libc.mount(source, target, None, MS_BIND | MS_REC, None), "bind")
+                checked(_libc.mount(source, target, None, MS_BIND | MS_REC, None), "bind")
         if who.switch_from_root:
             os.setgroups([])
             os.setresgid(who.gid, who.gid, who.gid)
@@ -567,6 +568,10 @@ def _await_child_pid(status_pipe: IO[bytes], status: _Status, bwrap_exit: int,
             status.feed(chunk)
 
 
+def _identity_of(info: os.stat_result) -> str:
+    return f"{info.st_dev}:{info.st_ino}"
+
+
 def _workspace_problem(status: Mapping[str, Any], recorded: str, deadline: float) -> str | None:
     """Why the directory the started sandbox has at /workspace is not the session's bound
     directory, or None when it is. This checks the outcome, whatever was resolved on the way:
@@ -601,7 +606,7 @@ def _workspace_problem(status: Mapping[str, Any], recorded: str, deadline: float
                 if selector.select(0):
                     return "the sandbox ended before its workspace could be checked"
                 if bound is not None:
-                    if f"{bound.st_dev}:{bound.st_ino}" == recorded:
+                    if _identity_of(bound) == recorded:
                         return None
                     return (f"the directory mounted at {WORKSPACE} is not the session's bound "
                             f"workspace: it was replaced while the run started; the command "
@@ -638,7 +643,8 @@ def _cgroup_for(limits: Mapping[str, int]) -> RunCgroup | None:
 
 def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, *,
                   on_start: Callable[[int], None] | None = None, bwrap: str = BWRAP,
-                  run_as: tuple[int, int] = NOBODY) -> SandboxResult:
+                  run_as: tuple[int, int] = NOBODY,
+                  write_bytes: int = DEFAULT_WRITE_BYTES) -> SandboxResult:
     """Run a profile definition's command in the sandbox over the session's workspace (its
     canonical path and recorded identity, see governor.domain.workspace) and report how it
     ended. Nothing starts unless bubblewrap, the workspace, the rootfs and the command are all
@@ -646,21 +652,38 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, 
     starts only once the directory mounted at /workspace is checked to be the bound one.
     Returns only when no process of the sandbox is left.
     `on_start(pid)` is called once bubblewrap runs (keep it quick: the timeout is running).
-    `run_as` is the host identity used when the worker is root."""
+    `run_as` is the host identity used when the worker is root. `write_bytes` bounds what a
+    `workspace-write` run may write, and its changes reach the workspace only when it passes
+    (verification/overlay.py; a root worker only)."""
     who = _identity(run_as)
     try:
         bound = open_bound_directory(workspace, identity)
     except WorkspaceError as exc:
         return _not_started(definition, "infrastructure", str(exc))
     try:
-        return _run_bound(definition, workspace, identity, bound, on_start, bwrap, who)
+        return _run_bound(definition, workspace, identity, bound, on_start, bwrap, who,
+                          write_bytes)
     finally:
         os.close(bound)
 
 
+def _write_cap(definition: Mapping[str, Any], who: _Identity, write_bytes: int) -> int | None:
+    """The cap on what this run may write, or None when it writes no workspace or cannot be
+    capped (said once)."""
+    if definition["sandboxMode"] != "workspace-write":
+        return None
+    if who.switch_from_root:
+        return write_bytes
+    if "overlay" not in _CGROUPS_MISSING:
+        _CGROUPS_MISSING.add("overlay")
+        log.warning("the worker is not root: workspace-write runs write the workspace "
+                    "directly, with no total write cap and even when they fail")
+    return None
+
+
 def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bound: int,
-               on_start: Callable[[int], None] | None, bwrap: str,
-               who: _Identity) -> SandboxResult:
+               on_start: Callable[[int], None] | None, bwrap: str, who: _Identity,
+               write_bytes: int) -> SandboxResult:
     bound_path = f"/proc/self/fd/{bound}"
     if problem := _setup_problem(definition, workspace, bound_path, bwrap, who):
         return _not_started(definition, *problem)
@@ -682,6 +705,7 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
     status_read, status_write = os.pipe()
     gate_read, gate_write = os.pipe()
     cgroup = _cgroup_for(limits)
+    cap = _write_cap(definition, who, write_bytes)
     started = time.monotonic()
     deadline = started + definition["timeoutMs"] / 1000
     try:
@@ -691,8 +715,8 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={}, cwd="/", close_fds=True, pass_fds=(status_write, gate_read, bound),
             start_new_session=True,
-            preexec_fn=_child_setup(limits, who, staged, (workspace, identity), os.getpid(),
-                                    cgroup),
+            preexec_fn=_child_setup(limits, who, staged, (workspace, identity), cap,
+                                    os.getpid(), cgroup),
         )
     except (OSError, subprocess.SubprocessError) as exc:
         os.close(status_read)
@@ -715,15 +739,22 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
     status_pipe = os.fdopen(status_read, "rb", buffering=0)
     sinks = [(process.stdout, stdout_capture.feed), (process.stderr, stderr_capture.feed),
              (status_pipe, status.feed)]
-    bwrap_exit = -1
+    bwrap_exit = upper = -1
     refused = None
     try:
         bwrap_exit = os.pidfd_open(process.pid)
+        expected = identity
+        if cap is not None:
+            # The overlay lives in bubblewrap's mount namespace (staged by `_child_setup`): the
+            # sandbox must see it at /workspace, and its upper layer is kept open to apply.
+            staged_root = f"/proc/{process.pid}/root"
+            upper = os.open(f"{staged_root}{STAGED_CHANGES}/upper", DIRECTORY)
+            expected = _identity_of(os.stat(f"{staged_root}{STAGED_WORKSPACE}"))
         if on_start is not None:
             on_start(process.pid)
         _await_child_pid(status_pipe, status, bwrap_exit, deadline)
         if "child-pid" in status.fields():
-            refused = _workspace_problem(status.fields(), identity, deadline)
+            refused = _workspace_problem(status.fields(), expected, deadline)
             if refused is None:
                 os.write(gate_write, ALLOW_EVERYTHING)
             else:
@@ -736,6 +767,10 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
                 _kill_bwrap(process)
             _collect(sinks, bwrap_exit, time.monotonic() + KILL_GRACE_SECONDS)
         duration_ms = round((time.monotonic() - started) * 1000)
+    except BaseException:
+        if upper >= 0:
+            os.close(upper)
+        raise
     finally:
         if gate_write >= 0:
             os.close(gate_write)
@@ -750,7 +785,36 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
         if cgroup is not None:
             cgroup.remove()
 
-    stdout, stderr = stdout_capture.result(), stderr_capture.result()
+    result = _outcome(definition, status.fields(), refused, finished, duration_ms,
+                      stdout_capture.result(), stderr_capture.result(), process.returncode)
+    if upper < 0:
+        return result
+    try:
+        return _applied(result, upper, workspace, identity) if result.passed else result
+    finally:
+        os.close(upper)
+
+
+def _applied(result: SandboxResult, upper: int, workspace: str, identity: str) -> SandboxResult:
+    """A passed workspace-write run, once its changes are applied to the bound workspace."""
+    try:
+        target = open_bound_directory(workspace, identity)
+        try:
+            apply_changes(upper, target)
+        finally:
+            os.close(target)
+    except (OSError, WorkspaceError) as exc:
+        return replace(
+            result, passed=False, failure_kind="infrastructure",
+            detail=f"the command passed but its changes could not all be applied to the "
+                   f"workspace: {exc}")
+    return result
+
+
+def _outcome(definition: Mapping[str, Any], status: Mapping[str, Any], refused: str | None,
+             finished: bool, duration_ms: int, stdout: StreamResult, stderr: StreamResult,
+             returncode: int) -> SandboxResult:
+    """How the run ended, from what bubblewrap reported."""
 
     def ended(kind: str | None, exit_code: int | None = None, signal_number: int | None = None,
               detail: str = "") -> SandboxResult:
@@ -759,7 +823,7 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
                              stderr=stderr, sandbox_mode=definition["sandboxMode"],
                              detail=detail)
 
-    exit_status = status.fields().get("exit-code")
+    exit_status = status.get("exit-code")
     if refused is not None:
         return ended("infrastructure", detail=refused)
     if not finished:
@@ -767,7 +831,7 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
                      detail=f"killed after the {definition['timeoutMs']:,} ms timeout")
     if type(exit_status) is not int:
         # bubblewrap stopped before exec: its own message is all stderr holds.
-        message = stderr.tail.strip() or f"bubblewrap ended with status {process.returncode}"
+        message = stderr.tail.strip() or f"bubblewrap ended with status {returncode}"
         kind = "configuration" if "execvp" in message else "infrastructure"
         return ended(kind, detail=message)
     if exit_status in SIGNAL_STATUSES:

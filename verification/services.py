@@ -270,7 +270,8 @@ def run_execute(run: VerificationRun) -> None:
 
     # Only the directory bound when the session was created (run_sandboxed refuses any other).
     session = run.session
-    result = run_sandboxed(run.definition, session.workspace_path, session.workspace_identity)
+    result = run_sandboxed(run.definition, session.workspace_path, session.workspace_identity,
+                           write_bytes=settings.GOVERNOR_RUN_WRITE_BYTES)
     record = result.record()
     if result.detail:
         log.warning("run %s (%s): %s", run.pk, run.profile.profile_id, result.detail)

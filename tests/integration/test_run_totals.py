@@ -91,3 +91,68 @@ def test_the_runs_cgroup_holds_the_run_and_is_gone_afterwards(workspace: Path) -
     for controller, path in runs.items():
         directory = Path("/sys/fs/cgroup", controller, path.lstrip("/"))
         assert not directory.exists(), f"{directory} was left behind"
+
+
+# --- what a workspace-write run may write ------------------------------------------------------
+
+
+@pytest.fixture
+def writable(workspace: Path) -> Path:
+    workspace.chmod(0o777)
+    (workspace / "README.md").write_text("original\n")
+    (workspace / "README.md").chmod(0o666)
+    (workspace / "old").mkdir()
+    (workspace / "old").chmod(0o777)
+    (workspace / "old" / "file").write_text("old\n")
+    (workspace / "old" / "file").chmod(0o666)
+    (workspace / "keep").mkdir()
+    (workspace / "keep").chmod(0o777)
+    return workspace
+
+
+def tree(root: Path) -> dict[str, str]:
+    return {str(path.relative_to(root)): (f"-> {os.readlink(path)}" if path.is_symlink()
+                                          else "dir" if path.is_dir() else path.read_text())
+            for path in sorted(root.rglob("*"))}
+
+
+def write_run(workspace: Path, script: str, write_bytes: int = 4 * MIB):
+    definition = profile_definition(validate_profile({
+        "id": "writer", "description": "Writes the workspace.", "argv": ["sh", "-c", script],
+        "sandbox_mode": "workspace-write"}))
+    return run_sandboxed(definition, str(workspace), identity_at(str(workspace)),
+                         write_bytes=write_bytes)
+
+
+def test_writing_more_than_the_cap_fails_and_leaves_the_workspace_unchanged(
+    writable: Path,
+) -> None:
+    before = tree(writable)
+    result = write_run(writable, "echo changed > README.md && rm -r old && "
+                                 "head -c 8388608 /dev/zero > big", write_bytes=4 * MIB)
+    assert result.failure_kind == "exit", result.detail
+    assert "No space left on device" in result.stderr.tail
+    assert tree(writable) == before
+
+
+def test_a_failing_run_changes_nothing(writable: Path) -> None:
+    before = tree(writable)
+    result = write_run(writable, "echo changed > README.md && touch new && exit 3")
+    assert result.exit_code == 3
+    assert tree(writable) == before
+
+
+def test_a_passing_runs_changes_reach_the_workspace(writable: Path) -> None:
+    result = write_run(writable, (
+        "echo changed > README.md && rm -r old && "
+        "mkdir -p new/deeper && echo n > new/deeper/n && chmod 640 new/deeper/n && "
+        "ln -s ../README.md new/link && "
+        "rmdir keep && mkdir keep && echo k > keep/k && mkfifo fifo"))
+    assert result.passed, (result.detail, result.stderr.tail)
+    assert tree(writable) == {
+        "README.md": "changed\n", "keep": "dir", "keep/k": "k\n", "new": "dir",
+        "new/deeper": "dir", "new/deeper/n": "n\n", "new/link": "-> ../README.md"}
+    info = (writable / "new" / "deeper" / "n").stat()
+    assert (info.st_uid, info.st_gid) == (65534, 65534)
+    assert info.st_mode & 0o777 == 0o640
+    assert not list(writable.glob(".governor-change-*"))
