@@ -26,7 +26,9 @@ Limits (defaults and inclusive bounds), set as rlimits on every process of the s
                                                                 64 KiB        0 .. 1 MiB
 
 `pids` counts host-wide processes of the sandbox user, so runs at the same time share it
-(verification/sandbox.py explains why).
+(verification/sandbox.py explains why). Where the worker can make a cgroup per run
+(verification/cgroups.py), `memory_bytes` and `pids` also cap the whole run: its total memory
+and its total processes.
 
 The definition (camelCase) holds exactly what changes how the command runs; its receipt is the
 profile receipt. Description, `required` and the output policy are not part of it.
