@@ -4,8 +4,8 @@ A benchmark is a module `bench/bN_*.py` exposing `NAME` ("B2"), `run(args) -> di
 `table(result) -> str` (Markdown) and optionally `gates(result) -> list[str]` (failed goals) and
 `add_arguments(parser)`. Each `run` happens in its own fresh interpreter. Results are merged into
 bench/results/latest.json; each table replaces the text between `<!-- bench:NAME -->` and
-`<!-- /bench:NAME -->` in docs/benchmarks.md. Benchmarks with a chart (`bench/charts.py`: B1, B3)
-have it redrawn from latest.json into docs/img/ after they ran (`--charts` redraws them alone).
+`<!-- /bench:NAME -->` in docs/benchmarks.md. Benchmarks with a chart (`bench/charts.py`: B1, B3,
+B7) have it redrawn from latest.json into docs/img/ after they ran (`--charts` redraws them alone).
 Exit status 1 when a gate fails or a run crashes.
 """
 

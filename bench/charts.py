@@ -1,6 +1,7 @@
 """PNG charts of the recorded results (matplotlib, Agg backend), drawn from
 `bench/results/latest.json` into `docs/img/`: B1's false completions and outcomes per arm per case,
-and B3's turn-stop time against log length (B3's own figures, never re-measured here)."""
+B3's turn-stop time against log length and B7's tree hash against git (their own figures, never
+re-measured here)."""
 
 from __future__ import annotations
 
@@ -120,9 +121,41 @@ def draw_b3(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def draw_b7(result: dict[str, Any], path: Path) -> None:
+    plt = _pyplot()
+    sizes = sorted(int(files) for files in result["sizes"])
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, phase, title in ((axes[0], "cold", "cold: empty stat cache / fresh index"),
+                             (axes[1], "warm", "warm: one file changed")):
+        for arm, label, colour, offset in (
+                (phase, "governor hash_tree", "#1f77b4", (6, -11)),
+                (f"git_{phase}", "stock git add + write-tree", "#d62728", (-8, 6))):
+            values = [result["sizes"][str(files)]["median_ms"][arm] for files in sizes]
+            ax.plot(sizes, values, marker="o", color=colour, label=label)
+            for files, value in zip(sizes, values, strict=True):
+                ax.annotate(f"{value:,.0f}", (files, value), textcoords="offset points",
+                            xytext=offset, fontsize=7, color=colour, ha="right"
+                            if offset[0] < 0 else "left")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([f"{files:,}" for files in sizes])
+        ax.set_xlabel("files in the tree (log scale)")
+        ax.set_ylabel("median wall time, ms (log scale)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle("B7: workspace tree hash against stock git (same trees, same run)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
 CHARTS: dict[str, tuple[str, Callable[[dict[str, Any], Path], None]]] = {
     "B1": ("b1_fault_matrix.png", draw_b1),
     "B3": ("b3_turn_stop.png", draw_b3),
+    "B7": ("b7_tree_hash.png", draw_b7),
 }
 
 

@@ -30,13 +30,14 @@ are refused. A pattern excludes a path it matches by glob (bytes, case-sensitive
 names literally, and everything below either; a directory is pruned, as git prunes it, when the
 pattern matches its path followed by "/" (so `a/*` excludes all of `a/`).
 
-The stat cache (§10.4) lets a re-hash skip reading unchanged files: it maps a relative path to
-(device, inode, size, mtime_ns, ctime_ns, mode) and that content's blob id, and is kept by the
-server only. Git's racy-clean rule holds: before a scan a file is created in the cache's own
-directory and its mtime taken as the scan's timestamp; an entry is recorded only when its mtime
-and ctime are older than that timestamp, so a file written in the same clock tick as it was read
-is read again next time. Entries are matched by the full key; what the cache trusts is that the
-kernel changes ctime (or the inode) whenever content changes.
+The stat cache (§10.4) lets a re-hash skip reading unchanged files. Kept by the server only, it
+holds per directory each file's (device, inode, size, mtime_ns, ctime_ns, mode) with its blob id,
+and the directory's tree id, taken whole when the directory's names and keys are unchanged (every
+entry is still lstat-ed: B7 measures the cost). Git's racy-clean rule holds: before a scan a file
+is created in the cache's own directory and its mtime taken as the scan's timestamp; a key is
+trusted only when its mtime and ctime are older than that timestamp, so a file written in the
+same clock tick as it was read is read again next time. What the cache trusts is that the kernel
+changes ctime (or the inode) whenever content or mode changes.
 """
 
 from __future__ import annotations
