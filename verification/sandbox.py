@@ -743,18 +743,22 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
     refused = None
     try:
         bwrap_exit = os.pidfd_open(process.pid)
-        expected = identity
+        expected: str | None = identity
         if cap is not None:
             # The overlay lives in bubblewrap's mount namespace (staged by `_child_setup`): the
             # sandbox must see it at /workspace, and its upper layer is kept open to apply.
             staged_root = f"/proc/{process.pid}/root"
-            upper = os.open(f"{staged_root}{STAGED_CHANGES}/upper", DIRECTORY)
-            expected = _identity_of(os.stat(f"{staged_root}{STAGED_WORKSPACE}"))
+            try:
+                upper = os.open(f"{staged_root}{STAGED_CHANGES}/upper", DIRECTORY)
+                expected = _identity_of(os.stat(f"{staged_root}{STAGED_WORKSPACE}"))
+            except OSError:
+                expected = None  # bubblewrap has already ended; nothing may start anyway
         if on_start is not None:
             on_start(process.pid)
         _await_child_pid(status_pipe, status, bwrap_exit, deadline)
         if "child-pid" in status.fields():
-            refused = _workspace_problem(status.fields(), expected, deadline)
+            refused = ("the run's private overlay could not be reached" if expected is None
+                       else _workspace_problem(status.fields(), expected, deadline))
             if refused is None:
                 os.write(gate_write, ALLOW_EVERYTHING)
             else:
