@@ -49,7 +49,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from stat import S_ISBLK, S_ISCHR, S_ISFIFO, S_ISLNK, S_ISREG, S_ISSOCK, S_IXUSR
+from stat import S_ISBLK, S_ISCHR, S_ISDIR, S_ISFIFO, S_ISLNK, S_ISREG, S_ISSOCK, S_IXUSR
 from typing import Any, NamedTuple
 
 from governor.domain.canonical import receipt
@@ -629,12 +629,41 @@ class _Walk:
         return hashlib.sha256(b"blob %d\0" % len(target) + target).digest()
 
 
+def _refuse_patterns_through_symlinks(root: int, patterns: Sequence[str]) -> None:
+    """Git dies ("pathspec ... is beyond a symbolic link") when the leading components of a
+    pattern, read literally, reach a symlink in the tree; the tree is refused as well."""
+    for pattern in patterns:
+        leading = pattern.encode().split(b"/")[:-1]
+        opened: list[int] = []
+        try:
+            for depth, part in enumerate(leading):
+                directory = opened[-1] if opened else root
+                try:
+                    info = os.stat(part, dir_fd=directory, follow_symlinks=False)
+                except OSError:
+                    break
+                if S_ISLNK(info.st_mode):
+                    raise TreeError(_display(b"/".join(leading[:depth + 1])),
+                                    f"a symlink that the exclusion {pattern!r} passes through "
+                                    f"(git refuses such a pathspec)")
+                if not S_ISDIR(info.st_mode) or depth == len(leading) - 1:
+                    break
+                try:
+                    opened.append(os.open(part, OPEN_DIRECTORY, dir_fd=directory))
+                except OSError:
+                    break
+        finally:
+            for fd in opened:
+                os.close(fd)
+
+
 def hash_tree(root: int | str, *, exclusions: Sequence[str] = (), cache: StatCache | None = None,
               max_files: int, max_bytes: int) -> Tree:
     """The tree at `root`: a directory descriptor (O_PATH is enough), or a canonical absolute
     path opened one component at a time without following symlinks. With a `cache`, files whose
     stat key is unchanged are not read, and the cache is replaced by this scan's records (it is
-    left as it was when the hash fails). Raises TreeError."""
+    left as it was when the hash fails). Raises TreeError, or FieldsInvalid for a refused
+    exclusion pattern."""
     patterns = validate_exclusions(list(exclusions))
     if isinstance(root, str):
         try:
@@ -656,6 +685,7 @@ def hash_tree(root: int | str, *, exclusions: Sequence[str] = (), cache: StatCac
             device, threshold = cache.stamp()
             if device != os.fstat(fd).st_dev:
                 threshold -= FOREIGN_FILESYSTEM_MARGIN_NS
+        _refuse_patterns_through_symlinks(fd, patterns)
         walk = _Walk(exclusions=_Exclusions(patterns) if patterns else None, cache=cache,
                      threshold=threshold, max_files=max_files, max_bytes=max_bytes)
         try:
