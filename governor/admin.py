@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -49,6 +50,7 @@ class ProjectAdmin(admin.ModelAdmin):
                     "required_approvals")
     search_fields = ("slug", "name")
     inlines = [MembershipInline, DraftRouteInline]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     @admin.display(description="authoring", ordering="authoring_mode")
     def authoring(self, obj: Project) -> str:
@@ -82,13 +84,26 @@ class AgentTokenAdmin(admin.ModelAdmin):
             kwargs["required"] = True
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        # A token's project is fixed at creation: moving it would hand its agent another project.
+        return (*self.readonly_fields, *(("project",) if obj is not None else ()))
+
     def save_model(self, request: HttpRequest, obj: AgentToken, form: Any, change: bool) -> None:
         if change:
             obj.save(update_fields=["name", "owner"])
             return
         token, secret = token_create(project=obj.project, name=obj.name, owner=obj.owner)
         obj.pk, obj.prefix, obj.digest = token.pk, token.prefix, token.digest
-        messages.warning(request, f"New agent token (shown once, copy it now): {secret}")
+        cast(Any, obj).new_secret = secret  # for response_add, on this request only
+
+    def response_add(self, request: HttpRequest, obj: AgentToken,
+                     post_url_continue: str | None = None) -> HttpResponse:
+        """The secret is shown once, in the answer to the POST that created it: never through
+        the messages framework (its cookie would carry it) nor the session."""
+        return TemplateResponse(request, "admin/governor/agenttoken/created.html", {
+            **self.admin_site.each_context(request), "opts": self.opts, "token": obj,
+            "secret": cast(Any, obj).new_secret, "title": "New agent token",
+        })
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -85,6 +86,17 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean(self) -> None:
+        """Workspace roots are absolute paths: anything else would fail every session binding."""
+        roots = self.workspace_roots
+        if not isinstance(roots, list):
+            raise ValidationError({"workspace_roots": "must be a list of absolute directory "
+                                                      'paths, e.g. ["/srv/agents"]'})
+        for index, root in enumerate(roots):
+            if not isinstance(root, str) or not root.startswith("/") or "\x00" in root:
+                raise ValidationError({"workspace_roots": f"item {index} ({json.dumps(root)}) is "
+                                                          "not an absolute directory path"})
 
 
 class Role(models.TextChoices):

@@ -2,6 +2,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
 from governor.models import Project
 from governor.services.projects import project_create, project_set
@@ -40,10 +41,11 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             if options["action"] == "create":
-                project = project_create(slug=options["slug"], name=options["name"],
-                                         review_mode=options["review_mode"])
-                if options["workspace_root"]:
-                    project_set(project=project, workspace_roots=options["workspace_root"])
+                with transaction.atomic():  # a bad root leaves no project behind
+                    project = project_create(slug=options["slug"], name=options["name"],
+                                             review_mode=options["review_mode"])
+                    if options["workspace_root"]:
+                        project_set(project=project, workspace_roots=options["workspace_root"])
                 self.stdout.write(f"created project {project.slug}")
                 return
             found = Project.objects.filter(slug=options["slug"]).first()
