@@ -28,7 +28,8 @@ this module checks (`validate_exclusions`): `*` and `?` (never matching "/"), `[
 `a/**`). Backslashes, POSIX classes, a leading or trailing "/", empty, "." and ".." components
 are refused. A pattern excludes a path it matches by glob (bytes, case-sensitive), the path it
 names literally, and everything below either; a directory is pruned, as git prunes it, when the
-pattern matches its path followed by "/" (so `a/*` excludes all of `a/`).
+pattern matches its path followed by "/" (so `a/*` excludes all of `a/`). A pattern whose leading
+components reach a symlink in the tree is refused, as git refuses that pathspec.
 
 The stat cache (§10.4) lets a re-hash skip reading unchanged files. Kept by the server only, it
 holds per directory each file's (device, inode, size, mtime_ns, ctime_ns, mode) with its blob id,
