@@ -24,6 +24,20 @@ process in it is gone: when bubblewrap exits, nothing of the run is left. The pr
 rules for the command: signals it has no handler for, sent from inside the sandbox, are ignored,
 and orphans inside are reparented to it.
 
+Which directory is the workspace. Only the one the session bound: its path is opened one
+component at a time without following a link and must have the recorded device and inode
+(governor.domain.workspace); a root worker opens it so again in the run's own mount namespace
+and binds that descriptor. bubblewrap 0.8 has no --bind-fd and resolves every bind source to a
+path again, so that alone would not hold for a worker that is not root: the gate does. bubblewrap
+reads a seccomp program (--seccomp) after every mount and before the command; the worker writes
+one that allows everything only once the directory at /workspace, seen through the sandbox's own
+root, has the expected identity. An empty pipe (a refusal, or a worker that died) is a program
+bubblewrap cannot load, and it exits without starting the command.
+
+Totals. A cgroup per run caps its memory and processes as a whole (verification/cgroups.py); a
+`workspace-write` run of a root worker writes an overlay with a size-capped upper layer, applied
+to the workspace only when it passes (verification/overlay.py).
+
 What an output receipt covers: for each stream, `receipt("code-verification-output",
 {"stream": "stdout"|"stderr", "sha256": hex})` over every byte the sandbox wrote to that stream,
 in order, from the start until end of file or until the process tree was killed, whatever was
