@@ -106,7 +106,8 @@ def _import_text(request: HttpRequest) -> str:
                       details=[{"path": "", "message": "body over the import cap"}])
     if raw[:4] == b"\x28\xb5\x2f\xfd" or "zstd" in request.headers.get("Content-Encoding", ""):
         try:
-            reader = zstandard.ZstdDecompressor().stream_reader(raw)
+            # The Harness writes its log as many frames, one per flush: read them all.
+            reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
             raw = reader.read(settings.GOVERNOR_MAX_IMPORT_BYTES + 1)
         except zstandard.ZstdError as exc:
             raise Invalid(f"zstd body could not be decompressed: {exc}",

@@ -53,6 +53,32 @@ def test_zstd_compressed_log_is_imported(agent: AgentClient) -> None:
     assert response.status_code == 201, response.content
 
 
+def test_multi_frame_zstd_log_is_read_whole(agent: AgentClient) -> None:
+    """The Harness flushes its log as one zstd frame per write: every frame is read."""
+    [row] = [r for r in index_rows() if r.path.endswith("agent-instructions/session.jsonl")]
+    lines = denormalised_text(row.path).splitlines(keepends=True)
+    compressor = zstandard.ZstdCompressor()
+    body = b"".join(compressor.compress(line.encode()) for line in lines)
+    assert len(lines) > 2
+    response = agent.post("/sessions/import", raw=body, content_type="application/zstd")
+    assert response.status_code == 201, response.content
+    session = Session.objects.get(pk=response.json()["id"])
+    assert response.json()["next_seq"] == session.events.count() > 0
+
+
+def test_multi_frame_zstd_over_the_cap_is_refused(agent: AgentClient, settings: object) -> None:
+    """The decompressed-size cap counts every frame, not only the first."""
+    settings.GOVERNOR_MAX_IMPORT_BYTES = 4096  # type: ignore[attr-defined]
+    compressor = zstandard.ZstdCompressor()
+    body = b"".join(compressor.compress(b" " * 1024 + b"\n") for _ in range(8))
+    assert len(body) < 4096
+    response = agent.post("/sessions/import", raw=body, content_type="application/zstd")
+    assert response.status_code == 422, response.content
+    assert response.json()["error"]["details"] == [
+        {"path": "", "message": "decompressed body over the cap"}]
+    assert not Session.objects.exists()
+
+
 def test_imported_governor_events_are_marked_imported(agent: AgentClient) -> None:
     [row] = [r for r in index_rows() if r.path.endswith("agent-instructions/session.jsonl")]
     response = agent.post("/sessions/import", raw=denormalised_text(row.path),
