@@ -1,15 +1,18 @@
-"""Offline verifier for session exports (SEMANTICS §1.5 and §12, ARCHITECTURE §5).
+"""Offline verifier for session exports (SEMANTICS §1.5, §10.2 and §12, ARCHITECTURE §5).
 
-    python -m governor.verify EXPORT.jsonl [--key KEYFILE]
+    python -m governor.verify EXPORT.jsonl [--key KEYFILE] [--tree DIR]
 
 Needs only `cryptography`, `rfc8785` and the standard library (through the Django-free modules
-`governor.domain.canonical`, `.chain` and `.attestation`). Exit 0 with a one-line summary when the
-export verifies, exit 1 with `FAIL: seq N: <what>` (or `FAIL: line L: <what>` for a line that is
-not an event) naming the first problem.
+`governor.domain.canonical`, `.chain`, `.attestation` and `.tree`). Exit 0 with a one-line summary
+when the export verifies, exit 1 with `FAIL: seq N: <what>` (or `FAIL: line L: <what>` for a line
+that is not an event) naming the first problem. With `--tree DIR`, the export must also verify and
+DIR must be a workspace tree a signed terminal certified; when it is not, the files that differ
+from the latest certified tree's manifest are listed (added, removed, changed, mode changed).
 
-The export format (`reliability-governor-export/2`: header, events, attestations, keys, signed
-head) and every formula checked here — canonical JSON, receipts, chain hashes, DSSE statements —
-are specified in docs/api.md, "Evidence anyone can check". A `/1` export (no head line) still
+The export format (`reliability-governor-export/2`: header, events, attestations, keys, the
+manifests of certified trees, signed head) and every formula checked here — canonical JSON,
+receipts, chain hashes, DSSE statements, tree ids — are specified in docs/api.md, "Evidence anyone
+can check". A `/1` export (no head line) still
 verifies, with a warning that events after its last attested one are unprotected; so does any
 verification that trusted the export's own keys instead of `--key` (the body of `GET
 /api/v1/keys`, or a JSON list of key lines, or one key line). Warnings go to stderr as
@@ -19,6 +22,7 @@ verification that trusted the export's own keys instead of `--key` (the body of 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +41,7 @@ from governor.domain.attestation import (
     key_id,
     subject_name,
     verify_envelope,
+    workspace_tree_of,
 )
 from governor.domain.canonical import (
     JSONValueError,
@@ -46,6 +51,17 @@ from governor.domain.canonical import (
     receipt,
 )
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
+from governor.domain.fields import FieldsInvalid
+from governor.domain.tree import (
+    TREE_ID_PREFIX,
+    ManifestEntry,
+    Tree,
+    TreeError,
+    exclusions_digest,
+    hash_tree,
+    manifest_tree_id,
+    validate_exclusions,
+)
 
 FORMAT = "reliability-governor-export/2"
 FORMAT_V1 = "reliability-governor-export/1"
@@ -81,7 +97,9 @@ _ATTESTATION_KEYS = {"kind", "seq", "envelope"}
 _KEY_KEYS = {"kind", "keyid", "algorithm", "publicKey"}
 _PUBLISHED_KEY_KEYS = {"keyid", "algorithm", "publicKey"}  # GET /api/v1/keys, plus "active"
 _HEAD_KEYS = {"kind", "session", "seq", "hash", "envelope"}
-_SECTIONS = ("header", "event", "attestation", "key", "head")
+_MANIFEST_KEYS = {"kind", "tree", "exclusions", "entries"}
+_ENTRY_KEYS = {"path", "mode", "blob"}
+_SECTIONS = ("header", "event", "attestation", "key", "manifest", "head")
 UNPROTECTED_TAIL = ("format {format} has no signed head: {tail} could have been edited, added "
                     "or dropped unseen")
 UNTRUSTED_KEYS = ("no --key given: trusted only the keys inside the export itself, so anyone "
@@ -153,6 +171,15 @@ def key_line(public_key: Ed25519PublicKey) -> dict[str, Any]:
     }
 
 
+def manifest_line(*, tree: str, exclusions: Sequence[str],
+                  entries: Iterable[ManifestEntry]) -> dict[str, Any]:
+    """The manifest of a certified tree: every file and symlink (path, mode, blob id) and the
+    exclusion patterns it was hashed with."""
+    return {"kind": "manifest", "tree": tree, "exclusions": list(exclusions),
+            "entries": [{"path": path, "mode": mode, "blob": blob}
+                        for path, mode, blob in entries]}
+
+
 def head_line(*, session: str, seq: int, hash: str, envelope: Mapping[str, Any]) -> dict[str, Any]:
     return {"kind": "head", "session": session, "seq": seq, "hash": hash,
             "envelope": dict(envelope)}
@@ -174,6 +201,17 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class CertifiedTree:
+    """A workspace tree that a signed certified terminal names, with its manifest."""
+
+    seq: int
+    """The terminal's seq."""
+    tree: str
+    exclusions: tuple[str, ...]
+    entries: tuple[ManifestEntry, ...]
+
+
+@dataclass(frozen=True)
 class Report:
     session: str | None
     events: int
@@ -183,6 +221,8 @@ class Report:
     failure: Failure | None = None
     warnings: tuple[str, ...] = ()
     """What the verification could not vouch for; the command line prints each loudly."""
+    certified: tuple[CertifiedTree, ...] = ()
+    """The certified trees, in terminal order (checked against the signed subjects)."""
 
     @property
     def ok(self) -> bool:
@@ -238,6 +278,12 @@ class _Export:
         self.latest_contract_at: dict[int, str | None] = {}
         self.attestations: list[tuple[int, int, Any]] = []
         self.export_keys: dict[str, Ed25519PublicKey] = {}
+        self.attempt_trees: dict[str, tuple[str, str] | None] = {}
+        self.terminal_trees: dict[int, tuple[str, str] | None] = {}
+        self.certified_at: list[tuple[int, tuple[str, str]]] = []
+        self.manifests: dict[tuple[str, str], tuple[int, tuple[str, ...],
+                                                    tuple[ManifestEntry, ...]]] = {}
+        self.certified: list[CertifiedTree] = []
 
     # where a problem is reported: inside the event section, at the seq expected there
     def refuse(self, line_no: int, message: str) -> _Refused:
@@ -280,6 +326,9 @@ class _Export:
         elif kind == "key":
             self.section = "key"
             self.read_key(line_no, obj)
+        elif kind == "manifest":
+            self.section = "manifest"
+            self.read_manifest(line_no, obj)
         else:
             self.section = "head"
             self.read_head(line_no, obj)
@@ -356,9 +405,14 @@ class _Export:
             contract_id = contract_id_of(event.type, event.data)
             if contract_id is not None:
                 self.contract_receipts[contract_id] = event.data["receipt"]
+        if event.type == "reliability/attempt" and type(event.data) is dict:
+            self.attempt_trees[event.data["receipt"]] = tree_ref(event.data.get("tree"))
         if event.type == "reliability/terminal":
             contract_id = contract_id_of(event.type, event.data)
             self.latest_contract_at[seq] = self.contract_receipts.get(contract_id or "")
+            attempt = event.data.get("attemptReceipt") if type(event.data) is dict else None
+            self.terminal_trees[seq] = self.attempt_trees.get(attempt) if type(
+                attempt) is str else None
         self.events.append(event)
         self.head = recomputed
 
@@ -400,6 +454,38 @@ class _Export:
         if self.export_keys and keyid <= max(self.export_keys):
             raise self.refuse(line_no, f"key {keyid} is out of keyid order")
         self.export_keys[keyid] = public_key
+
+    def read_manifest(self, line_no: int, obj: dict[str, Any]) -> None:
+        """A certified tree's manifest: its entries must hash to the tree id it names."""
+        if set(obj) != _MANIFEST_KEYS:
+            raise self.refuse(line_no,
+                              f"manifest: expected exactly the keys {sorted(_MANIFEST_KEYS)}")
+        tree = obj["tree"]
+        if type(tree) is not str or not tree.startswith(TREE_ID_PREFIX):
+            raise self.refuse(line_no, f"manifest: tree must be a {TREE_ID_PREFIX}<hex> id")
+        try:
+            exclusions = validate_exclusions(obj["exclusions"])
+        except FieldsInvalid as exc:
+            raise self.refuse(line_no, f"manifest: {exc}") from None
+        if list(exclusions) != obj["exclusions"]:
+            raise self.refuse(line_no, "manifest: exclusions must be sorted and distinct")
+        raw = obj["entries"]
+        if type(raw) is not list or any(type(e) is not dict or set(e) != _ENTRY_KEYS
+                                        for e in raw):
+            raise self.refuse(line_no, "manifest: entries must be a list of objects with "
+                                       f"exactly the keys {sorted(_ENTRY_KEYS)}")
+        entries = tuple(ManifestEntry(e["path"], e["mode"], e["blob"]) for e in raw)
+        try:
+            recomputed = manifest_tree_id(entries)
+        except TreeError as exc:
+            raise self.refuse(line_no, f"manifest of {tree}: entry {exc}") from None
+        if recomputed != tree:
+            raise self.refuse(line_no, f"manifest: its entries make the tree {recomputed}, "
+                                       f"not {tree}")
+        key = (tree, exclusions_digest(exclusions))
+        if self.manifests and key <= max(self.manifests):
+            raise self.refuse(line_no, f"manifest of {tree} is out of order or repeated")
+        self.manifests[key] = (line_no, exclusions, entries)
 
     def read_head(self, line_no: int, obj: dict[str, Any]) -> None:
         if self.header.get("format") != FORMAT:
@@ -472,6 +558,9 @@ class _Export:
             if problem:
                 raise self.refuse(line_no, f"{where}: {problem}")
             attested.add(seq)
+            tree = self.terminal_trees.get(seq)
+            if tree is not None and event.data.get("status") == "certified":
+                self.certified_at.append((seq, tree))
         for event in self.events:
             if event.predicate_kind is not None and event.seq not in attested:
                 raise _Refused(Failure(f"{event.type} event has no attestation", seq=event.seq))
@@ -512,7 +601,25 @@ class _Export:
                             "reliability/code-verification event before the terminal")
             if "reason" not in data or not canonical_equal(predicate["reason"], data["reason"]):
                 return "predicate reason is not the terminal's reason"
+            tree = self.terminal_trees.get(event.seq)
+            if workspace_tree_of(statement) != (
+                    None if tree is None else tree[0].removeprefix(TREE_ID_PREFIX)):
+                return "the workspace subject is not the tree the deciding attempt judged"
         return ""
+
+    def check_manifests(self) -> None:
+        """§10.2: the export carries the manifest of every certified tree, and no other."""
+        for seq, key in self.certified_at:
+            if key not in self.manifests:
+                raise _Refused(Failure(f"the certified tree {key[0]} (exclusions {key[1]}) has "
+                                       "no manifest line", seq=seq))
+            _, exclusions, entries = self.manifests[key]
+            self.certified.append(CertifiedTree(seq, key[0], exclusions, entries))
+        named = {key for _, key in self.certified_at}
+        for key, (line_no, _, _) in self.manifests.items():
+            if key not in named:
+                raise self.refuse(line_no, f"manifest of {key[0]} (exclusions {key[1]}): no "
+                                           "signed certified terminal names this tree")
 
     def report(self, failure: Failure | None) -> Report:
         keys = self.export_keys if self.trusted_keys is None else self.trusted_keys
@@ -524,6 +631,7 @@ class _Export:
             head=self.head,
             failure=failure,
             warnings=tuple(self.warnings),
+            certified=tuple(self.certified),
         )
 
 
@@ -532,6 +640,17 @@ def contract_id_of(event_type: str, data: Any) -> str | None:
     the stored contract itself)."""
     value = data.get("contractId") if type(data) is dict else None
     return value if type(value) is str else None
+
+
+def tree_ref(value: Any) -> tuple[str, str] | None:
+    """(tree id, exclusions digest) of a tree reference `{"id", "exclusions"}` in event data;
+    None when there is none (events recorded before trees were) or it is not one."""
+    if type(value) is not dict or set(value) != {"id", "exclusions"}:
+        return None
+    tree, digest = value["id"], value["exclusions"]
+    if type(tree) is not str or not tree.startswith(TREE_ID_PREFIX) or type(digest) is not str:
+        return None
+    return tree, digest
 
 
 def parse_key_line(obj: Any) -> tuple[str, Ed25519PublicKey]:
@@ -588,12 +707,72 @@ def verify_export(
         if export.section is None:
             raise _Refused(Failure("the export is empty: no header", line=line_no + 1))
         export.check_attestations()
+        export.check_manifests()
         export.check_head(end_line=line_no + 1)
     except _Refused as refused:
         return export.report(refused.failure)
     if trusted_keys is None:
         export.warnings.append(UNTRUSTED_KEYS)
     return export.report(None)
+
+
+# --- a directory against the certified trees (python -m governor.verify EXPORT --tree DIR) -------
+
+
+@dataclass(frozen=True)
+class TreeCheck:
+    ok: bool
+    summary: str
+    differences: tuple[str, ...] = ()
+    """One line per path that differs from the latest certified tree, in path order."""
+
+
+def check_tree(certified: Sequence[CertifiedTree], directory: str) -> TreeCheck:
+    """Is `directory` a tree one of `certified` (a verified export's) names? Hashed with each
+    certified tree's exclusions, as the server hashed it; when it is none of them, the paths that
+    differ from the latest one's manifest."""
+    if not certified:
+        return TreeCheck(False, "FAIL: no signed certified terminal in the export names a "
+                                "workspace tree")
+    root = os.path.realpath(directory)
+    hashed: dict[tuple[str, ...], Tree] = {}
+    try:
+        for entry in reversed(certified):
+            if entry.exclusions not in hashed:
+                hashed[entry.exclusions] = hash_tree(root, exclusions=entry.exclusions,
+                                                     max_files=sys.maxsize, max_bytes=sys.maxsize)
+            if hashed[entry.exclusions].id == entry.tree:
+                return TreeCheck(True, f"OK: {directory} is {entry.tree}, the tree the "
+                                       f"terminal at seq {entry.seq} certified")
+    except TreeError as exc:
+        return TreeCheck(False, f"FAIL: {directory} cannot be hashed: {exc}")
+    latest = certified[-1]
+    differences = manifest_differences(latest.entries, hashed[latest.exclusions].manifest)
+    return TreeCheck(False, f"FAIL: {directory} is {hashed[latest.exclusions].id}, not "
+                            f"{latest.tree}, the tree the terminal at seq {latest.seq} "
+                            f"certified; {len(differences)} difference"
+                            f"{'' if len(differences) == 1 else 's'}:", differences)
+
+
+def manifest_differences(certified: Iterable[ManifestEntry],
+                         found: Iterable[ManifestEntry]) -> tuple[str, ...]:
+    """`added`, `removed`, `changed` (content; with the modes when they differ too) or `mode
+    changed`, one line per path, of `found` against `certified`."""
+    before = {entry.path: entry for entry in certified}
+    after = {entry.path: entry for entry in found}
+    lines = []
+    for path in sorted(before.keys() | after.keys()):
+        old, new = before.get(path), after.get(path)
+        if old is None:
+            lines.append(f"added: {path}")
+        elif new is None:
+            lines.append(f"removed: {path}")
+        elif old.blob != new.blob:
+            modes = f" (mode {old.mode} -> {new.mode})" if old.mode != new.mode else ""
+            lines.append(f"changed: {path}{modes}")
+        elif old.mode != new.mode:
+            lines.append(f"mode changed: {path} ({old.mode} -> {new.mode})")
+    return tuple(lines)
 
 
 def _is_uuid(text: str) -> bool:
@@ -616,6 +795,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="trust only the keys in this file: the body of GET /api/v1/keys as it is (or a "
         "JSON list of key lines, or one key line)",
     )
+    parser.add_argument(
+        "--tree",
+        metavar="DIR",
+        help="also check that DIR is a workspace tree a signed terminal of the export certified, "
+        "and list the files that differ when it is not",
+    )
     args = parser.parse_args(argv)
     trusted_keys = None
     try:
@@ -632,7 +817,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for warning in report.warnings:
         print(f"WARNING: {warning}", file=sys.stderr)
     print(report.summary())
-    return 0 if report.ok else 1
+    if not report.ok:
+        return 1
+    if args.tree is not None:
+        checked = check_tree(report.certified, args.tree)
+        print(checked.summary)
+        for difference in checked.differences:
+            print(f"  {difference}")
+        return 0 if checked.ok else 1
+    return 0
 
 
 if __name__ == "__main__":

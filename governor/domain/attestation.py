@@ -2,7 +2,10 @@
 
 Every activated contract and every terminal is attested: the statement's subject is
 `session:<session id>/contract:<contract id>` with the chain head (the hash of the event being
-attested) as its sha256 digest, and its predicate carries the receipts the event stands on.
+attested) as its sha256 digest, and its predicate carries the receipts the event stands on. A
+terminal whose deciding attempt judged a workspace tree (SEMANTICS §10.2) has a second subject,
+`{"name": "workspace", "digest": {"gitTree": <the tree id's 64 hex>}}` (in-toto's DigestSet key
+for git trees).
 The payload is the RFC 8785 form of the statement, signed with Ed25519 over the DSSE
 pre-authentication encoding, so any DSSE verifier given the public key can check it.
 
@@ -52,6 +55,8 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://reliability-governor.dev/attestation/v1"
 HEAD_PREDICATE_TYPE = "https://reliability-governor.dev/export-head/v1"
 PREDICATE_KINDS = ("contract", "terminal")
+WORKSPACE_SUBJECT = "workspace"
+GIT_TREE = "gitTree"  # in-toto's DigestSet key for a git tree id
 TERMINAL_STATUSES = ("certified", "exhausted", "abstained")
 
 _RECEIPT = re.compile(r"sha256:[0-9a-f]{64}")
@@ -193,9 +198,11 @@ def build_statement(
     terminal_receipt: str | None = None,
     attempt_receipt: str | None = None,
     run_receipts: Sequence[str] | None = None,
+    workspace_tree: str | None = None,
 ) -> dict[str, Any]:
     """The in-toto Statement attesting the governor event at `event_seq`, whose hash is
-    `chain_head`. Terminal fields are required for kind "terminal" and refused for "contract"."""
+    `chain_head`. Terminal fields are required for kind "terminal" and refused for "contract";
+    `workspace_tree` (64 hex: the deciding attempt's tree) becomes a terminal's second subject."""
     if kind not in PREDICATE_KINDS:
         raise AttestationError(f"predicate: kind must be one of {list(PREDICATE_KINDS)}")
     predicate: dict[str, Any] = {
@@ -210,13 +217,15 @@ def build_statement(
             predicate["attemptReceipt"] = attempt_receipt
         if run_receipts is not None:
             predicate["runReceipts"] = list(run_receipts)
-    elif (status, reason, terminal_receipt, attempt_receipt, run_receipts) != (None,) * 5:
+    elif (status, reason, terminal_receipt, attempt_receipt, run_receipts,
+          workspace_tree) != (None,) * 6:
         raise AttestationError("predicate: terminal fields given for a contract attestation")
+    subject = [{"name": subject_name(session_id, contract_id), "digest": {"sha256": chain_head}}]
+    if workspace_tree is not None:
+        subject.append({"name": WORKSPACE_SUBJECT, "digest": {GIT_TREE: workspace_tree}})
     statement = {
         "_type": STATEMENT_TYPE,
-        "subject": [
-            {"name": subject_name(session_id, contract_id), "digest": {"sha256": chain_head}}
-        ],
+        "subject": subject,
         "predicateType": PREDICATE_TYPE,
         "predicate": predicate,
     }
@@ -244,6 +253,21 @@ def head_subject_name(session_id: str) -> str:
     return f"session:{session_id}"
 
 
+def workspace_tree_of(statement: Mapping[str, Any]) -> str | None:
+    """The 64 hex of the workspace subject of a checked statement, None when it has none."""
+    subject = statement["subject"]
+    return subject[1]["digest"][GIT_TREE] if len(subject) == 2 else None
+
+
+def _is_workspace_subject(entry: Any) -> bool:
+    if type(entry) is not dict or set(entry) != {"name", "digest"}:
+        return False
+    digest = entry["digest"]
+    return (entry["name"] == WORKSPACE_SUBJECT and type(digest) is dict
+            and set(digest) == {GIT_TREE} and type(digest[GIT_TREE]) is str
+            and _HEX_DIGEST.fullmatch(digest[GIT_TREE]) is not None)
+
+
 def check_statement(statement: Any) -> None:
     """Refuse a statement that is not exactly the shape this module builds."""
     if type(statement) is not dict or set(statement) != _STATEMENT_KEYS:
@@ -254,8 +278,15 @@ def check_statement(statement: Any) -> None:
         raise AttestationError(
             f"statement: predicateType must be {PREDICATE_TYPE!r} or {HEAD_PREDICATE_TYPE!r}")
     subject = statement["subject"]
-    if type(subject) is not list or len(subject) != 1:
-        raise AttestationError("statement: subject must be a list of exactly one entry")
+    predicate = statement["predicate"]
+    terminal = (statement["predicateType"] == PREDICATE_TYPE and type(predicate) is dict
+                and predicate.get("kind") == "terminal")
+    if type(subject) is not list or not 1 <= len(subject) <= (2 if terminal else 1):
+        raise AttestationError("statement: subject must be a list of exactly one entry (a "
+                               "terminal's may add the workspace tree)")
+    if len(subject) == 2 and not _is_workspace_subject(subject[1]):
+        raise AttestationError("statement subject: the second entry must be {'name': "
+                               "'workspace', 'digest': {'gitTree': <64 lowercase hex>}}")
     entry = subject[0]
     if type(entry) is not dict or set(entry) != {"name", "digest"}:
         raise AttestationError("statement subject: expected exactly the keys ['digest', 'name']")

@@ -420,6 +420,54 @@ class Tree:
         return tuple(out)
 
 
+_MANIFEST_MODES = frozenset({"100644", "100755", "120000"})
+_BLOB_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def manifest_tree_id(entries: Iterable[ManifestEntry]) -> str:
+    """The tree id of a manifest (path, mode, blob id per file and symlink), built as git builds
+    tree objects: one per directory, its entries `mode SP name NUL raw id` in git's order (a
+    directory as if its name ended with "/"), a directory holding nothing absent. This is what
+    `hash_tree` computes from the disk, so a third party can check an id from a manifest alone.
+    Raises TreeError naming the entry for a path that is not relative and normalised, a mode git
+    does not write for a file, a blob id that is not 64 lowercase hex, a duplicate path, or a
+    path that is both a file and a directory."""
+    root: dict[bytes, Any] = {}
+    for path, mode, blob in entries:
+        if type(path) is not str or not path or "\x00" in path:
+            raise TreeError(str(path), "a manifest path must be a non-empty string without NUL")
+        parts = path.split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            raise TreeError(path, "a manifest path must be relative, without empty, '.' or "
+                                  "'..' components")
+        if mode not in _MANIFEST_MODES:
+            raise TreeError(path, f"mode {mode!r} is not one of {sorted(_MANIFEST_MODES)}")
+        if type(blob) is not str or not _BLOB_HEX.fullmatch(blob):
+            raise TreeError(path, "the blob id must be 64 lowercase hex digits")
+        node = root
+        for part in parts[:-1]:
+            child = node.setdefault(part.encode(), {})
+            if not isinstance(child, dict):
+                raise TreeError(path, "a path below a file")
+            node = child
+        name = parts[-1].encode()
+        if name in node:
+            raise TreeError(path, "a path listed twice, or both a file and a directory")
+        node[name] = (mode.encode(), bytes.fromhex(blob))
+
+    def tree_of(node: dict[bytes, Any]) -> bytes:
+        records = []
+        for name, value in node.items():
+            if isinstance(value, dict):
+                records.append((name + b"/", MODE_TREE + b" " + name + b"\0" + tree_of(value)))
+            else:
+                records.append((name, value[0] + b" " + name + b"\0" + value[1]))
+        body = b"".join(record for _, record in sorted(records))
+        return hashlib.sha256(b"tree %d\0" % len(body) + body).digest()
+
+    return TREE_ID_PREFIX + tree_of(root).hex()
+
+
 def _display(path: bytes) -> str:
     return path.decode("utf-8", "backslashreplace")
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from governor.domain import attestation
+from governor.domain.tree import TREE_ID_PREFIX
 from governor.models import Attestation, Event, Session
 from governor.services import keys
 
@@ -18,16 +19,19 @@ def attest(
     profile_receipts: Sequence[str] = (),
     terminal: dict[str, Any] | None = None,
     run_receipts: Sequence[str] = (),
+    tree: str | None = None,
 ) -> Attestation:
     """A DSSE envelope over the in-toto statement about `event`, signed by the active key.
     The subject digest is the event's own chain hash: the head of the log when it was signed.
-    A terminal lists the result receipts of the runs its deciding attempt counted."""
+    A terminal lists the result receipts of the runs its deciding attempt counted, and names
+    `tree` (`gittree:sha256:<hex>`), the tree its deciding attempt judged, as a second subject."""
     fields: dict[str, Any] = {}
     if terminal is not None:
         fields = {"status": terminal["status"], "reason": terminal["reason"],
                   "terminal_receipt": terminal["receipt"],
                   "attempt_receipt": terminal.get("attemptReceipt"),
-                  "run_receipts": sorted(set(run_receipts))}
+                  "run_receipts": sorted(set(run_receipts)),
+                  "workspace_tree": None if tree is None else tree_hex(tree)}
     statement = attestation.build_statement(
         session_id=str(session.pk), contract_id=contract["contractId"], chain_head=event.hash,
         kind="terminal" if terminal is not None else "contract", event_seq=event.seq,
@@ -47,3 +51,10 @@ def head_sign(*, session: Session, seq: int, head: str) -> tuple[str, dict[str, 
     key = keys.key_active()
     return key.keyid, attestation.sign(statement, private_key=keys.private_key(key),
                                        keyid=key.keyid)
+
+
+def tree_hex(tree_id: str) -> str:
+    """The 64 hex of a `gittree:sha256:<hex>` tree id, as the in-toto gitTree digest holds it."""
+    if not tree_id.startswith(TREE_ID_PREFIX):
+        raise ValueError(f"{tree_id!r} is not a gittree:sha256: tree id")
+    return tree_id.removeprefix(TREE_ID_PREFIX)
