@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 
 from governor.api.contracts import session_status
 from governor.api.sessions import export_response
+from governor.domain import conversation
 from governor.models import Event, Membership, Role, Session
 from reviews.models import Review
 from verification.models import RunState, VerificationRun
@@ -24,6 +25,9 @@ app_name = "sessions"
 
 EVENTS_PER_PAGE = 200
 SHORT_HASH_CHARS = 12
+CONVERSATION_EVENTS = 300
+USER_REQUESTS = 5
+USER_MESSAGES_READ = 100  # plugins may put many reminders in the user's place between requests
 
 
 def session_for_member(user: Any, session_id: Any) -> Session:
@@ -92,11 +96,43 @@ def _events_page(session: Session, before: int | None) -> dict[str, Any]:
 
 
 def _event_time(milliseconds: int) -> datetime | None:
-    """The agent's informational clock; a value no calendar holds is shown as unknown."""
+    """The agent's informational clock; a value no calendar holds is shown as unknown, and so
+    is 0, which is what an event sent without a time is stored as."""
+    if not milliseconds:
+        return None
     try:
         return datetime.fromtimestamp(milliseconds / 1000, tz=UTC)
     except (ValueError, OverflowError, OSError):
         return None
+
+
+def _conversation(session: Session) -> dict[str, Any]:
+    """The latest `CONVERSATION_EVENTS` messages, tool round trips and governor events, read in
+    one query whatever their number."""
+    rows = list(Event.objects.filter(session=session, type__in=conversation.TYPES)
+                .only("seq", "type", "time", "data").order_by("-seq")[:CONVERSATION_EVENTS + 1])
+    shown = rows[:CONVERSATION_EVENTS][::-1]
+    events = [{"seq": row.seq, "type": row.type, "time": _event_time(row.time),
+               "data": row.data} for row in shown]
+    return {"conversation": conversation.entries(events),
+            "conversation_cut": shown[0].seq if len(rows) > CONVERSATION_EVENTS else None}
+
+
+def user_requests(session: Session, *, up_to_seq: int | None = None) -> list[dict[str, Any]]:
+    """The last `USER_REQUESTS` messages the person typed (not those a plugin put in their
+    place), up to `up_to_seq`, oldest first, each capped."""
+    events = Event.objects.filter(session=session, type=conversation.USER_MESSAGE)
+    if up_to_seq is not None:
+        events = events.filter(seq__lte=up_to_seq)
+    found = []
+    for event in events.only("seq", "time", "data").order_by("-seq")[:USER_MESSAGES_READ]:
+        text = conversation.user_request(event.data)
+        if text is not None:
+            found.append({"seq": event.seq, "time": _event_time(event.time),
+                          "body": conversation.capped(text)})
+        if len(found) == USER_REQUESTS:
+            break
+    return found[::-1]
 
 
 def _before(request: HttpRequest) -> int | None:
@@ -133,7 +169,7 @@ def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpRespons
         "session": session, "status": status, "contract": _contract(status),
         "reviews": reviews,
         "is_reviewer": _is_reviewer(request.user, session),
-        **_runs(session), **_events_page(session, _before(request)),
+        **_runs(session), **_events_page(session, _before(request)), **_conversation(session),
     }
     return render(request, "sessions/timeline.html", context)
 

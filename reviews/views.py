@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from governor.domain.review import ReviewError
 from governor.models import Membership, Role
-from governor.pages import check_parameters
+from governor.pages import check_parameters, user_requests
 from governor.services.errors import Invalid, NotFound
 from reviews import services
 from reviews.forms import DecisionForm
@@ -86,7 +86,8 @@ def _panel(request: HttpRequest, review: Review, *, form: DecisionForm | None = 
 def _proposal(review: Review) -> dict[str, Any]:
     proposal = review.proposal
     if review.stage != Stage.EVIDENCE:
-        return {"proposal": proposal}
+        return {"proposal": proposal, "requests": user_requests(
+            review.session, up_to_seq=review.plan.get("started_at_seq"))}
     coverage = proposal.get("coverage") or {}
     findings = coverage.get("findings", [])
     checks = [{**check_parameters(check), "anchor": f"check-{index}"}

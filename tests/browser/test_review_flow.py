@@ -70,7 +70,7 @@ def test_reviewer_approves_through_to_an_active_contract(server: Server, page: P
     status = server.status(session_id)
     assert status["state"] == "active" and status["contract"]["version"] == 5
     page.get_by_role("link", name="session timeline", exact=True).click()
-    expect(page.get_by_text("version 5")).to_be_visible()
+    expect(page.get_by_text("contract format v5")).to_be_visible()
     expect(page.locator(".badge.ok", has_text="reviewed")).to_be_visible()
 
 

@@ -84,7 +84,7 @@ def test_review_off_contract_attempts_and_terminal(
     session_id = certified_session(agent, workspace)
     status = agent.get(f"/sessions/{session_id}").json()
     html = timeline(rita, session_id)
-    assert "version 3" in html and "unreviewed (review off)" in html
+    assert "contract format v3" in html and "unreviewed (review off)" in html
     assert "Write README.md with an Install section" in html
     assert "README.md documents installation" in html
     assert "readme-exists" in html and "&quot;## Install&quot;" in html
@@ -112,7 +112,7 @@ def test_a_reviewed_contract_shows_version_5_and_the_review_decisions(
     press(rita, f"/reviews/{evidence.pk}/", "Approve")
     html = timeline(rita, session_id)
     contract = agent.get(f"/sessions/{session_id}").json()["contract"]
-    assert "version 5" in html and '<span class="badge ok">reviewed</span>' in html
+    assert "contract format v5" in html and '<span class="badge ok">reviewed</span>' in html
     for receipt in contract["review"].values():
         if isinstance(receipt, str) and receipt.startswith("sha256:"):
             assert receipt in html
@@ -236,6 +236,6 @@ def test_timeline_query_count_does_not_grow_with_events(
         trace.say()
     agent.append(session_id, trace.flush())
     # session, user, the session, status (state ×2, pending and latest review ×3), membership,
-    # runs, one page of events, the session's reviews
-    with django_assert_num_queries(12):
+    # runs, one page of events, the conversation, the session's reviews
+    with django_assert_num_queries(13):
         timeline(rita, session_id)
