@@ -99,7 +99,8 @@ class ProfileVersionInline(admin.TabularInline):
 class VerifierProfileAdmin(admin.ModelAdmin):
     form = ProfileForm
     list_display = ("profile_id", "project", "required", "sandbox_mode", "timeout_ms", "receipt")
-    list_filter = ("project", "required", "sandbox_mode")
+    # Only the projects whose profiles the operator sees: another project's name is not listed.
+    list_filter = (("project", admin.RelatedOnlyFieldListFilter), "required", "sandbox_mode")
     readonly_fields = ("receipt",)
     inlines = [ProfileVersionInline]
 
