@@ -12,6 +12,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from governor.domain import contracts as contract_domain
+from governor.domain.fields import FieldsInvalid
+from governor.domain.tree import validate_exclusions
 
 
 class JSONTextField(models.TextField):
@@ -78,6 +80,20 @@ class Project(models.Model):
     extra_event_types = models.JSONField(
         default=list, blank=True, help_text="Event types beyond the Harness catalog to accept."
     )
+    tree_max_files = models.PositiveIntegerField(
+        default=100_000, validators=[MinValueValidator(1), MaxValueValidator(10_000_000)],
+        help_text="The most files and symlinks a workspace tree may hold (SEMANTICS §10): a "
+                  "larger workspace is not hashed, and every evaluation of it fails, naming "
+                  "this limit.")
+    tree_max_bytes = models.PositiveBigIntegerField(
+        default=1024 ** 3, validators=[MinValueValidator(1), MaxValueValidator(1024 ** 4)],
+        help_text="The most bytes the files of a workspace tree may hold (SEMANTICS §10), "
+                  "refused likewise.")
+    tree_exclusions = models.JSONField(
+        default=list, blank=True,
+        help_text='Paths left out of every workspace tree, as git pathspec globs anchored at '
+                  'the workspace root, e.g. ["node_modules/**", "*.pyc"]. A digest of the list '
+                  "is recorded beside every tree id: changing it makes earlier results stale.")
     webhook_url = models.URLField(blank=True, help_text="Receives a signed POST when a "
                                   "proposal starts waiting for review.")
     webhook_secret = models.CharField(max_length=200, blank=True,
@@ -88,7 +104,9 @@ class Project(models.Model):
         return self.slug
 
     def clean(self) -> None:
-        """Workspace roots are absolute paths: anything else would fail every session binding."""
+        """Workspace roots are absolute paths: anything else would fail every session binding.
+        Tree exclusions are patterns `governor.domain.tree` supports, each refusal naming its
+        item and reason."""
         roots = self.workspace_roots
         if not isinstance(roots, list):
             raise ValidationError({"workspace_roots": "must be a list of absolute directory "
@@ -97,6 +115,11 @@ class Project(models.Model):
             if not isinstance(root, str) or not root.startswith("/") or "\x00" in root:
                 raise ValidationError({"workspace_roots": f"item {index} ({json.dumps(root)}) is "
                                                           "not an absolute directory path"})
+        try:
+            validate_exclusions(self.tree_exclusions, "tree_exclusions")
+        except FieldsInvalid as exc:
+            raise ValidationError({"tree_exclusions": [
+                f"{error['path']}: {error['message']}" for error in exc.errors]}) from None
 
 
 class Role(models.TextChoices):
@@ -180,6 +203,30 @@ class Session(models.Model):
 
     def __str__(self) -> str:
         return str(self.id)
+
+
+class WorkspaceTree(models.Model):
+    """SEMANTICS §10: the manifest of a workspace tree the governor hashed (for an attempt, a
+    contract's start or a run), written once per (project, id, exclusions digest): what an
+    export names file by file."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="trees")
+    tree_id = models.CharField(max_length=80)  # gittree:sha256:<64 hex>
+    exclusions_digest = models.CharField(max_length=80)  # sha256:<64 hex>
+    exclusions = models.JSONField(default=list)  # the patterns, canonical (sorted, distinct)
+    manifest = JSONTextField()  # [[path, mode, blob id], ...] in `git ls-tree -r` order
+    files = models.PositiveIntegerField()
+    bytes = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "tree_id", "exclusions_digest"],
+                                    name="workspace_tree_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.tree_id
 
 
 class Origin(models.TextChoices):

@@ -135,7 +135,9 @@ class StreamResult:
 @dataclass(frozen=True)
 class SandboxResult:
     passed: bool
-    failure_kind: str | None  # None | "exit" | "timeout" | "configuration" | "infrastructure"
+    # None | "exit" | "timeout" | "configuration" | "infrastructure"; the caller adds
+    # "tree-changed" (verification/services.py bound_to_trees)
+    failure_kind: str | None
     exit_code: int | None
     signal: int | None
     duration_ms: int
@@ -658,7 +660,8 @@ def _cgroup_for(limits: Mapping[str, int]) -> RunCgroup | None:
 def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, *,
                   on_start: Callable[[int], None] | None = None, bwrap: str = BWRAP,
                   run_as: tuple[int, int] = NOBODY,
-                  write_bytes: int = DEFAULT_WRITE_BYTES) -> SandboxResult:
+                  write_bytes: int = DEFAULT_WRITE_BYTES,
+                  directory: int | None = None) -> SandboxResult:
     """Run a profile definition's command in the sandbox over the session's workspace (its
     canonical path and recorded identity, see governor.domain.workspace) and report how it
     ended. Nothing starts unless bubblewrap, the workspace, the rootfs and the command are all
@@ -668,10 +671,12 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, 
     `on_start(pid)` is called once bubblewrap runs (keep it quick: the timeout is running).
     `run_as` is the host identity used when the worker is root. `write_bytes` bounds what a
     `workspace-write` run may write, and its changes reach the workspace only when it passes
-    (verification/overlay.py; a root worker only)."""
+    (verification/overlay.py; a root worker only). `directory`, when given, is the workspace
+    already opened by `open_bound_directory` (the one the caller hashes the tree through)."""
     who = _identity(run_as)
     try:
-        bound = open_bound_directory(workspace, identity)
+        bound = (os.dup(directory) if directory is not None
+                 else open_bound_directory(workspace, identity))
     except WorkspaceError as exc:
         return _not_started(definition, "infrastructure", str(exc))
     try:

@@ -20,6 +20,7 @@ from django.utils import timezone
 from governor.domain import lifecycle
 from governor.domain.canonical import receipt
 from governor.domain.profiles import LIMITS, profile_definition, profile_receipt, validate_profile
+from governor.domain.workspace import Workspace
 from governor.models import Project, Session, SessionState
 from governor.services.errors import Conflict, NotFound, Unavailable
 from governor.services.events import (
@@ -27,6 +28,7 @@ from governor.services.events import (
     state_locked,
     state_save_after_governor_events,
 )
+from governor.services.trees import TreeUnavailable, session_tree, tree_reference
 from verification.models import ProfileVersion, RunState, VerificationRun, VerifierProfile
 
 log = logging.getLogger(__name__)
@@ -230,7 +232,8 @@ def infrastructure_record(run: VerificationRun, why: str) -> dict[str, Any]:
     log.warning("run %s (%s) failed as infrastructure: %s", run.pk, run.profile.profile_id, why)
     return {"passed": False, "failureKind": "infrastructure", "exitCode": None, "signal": None,
             "durationMs": 0, "sandboxMode": run.definition["sandboxMode"],
-            "stdout": empty_stream_record("stdout"), "stderr": empty_stream_record("stderr")}
+            "stdout": empty_stream_record("stdout"), "stderr": empty_stream_record("stderr"),
+            "treeBefore": None, "tree": None}
 
 
 def runs_expire_lost(*, run_id: Any = None) -> int:
@@ -264,18 +267,53 @@ def runs_expire_lost(*, run_id: Any = None) -> int:
     return count
 
 
+def bound_to_trees(record: dict[str, Any], before: dict[str, str],
+                   after: dict[str, str] | None) -> dict[str, Any]:
+    """SEMANTICS §10.2: the result with `treeBefore` (hashed before the command started) and
+    `tree`, the tree it counts for. A `read-only` run counts for the tree it ran on, and fails
+    as `tree-changed` when the tree after it ended is another (or cannot be hashed) — unless
+    its command never started. A `workspace-write` run counts for the tree it left; one that
+    left a tree that cannot be hashed counts for none and fails as `infrastructure`."""
+    if record["sandboxMode"] == "workspace-write":
+        bound = {**record, "treeBefore": before, "tree": after}
+        if after is None and bound["passed"]:
+            bound.update(passed=False, failureKind="infrastructure")
+        return bound
+    bound = {**record, "treeBefore": before, "tree": before}
+    if after != before and record["failureKind"] not in ("configuration", "infrastructure"):
+        bound.update(passed=False, failureKind="tree-changed")
+    return bound
+
+
 def run_execute(run: VerificationRun) -> None:
-    """Run a claimed run in the sandbox and record its result."""
+    """Run a claimed run in the sandbox, between two hashes of the workspace tree, and record
+    its result."""
     from verification.sandbox import run_sandboxed
 
-    # Only the directory bound when the session was created (run_sandboxed refuses any other).
+    # Only the directory bound when the session was created (run_sandboxed refuses any other);
+    # both hashes and the sandbox use the one descriptor opened and checked here.
     session = run.session
-    result = run_sandboxed(run.definition, session.workspace_path, session.workspace_identity,
-                           write_bytes=settings.GOVERNOR_RUN_WRITE_BYTES)
-    record = result.record()
-    if result.detail:
-        log.warning("run %s (%s): %s", run.pk, run.profile.profile_id, result.detail)
+    with Workspace(session.workspace_path, session.workspace_identity) as workspace:
+        try:
+            before = tree_reference(session_tree(session, workspace))
+        except TreeUnavailable as exc:
+            run_finish(run=run, record=infrastructure_record(run, str(exc)), detail=str(exc))
+            return
+        result = run_sandboxed(run.definition, session.workspace_path,
+                               session.workspace_identity, directory=workspace.directory,
+                               write_bytes=settings.GOVERNOR_RUN_WRITE_BYTES)
+        detail = result.detail
+        try:
+            after: dict[str, str] | None = tree_reference(session_tree(session, workspace))
+        except TreeUnavailable as exc:
+            after, detail = None, f"{detail}; {exc}" if detail else str(exc)
+    record = bound_to_trees(result.record(), before, after)
+    if record["failureKind"] == "tree-changed":
+        detail = (f"the workspace tree changed while the run ran: {before['id']} before, "
+                  f"{after['id'] if after else 'unhashable'} after")
+    if detail:
+        log.warning("run %s (%s): %s", run.pk, run.profile.profile_id, detail)
     tail = ""
     if run.profile.show_output_to_reviewers:
         tail = "\n".join(part for part in (result.stdout.tail, result.stderr.tail) if part)
-    run_finish(run=run, record=record, output_tail=tail)
+    run_finish(run=run, record=record, output_tail=tail, detail=detail)

@@ -6,6 +6,11 @@ events, the reference the database's indexed SQL (`governor/services/evidence.py
 against.
 
 Only events with seq > the contract's `startedAtSeq` count (the `after_seq` of every question).
+
+Every evaluation judges one workspace tree (SEMANTICS §10): `tree`, the reference
+`{"id", "exclusions"}` of the tree the workspace was hashed to. File checks read that tree (the
+`Workspace` that hashed it refuses anything else), and a verifier result counts only for the tree
+it ran on (§10.3).
 """
 
 from __future__ import annotations
@@ -22,10 +27,24 @@ from governor.domain.canonical import (
     loads_strict,
 )
 from governor.domain.harness import is_workspace_mutation, tool_result_info
+from governor.domain.tree import TREE_ID_PREFIX
 from governor.domain.workspace import Workspace, WorkspaceError
 
 WORKSPACE_WRITE = "workspace-write"
 EVIDENCE_SNIPPET_CHARS = 80
+SHORT_TREE_HEX = 12  # hex digits of a tree id or digest in evidence text
+
+TreeKey = tuple[str, str]  # (tree id, exclusions digest): two trees are the same when both are
+
+
+def tree_key(reference: Any) -> TreeKey | None:
+    """A tree reference `{"id", "exclusions"}` as a comparable key; None when it is not one."""
+    if not isinstance(reference, Mapping):
+        return None
+    tree_id, exclusions = reference.get("id"), reference.get("exclusions")
+    if not isinstance(tree_id, str) or not isinstance(exclusions, str):
+        return None
+    return tree_id, exclusions
 
 
 @dataclass(frozen=True)
@@ -41,6 +60,7 @@ class VerificationRecord:
     sandbox_mode: str
     started_after_seq: int  # the last seq of the log when the run was claimed
     receipt: str = ""  # its `code-verification-result` receipt ("" when recorded without one)
+    tree: TreeKey | None = None  # the tree the result counts for (None: recorded without one)
 
 
 class Evidence(Protocol):
@@ -194,6 +214,7 @@ def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord
         sandbox_mode=str(data.get("sandboxMode", "")),
         started_after_seq=_int(data.get("startedAfterSeq"), seq - 1),
         receipt=str(data.get("receipt", "")),
+        tree=tree_key(data.get("tree")),
     )
 
 
@@ -246,6 +267,7 @@ class _Context:
     after_seq: int
     evidence: Evidence
     workspace: Workspace
+    tree: TreeKey | None
     current_profile_receipts: Mapping[str, str]
     max_file_bytes: int
 
@@ -345,22 +367,47 @@ def _no_tool_errors(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]
 
 class _Window(NamedTuple):
     runs: list[VerificationRecord]  # the runs that count, oldest first
-    stale: int
+    stale: int  # results of an edited profile
+    other_tree: VerificationRecord | None  # the latest result that ran on another tree
+    other_trees: int  # how many results ran on another tree
     boundary: int
 
 
 def _counted_runs(
-    check: Mapping[str, Any], evidence: Evidence, after_seq: int, current: str
+    check: Mapping[str, Any], evidence: Evidence, after_seq: int, current: str,
+    tree: TreeKey | None,
 ) -> _Window:
-    """Rule 4.10: the last `minCount` fresh runs of the check's profile."""
+    """Rules 4.10 and 10.3: the last `minCount` fresh runs of the check's profile — started
+    after the mutation boundary, of the profile's current receipt, and on the tree judged."""
     profile, need = check["profile"], _min_count(check)
     boundary = evidence.mutation_boundary(after_seq, profile)
     # A run counts only if it STARTED after the boundary: one that was already running when
     # the workspace changed may have tested the old files, however late it finished.
     runs = [run for run in evidence.verifications_after(profile, boundary)
             if run.started_after_seq >= boundary]
-    fresh = [run for run in runs if run.profile_receipt == current]
-    return _Window(fresh[-need:], len(runs) - len(fresh), boundary)
+    current_runs = [run for run in runs if run.profile_receipt == current]
+    # §10.3: a result counts only for the tree it ran on — whatever the log says changed.
+    fresh = [run for run in current_runs if tree is not None and run.tree == tree]
+    other = [run for run in current_runs if tree is None or run.tree != tree]
+    return _Window(fresh[-need:], len(runs) - len(current_runs), other[-1] if other else None,
+                   len(other), boundary)
+
+
+def _short_hex(text: str) -> str:
+    return text.rsplit(":", 1)[-1][:SHORT_TREE_HEX] + "…"
+
+
+def stale_tree_note(ran_on: TreeKey | None, now: TreeKey | None) -> str:
+    """§10.3 evidence: "stale: ran on gittree:sha256:ab12…, the workspace is now cd34…"."""
+    if now is None:
+        return "stale: the workspace tree could not be hashed"
+    if ran_on is None:
+        return f"stale: ran on no recorded tree, the workspace is now {_short_hex(now[0])}"
+    if ran_on[0] == now[0]:
+        return (f"stale: ran with exclusions {_short_hex(ran_on[1])}, the project's are now "
+                f"{_short_hex(now[1])}")
+    return (f"stale: ran on {TREE_ID_PREFIX}{_short_hex(ran_on[0])}, the workspace is now "
+            f"{_short_hex(now[0])}")
 
 
 def _code_verification_succeeded(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
@@ -368,19 +415,26 @@ def _code_verification_succeeded(check: Mapping[str, Any], ctx: _Context) -> tup
     current = ctx.current_profile_receipts.get(profile)
     if current is None:
         return False, f"Profile {profile!r} is not configured in this project."
-    window, stale, boundary = _counted_runs(check, ctx.evidence, ctx.after_seq, current)
-    passed_count = sum(1 for run in window if run.passed)
-    stale_note = f"; {stale} stale result{'s' if stale != 1 else ''} of an edited profile ignored"
-    since = f"after seq {boundary}" + (
-        " (the last workspace change)" if boundary > ctx.after_seq else " (the contract start)"
+    window = _counted_runs(check, ctx.evidence, ctx.after_seq, current, ctx.tree)
+    passed_count = sum(1 for run in window.runs if run.passed)
+    stale = window.stale
+    notes = f"; {stale} stale result{'s' if stale != 1 else ''} of an edited profile ignored"
+    if window.other_tree is not None:
+        count = window.other_trees
+        notes += (f"; {count} result{'s' if count != 1 else ''} of another tree ignored "
+                  f"({stale_tree_note(window.other_tree.tree, ctx.tree)})")
+    since = f"after seq {window.boundary}" + (
+        " (the last workspace change)" if window.boundary > ctx.after_seq
+        else " (the contract start)"
     )
-    if not window:
-        return False, f"No run of profile {profile!r} {since}{stale_note}."
+    if not window.runs:
+        return False, f"No run of profile {profile!r} {since} on this tree{notes}."
+    count = len(window.runs)
     summary = (
-        f"{passed_count} of the last {len(window)} run{'s' if len(window) != 1 else ''} "
-        f"of profile {profile!r} {since} passed (need {need}){stale_note}."
+        f"{passed_count} of the last {count} run{'s' if count != 1 else ''} "
+        f"of profile {profile!r} {since} on this tree passed (need {need}){notes}."
     )
-    return len(window) == need and passed_count == need, summary
+    return count == need and passed_count == need, summary
 
 
 _EVALUATORS = {
@@ -403,12 +457,15 @@ def evaluate_check(
     after_seq: int,
     evidence: Evidence,
     workspace: Workspace,
+    tree: Mapping[str, str] | None,
     current_profile_receipts: Mapping[str, str],
     max_file_bytes: int,
 ) -> CheckResult:
-    """One stored check's result. Any exception is this check's failure, never a pass."""
+    """One stored check's result on the tree `workspace` was hashed to (`tree`, its
+    reference). Any exception is this check's failure, never a pass."""
     check_id, kind = str(check.get("id")), str(check.get("kind"))
-    ctx = _Context(after_seq, evidence, workspace, current_profile_receipts, max_file_bytes)
+    ctx = _Context(after_seq, evidence, workspace, tree_key(tree), current_profile_receipts,
+                   max_file_bytes)
     try:
         evaluator = _EVALUATORS.get(kind)
         if evaluator is None:
@@ -426,15 +483,16 @@ def runs_counted(
     *,
     evidence: Evidence,
     current_profile_receipts: Mapping[str, str],
+    tree: Mapping[str, str] | None,
 ) -> list[VerificationRecord]:
-    """The runs an attempt evaluated now counts for the contract's code checks (rule 4.10),
-    in check order: what a terminal's attestation lists."""
+    """The runs an attempt on `tree` evaluated now counts for the contract's code checks
+    (rules 4.10 and 10.3), in check order: what a terminal's attestation lists."""
     after_seq = int(contract["startedAtSeq"])
     counted = []
     for check in contract["checks"]:
         current = current_profile_receipts.get(str(check.get("profile")))
         if check.get("kind") == "code_verification_succeeded" and current is not None:
-            counted += _counted_runs(check, evidence, after_seq, current).runs
+            counted += _counted_runs(check, evidence, after_seq, current, tree_key(tree)).runs
     return counted
 
 
@@ -443,10 +501,11 @@ def evaluate_checks(
     *,
     evidence: Evidence,
     workspace: Workspace,
+    tree: Mapping[str, str] | None,
     current_profile_receipts: Mapping[str, str],
     max_file_bytes: int,
 ) -> list[CheckResult]:
-    """Every check of a stored contract (any version), in declaration order."""
+    """Every check of a stored contract (any version), in declaration order, on `tree`."""
     after_seq = int(contract["startedAtSeq"])
     return [
         evaluate_check(
@@ -454,8 +513,17 @@ def evaluate_checks(
             after_seq=after_seq,
             evidence=evidence,
             workspace=workspace,
+            tree=tree,
             current_profile_receipts=current_profile_receipts,
             max_file_bytes=max_file_bytes,
         )
         for check in contract["checks"]
     ]
+
+
+def unjudged_results(contract: Mapping[str, Any], reason: str) -> list[CheckResult]:
+    """§10: a workspace that cannot be hashed completely is not judged at all: every check
+    fails, with the reason as its evidence."""
+    return [{"id": str(check.get("id")), "kind": str(check.get("kind")), "passed": False,
+             "evidence": f"Nothing was judged: {reason}."}
+            for check in contract["checks"]]

@@ -654,11 +654,16 @@ def contract_document(
     intent_review_receipt: str | None = None,
     contract_proposal_receipt: str | None = None,
     contract_review_receipt: str | None = None,
+    start_tree: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The stored contract (the `reliability/contract` event data), with its receipt::
 
         {contractId, version, kind: "general"|"code", objective, claims, checks, maxAttempts,
-         startedAtSeq, review, intent? (v5), coverageReceipt?, draftReceipt?, authorship?, receipt}
+         startedAtSeq, review, intent? (v5), coverageReceipt?, draftReceipt?, authorship?,
+         startTree?, receipt}
+
+    `startTree` (SEMANTICS §10.2) is the workspace tree when the contract became active,
+    ``{"id": "gittree:sha256:<hex>", "exclusions": <exclusions digest>}``.
 
     Version 3: review off, ``review = {"mode": "off", "reviewed": false}``.
     Version 5: two-stage approved, ``review = {"mode": "required", "reviewed": true,
@@ -698,6 +703,8 @@ def contract_document(
         document["draftReceipt"] = proposal.draft_receipt
     if authorship is not None:
         document["authorship"] = authorship
+    if start_tree is not None:
+        document["startTree"] = start_tree
     document["receipt"] = contract_receipt(document)
     return document
 

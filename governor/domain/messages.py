@@ -54,9 +54,11 @@ def decide_attempt(
 
 
 def attempt_payload(
-    *, contract_id: str, attempt: int, trigger: str, results: Sequence[Mapping[str, Any]]
+    *, contract_id: str, attempt: int, trigger: str, results: Sequence[Mapping[str, Any]],
+    tree: Mapping[str, str] | None,
 ) -> dict[str, Any]:
-    """`reliability/attempt` data with its receipt."""
+    """`reliability/attempt` data with its receipt. `tree` is the workspace tree its checks
+    judged (SEMANTICS §10.2), None when it could not be hashed (then every check failed)."""
     if trigger not in TRIGGERS:
         raise ValueError(f"attempt trigger {trigger!r} is not one of {TRIGGERS}")
     payload: dict[str, Any] = {
@@ -65,6 +67,7 @@ def attempt_payload(
         "trigger": trigger,
         "passed": bool(results) and not _failed(results),
         "results": [dict(result) for result in results],
+        "tree": dict(tree) if tree is not None else None,
     }
     payload["receipt"] = receipt("attempt", payload)
     return payload

@@ -13,6 +13,12 @@ root), an absolute one only when it names a place under the root's path, and any
 "outside workspace". The final entry is lstat-ed first (a FIFO or device is refused without
 ever being opened — opening a FIFO can block), then opened with O_NOFOLLOW|O_NONBLOCK relative
 to its directory and checked to be the inode that was lstat-ed.
+
+SEMANTICS §10.2: once `hash` has named the tree an attempt judges, the workspace is read only
+through the descriptor that tree was hashed through, and every read is checked against it: a
+file's blob id and mode, and each symlink's text on the way, must be the tree's entry, or the
+read fails closed ("changed since the tree was hashed"); a path the tree does not hold fails
+too, as "outside workspace" when a symlink led there (an excluded place, or `.git`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,12 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from governor.domain.tree import ManifestEntry, StatCache, Tree
 
 READ_CHUNK = 65536
 MAX_SYMLINK_HOPS = 40
@@ -29,6 +41,10 @@ MAX_SYMLINK_HOPS = 40
 DIRECTORY_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 NOT_BOUND = ("the session's workspace is not its bound directory (missing, moved or replaced "
              "since the session was created)")
+OUTSIDE = "outside workspace"
+CHANGED = "changed since the workspace tree was hashed"
+NOT_IN_TREE = ("is not in the workspace tree judged (it is excluded, or appeared after the tree "
+               "was hashed)")
 
 
 class WorkspaceError(Exception):
@@ -102,11 +118,85 @@ def open_bound_directory(path: str, recorded: str) -> int:
 
 class Workspace:
     """A session's workspace directory: its path and its recorded identity. Paths given to it
-    are relative to `root`."""
+    are relative to `root`. After `hash`, it holds the bound directory open (close it, or use
+    it as a context manager) and reads only the tree it hashed."""
 
     def __init__(self, root: str | os.PathLike[str], recorded_identity: str) -> None:
         self.root = os.fspath(root)
         self.recorded_identity = recorded_identity
+        self.tree: Tree | None = None
+        self._directory: int | None = None
+        self._entries: dict[str, ManifestEntry] = {}
+        self._tree_directories: set[str] = set()
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+    @property
+    def directory(self) -> int | None:
+        """The bound directory's descriptor the tree was hashed through (None before `hash`)."""
+        return self._directory
+
+    def close(self) -> None:
+        if self._directory is not None:
+            os.close(self._directory)
+            self._directory = None
+
+    def hash(self, *, exclusions: Sequence[str], cache: StatCache | None, max_files: int,
+             max_bytes: int) -> Tree:
+        """The tree of the bound directory (SEMANTICS §10.1), hashed through its verified
+        descriptor, which later reads use too; every read is checked against this tree.
+        Raises WorkspaceError (not the bound directory), TreeError or FieldsInvalid."""
+        from governor.domain.tree import hash_tree
+
+        if self._directory is None:
+            self._directory = open_bound_directory(self.root, self.recorded_identity)
+        tree = hash_tree(self._directory, exclusions=exclusions, cache=cache,
+                         max_files=max_files, max_bytes=max_bytes)
+        self.tree = tree
+        self._entries = {entry.path: entry for entry in tree.manifest}
+        self._tree_directories = {path[:index] for path in self._entries
+                                  for index, char in enumerate(path) if char == "/"}
+        return tree
+
+    def _open_root(self) -> int:
+        """A descriptor of the root: the one the tree was hashed through, else the bound
+        directory opened now."""
+        if self._directory is not None:
+            return os.dup(self._directory)
+        return open_bound_directory(self.root, self.recorded_identity)
+
+    def _tree_entry(self, path: str, *, followed: bool) -> ManifestEntry:
+        entry = self._entries.get(path)
+        if entry is None:
+            raise WorkspaceError(OUTSIDE if followed else NOT_IN_TREE)
+        return entry
+
+    def _check_symlink(self, path: str, target: str) -> None:
+        """A symlink on the way must be the tree's, with the tree's text."""
+        if self.tree is None:
+            return
+        from governor.domain.tree import blob_id
+
+        entry = self._entries.get(path)
+        if entry is None or entry.mode != "120000" or entry.blob != blob_id(
+                os.fsencode(target)):
+            raise WorkspaceError(f"the symlink {path} {CHANGED}")
+
+    def _check_file(self, path: str, followed: bool, data: bytes, mode: int) -> None:
+        """What a read returned must be the tree's entry for the file: blob id and mode."""
+        if self.tree is None:
+            return
+        from governor.domain.tree import blob_id
+
+        entry = self._tree_entry(path, followed=followed)
+        expected_mode = "100755" if mode & stat.S_IXUSR else "100644"
+        if entry.mode != expected_mode or entry.blob != blob_id(data):
+            raise WorkspaceError(CHANGED)
 
     def _segments(self, relative: str) -> list[str]:
         # Defence in depth: contracts are validated on creation (rule 4.2).
@@ -122,79 +212,101 @@ class Workspace:
     def _under_root(self, target: str) -> list[str]:
         """The components of an absolute symlink target below the root's path."""
         if target != self.root and not target.startswith(self.root.rstrip("/") + "/"):
-            raise WorkspaceError("outside workspace")
+            raise WorkspaceError(OUTSIDE)
         return target[len(self.root):].split("/")
 
-    def _walk(self, directories: list[int], segments: list[str], *, follow_last: bool) -> str:
+    def _walk(self, directories: list[int], segments: list[str], *,
+              follow_last: bool) -> tuple[str, str, bool]:
         """Walk `segments` from the root (`directories` holds its descriptor and gets one per
         directory entered; the caller closes them) and return the name of the final entry in
-        `directories[-1]`, following symlinks inside the tree (the last one only when
-        `follow_last`). Raises FileNotFoundError when a directory on the way is missing."""
+        `directories[-1]`, its path from the root, and whether a symlink was followed on the
+        way; symlinks are followed inside the tree (the last one only when `follow_last`).
+        Raises FileNotFoundError when a directory on the way is missing."""
         pending, hops = list(reversed(segments)), 0
+        where: list[str] = []  # the names of the directories entered, below the root
+        followed = False
+
+        def here(name: str) -> str:
+            return "/".join([*where, name]) if name != "." else "/".join(where)
+
         while pending:
             name = pending.pop()
             if name in ("", "."):
                 if not pending:
-                    return "."
+                    return ".", here("."), followed
                 continue
             if name == "..":
                 if len(directories) == 1:
-                    raise WorkspaceError("outside workspace")
+                    raise WorkspaceError(OUTSIDE)
                 os.close(directories.pop())
+                where.pop()
                 if not pending:
-                    return "."
+                    return ".", here("."), followed
                 continue
             last = not pending
             try:
                 info = os.stat(name, dir_fd=directories[-1], follow_symlinks=False)
             except (FileNotFoundError, NotADirectoryError):
                 if last:
-                    return name
+                    return name, here(name), followed
                 raise FileNotFoundError(name) from None
             if stat.S_ISLNK(info.st_mode) and (follow_last or not last):
                 hops += 1
                 if hops > MAX_SYMLINK_HOPS:
                     raise WorkspaceError("has too many levels of symbolic links")
                 target = os.readlink(name, dir_fd=directories[-1])
+                self._check_symlink(here(name), target)
+                followed = True
                 if target.startswith("/"):
                     pending += reversed(self._under_root(target))
                     while len(directories) > 1:
                         os.close(directories.pop())
+                    where.clear()
                 else:
                     pending += reversed(target.split("/"))
                 continue
             if last:
-                return name
+                return name, here(name), followed
             if not stat.S_ISDIR(info.st_mode):
                 raise FileNotFoundError(name)
             try:
                 directories.append(os.open(name, DIRECTORY_FLAGS, dir_fd=directories[-1]))
             except OSError:
                 raise WorkspaceError("changed while it was being read") from None
-        return "."
+            where.append(name)
+        return ".", here("."), followed
 
     def entry_present(self, relative: str) -> bool:
         """Is there any directory entry at `relative`? The final component is not followed, so a
         dangling symlink counts as present; the directories leading to it must stay inside the
         workspace."""
-        directories = [open_bound_directory(self.root, self.recorded_identity)]
+        segments = self._segments(relative)
+        directories = [self._open_root()]
         try:
-            name = self._walk(directories, self._segments(relative), follow_last=False)
-            os.stat(name, dir_fd=directories[-1], follow_symlinks=False)
+            name, path, followed = self._walk(directories, segments, follow_last=False)
+            info = os.stat(name, dir_fd=directories[-1], follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
+            named = "/".join(segments)
+            if self.tree is not None and (named in self._entries
+                                          or named in self._tree_directories):
+                raise WorkspaceError(CHANGED) from None
             return False
         finally:
             for fd in directories:
                 os.close(fd)
+        if self.tree is not None and not stat.S_ISDIR(info.st_mode):
+            entry = self._tree_entry(path, followed=followed)
+            if (entry.mode == "120000") != stat.S_ISLNK(info.st_mode):
+                raise WorkspaceError(CHANGED)
         return True
 
     def read_bytes(self, relative: str, *, max_bytes: int) -> bytes:
         """The content of a regular file of at most `max_bytes` bytes."""
         segments = self._segments(relative)
-        directories = [open_bound_directory(self.root, self.recorded_identity)]
+        directories = [self._open_root()]
         try:
             try:
-                name = self._walk(directories, segments, follow_last=True)
+                name, path, followed = self._walk(directories, segments, follow_last=True)
                 before = os.stat(name, dir_fd=directories[-1], follow_symlinks=False)
             except (FileNotFoundError, NotADirectoryError):
                 raise WorkspaceError("not found") from None
@@ -233,6 +345,7 @@ class Workspace:
         data = b"".join(chunks)
         if len(data) > max_bytes:
             raise WorkspaceError(f"grew over the {max_bytes}-byte limit while being read")
+        self._check_file(path, followed, data, opened.st_mode)
         return data
 
     def read_text(self, relative: str, *, max_bytes: int) -> str:

@@ -14,7 +14,12 @@ from django.db import transaction
 
 from governor.domain import contracts as domain
 from governor.domain import coverage, drafting, lifecycle, messages
-from governor.domain.checks import VerificationRecord, evaluate_checks, runs_counted
+from governor.domain.checks import (
+    VerificationRecord,
+    evaluate_checks,
+    runs_counted,
+    unjudged_results,
+)
 from governor.domain.workspace import Workspace
 from governor.models import (
     AgentToken,
@@ -35,6 +40,12 @@ from governor.services.events import (
     state_save_after_governor_events,
 )
 from governor.services.evidence import DatabaseEvidence
+from governor.services.trees import (
+    TreeUnavailable,
+    session_tree,
+    session_tree_reference,
+    tree_reference,
+)
 from verification.services import profile_receipts, required_profile_ids
 
 
@@ -214,7 +225,9 @@ def contract_activate(
     **review_refs: str,
 ) -> dict[str, Any]:
     """Write the contract event and sign it. The caller holds the state lock and saves it.
-    A reviewed contract keeps the authorship its reviewers approved (`approved_authorship`)."""
+    A reviewed contract keeps the authorship its reviewers approved (`approved_authorship`).
+    Its `startTree` is the workspace tree now (§10.2); a workspace that cannot be hashed
+    refuses the activation."""
     draft = None
     if proposal.draft_receipt is not None:  # §9: the draft named at begin, found by receipt
         used_by = _draft_receipt_used(session, proposal.draft_receipt)
@@ -223,10 +236,15 @@ def contract_activate(
             raise Conflict(f"draft {proposal.draft_receipt} "
                            + (f"already opened contract {used_by}" if used_by
                               else "is not a draft of this session"))
+    try:
+        start_tree = session_tree_reference(session)
+    except TreeUnavailable as exc:
+        raise Conflict(f"the contract cannot start: {exc}") from None
     document = domain.contract_document(
         proposal, contract_id=contract_id or f"contract-{uuid.uuid4()}", version=version,
         started_at_seq=started_at_seq, coverage_receipt=coverage_receipt,
-        authorship=approved_authorship or authorship(session.project, draft), **review_refs,
+        authorship=approved_authorship or authorship(session.project, draft),
+        start_tree=start_tree, **review_refs,
     )
     event = governor_event_append(session=session, state=state, type=lifecycle.CONTRACT,
                                   data=document)
@@ -270,16 +288,21 @@ def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
             return _terminal_answer(folded)
         project = session.project
         evidence, current_profiles = DatabaseEvidence(session, state), profile_receipts(project)
-        results = evaluate_checks(
-            contract, evidence=evidence,
-            workspace=Workspace(session.workspace_path, session.workspace_identity),
-            current_profile_receipts=current_profiles,
-            max_file_bytes=project.max_file_bytes,
-        )
+        with Workspace(session.workspace_path, session.workspace_identity) as workspace:
+            try:
+                judged = tree_reference(session_tree(session, workspace))
+            except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
+                judged, results = None, unjudged_results(contract, str(exc))
+            else:
+                results = evaluate_checks(
+                    contract, evidence=evidence, workspace=workspace, tree=judged,
+                    current_profile_receipts=current_profiles,
+                    max_file_bytes=project.max_file_bytes,
+                )
         number = len(folded["attempts"]) + 1
         maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
         attempt = messages.attempt_payload(contract_id=contract["contractId"], attempt=number,
-                                           trigger=trigger, results=results)
+                                           trigger=trigger, results=results, tree=judged)
         governor_event_append(session=session, state=state, type=lifecycle.ATTEMPT, data=attempt)
         decision, reason = messages.decide_attempt(results, number, maximum)
         terminal = None
@@ -290,7 +313,8 @@ def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
                                        status=decision, reason=reason,
                                        attempt_receipt=attempt["receipt"],
                                        runs=runs_counted(contract, evidence=evidence,
-                                                         current_profile_receipts=current_profiles))
+                                                         current_profile_receipts=current_profiles,
+                                                         tree=judged))
             message = messages.terminal_message(terminal, results)
         state_save_after_governor_events(state)
     return AttemptResult(attempt=attempt, terminal=terminal, decision=decision, message=message,

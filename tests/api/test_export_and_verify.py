@@ -264,6 +264,7 @@ def test_rule_12_the_management_command_warns_when_it_trusts_the_exports_keys(
 
 def finished_run(worker: Agent, profile: VerifierProfile, passed: bool) -> dict[str, Any]:
     """A run of `profile` claimed and finished as a worker does (the sandbox is not the point)."""
+    from governor.services.trees import session_tree_reference
     from verification.services import run_claim, run_finish
 
     queued = VerificationRun.objects.create(
@@ -275,7 +276,8 @@ def finished_run(worker: Agent, profile: VerifierProfile, passed: bool) -> dict[
     run_finish(run=claimed, record={
         "passed": passed, "failureKind": None if passed else "exit", "exitCode": 0 if passed
         else 1, "signal": None, "durationMs": 5, "sandboxMode": "read-only", "stdout": stream,
-        "stderr": stream})
+        "stderr": stream, **dict.fromkeys(("treeBefore", "tree"), session_tree_reference(
+            claimed.session))})
     return Event.objects.filter(session_id=worker.id, type="reliability/code-verification"
                                 ).order_by("-seq").values_list("data", flat=True)[0]
 

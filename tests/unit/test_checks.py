@@ -24,6 +24,8 @@ START = 10
 RECEIPT = "sha256:" + "a" * 64
 OLD_RECEIPT = "sha256:" + "b" * 64
 LIMIT = 4096
+EXCLUSIONS = "sha256:" + "e" * 64
+TREE = {"id": "gittree:sha256:" + "ab12" * 16, "exclusions": EXCLUSIONS}
 
 
 # --- event builders (shapes as in tests/fixtures/harness/logs) -----------------------------
@@ -85,6 +87,7 @@ def verification(
     passed: bool = True,
     receipt: str = RECEIPT,
     mode: str = "read-only",
+    tree: dict[str, str] | None = TREE,
 ) -> dict[str, Any]:
     stream = {"bytes": 0, "truncated": False, "receipt": "sha256:" + "0" * 64}
     return {
@@ -103,6 +106,8 @@ def verification(
             "sandboxMode": mode,
             "stdout": stream,
             "stderr": stream,
+            "treeBefore": tree,
+            "tree": tree,
         },
     }
 
@@ -118,12 +123,14 @@ def run(
     root: Path | None = None,
     receipts: dict[str, str] | None = None,
     limit: int = LIMIT,
+    tree: dict[str, str] | None = TREE,
 ) -> CheckResult:
     return evaluate_check(
         check,
         after_seq=START,
         evidence=LogEvidence(events or []),
         workspace=bound(root) if root else Workspace("/nonexistent-workspace", ""),
+        tree=tree,
         current_profile_receipts=receipts if receipts is not None else {"tests": RECEIPT},
         max_file_bytes=limit,
     )
@@ -158,6 +165,7 @@ def test_rule_4_a_check_that_raises_fails_with_the_error_as_evidence(ws: Path) -
         after_seq=START,
         evidence=Exploding([]),
         workspace=bound(ws),
+        tree=TREE,
         current_profile_receipts={},
         max_file_bytes=LIMIT,
     )
@@ -184,6 +192,7 @@ def test_rule_4_one_crashing_check_does_not_stop_the_others(ws: Path) -> None:
         contract,
         evidence=LogEvidence([]),
         workspace=bound(ws),
+        tree=TREE,
         current_profile_receipts={},
         max_file_bytes=LIMIT,
     )
@@ -653,6 +662,7 @@ def test_rule_4_10_mutation_boundary_defaults_to_the_contract_start() -> None:
             failure_kind=None,
             sandbox_mode="workspace-write",
             started_after_seq=12,
+            tree=(TREE["id"], TREE["exclusions"]),
         )
     ]
 

@@ -32,6 +32,7 @@ from governor.domain.messages import (
 
 PASS = {"id": "a", "kind": "file_exists", "passed": True, "evidence": "a exists."}
 FAIL = {"id": "b", "kind": "file_contains", "passed": False, "evidence": "b does not contain 'x'."}
+TREE = {"id": "gittree:sha256:" + "ab12" * 16, "exclusions": "sha256:" + "e" * 64}
 
 
 def contract_data(contract_id: str = "ct-1", version: int = 3) -> dict[str, Any]:
@@ -63,7 +64,8 @@ def attempt(
     seq: int, number: int, contract_id: str = "ct-1", results: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     payload = attempt_payload(
-        contract_id=contract_id, attempt=number, trigger="manual", results=results or [FAIL]
+        contract_id=contract_id, attempt=number, trigger="manual", results=results or [FAIL],
+        tree=TREE,
     )
     return event(seq, "attempt", payload)
 
@@ -152,7 +154,8 @@ def test_rule_7_manual_and_turn_stop_attempts_share_one_counter() -> None:
     second = event(
         7,
         "attempt",
-        attempt_payload(contract_id="ct-1", attempt=2, trigger="turn-stop", results=[FAIL]),
+        attempt_payload(contract_id="ct-1", attempt=2, trigger="turn-stop", results=[FAIL],
+                        tree=TREE),
     )
     state = fold([event(5, "contract", contract_data()), attempt(6, 1), second])
     assert [a["data"]["trigger"] for a in state["attempts"]] == ["manual", "turn-stop"]
@@ -285,7 +288,7 @@ def test_rule_7_an_attempt_without_results_cannot_certify() -> None:
 
 def test_rule_7_attempt_payload_and_its_receipt() -> None:
     payload = attempt_payload(
-        contract_id="ct-1", attempt=1, trigger="turn-stop", results=[PASS, FAIL]
+        contract_id="ct-1", attempt=1, trigger="turn-stop", results=[PASS, FAIL], tree=TREE
     )
     body = {k: v for k, v in payload.items() if k != "receipt"}
     assert body == {
@@ -294,14 +297,16 @@ def test_rule_7_attempt_payload_and_its_receipt() -> None:
         "trigger": "turn-stop",
         "passed": False,
         "results": [PASS, FAIL],
+        "tree": TREE,
     }
     assert payload["receipt"] == receipt("attempt", body)
     assert (
-        attempt_payload(contract_id="c", attempt=1, trigger="manual", results=[PASS])["passed"]
+        attempt_payload(contract_id="c", attempt=1, trigger="manual", results=[PASS],
+                        tree=None)["passed"]
         is True
     )
     with pytest.raises(ValueError):
-        attempt_payload(contract_id="c", attempt=1, trigger="cron", results=[PASS])
+        attempt_payload(contract_id="c", attempt=1, trigger="cron", results=[PASS], tree=None)
 
 
 def test_rule_7_terminal_payload_and_its_receipt() -> None:
