@@ -1,0 +1,111 @@
+// The governor's agent API over fetch: one method per route the plugin uses.
+
+export const API_PREFIX = '/api/v1'
+
+/** A refusal or a failure to reach the governor. `status` is 0 when no answer came. */
+export class GovernorError extends Error {
+  /**
+   * @param {string} message
+   * @param {{status?: number, code?: string, details?: unknown}} [info]
+   */
+  constructor(message, { status = 0, code = 'UNREACHABLE', details } = {}) {
+    super(message)
+    this.name = 'GovernorError'
+    this.status = status
+    this.code = code
+    this.details = details
+  }
+
+  /** Whether sending the same request again later may succeed. */
+  get retryable() {
+    return this.status === 0 || this.status === 429 || this.status >= 500
+  }
+}
+
+export class GovernorClient {
+  /**
+   * @param {{url: string, token: string, timeoutMs?: number}} options
+   */
+  constructor({ url, token, timeoutMs = 10_000 }) {
+    this.base = url.replace(/\/+$/, '').replace(/\/api\/v1$/, '') + API_PREFIX
+    this.token = token
+    this.timeoutMs = timeoutMs
+  }
+
+  /**
+   * @param {string} method
+   * @param {string} path
+   * @param {{body?: unknown, headers?: Record<string, string>, timeoutMs?: number}} [options]
+   * @returns {Promise<any>}
+   */
+  async request(method, path, { body, headers = {}, timeoutMs } = {}) {
+    let response
+    try {
+      response = await fetch(this.base + path, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...headers,
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs ?? this.timeoutMs),
+      })
+    } catch (error) {
+      throw new GovernorError(`the governor at ${this.base} could not be reached: ${describe(error)}`)
+    }
+    const text = await response.text().catch(() => '')
+    let payload
+    try {
+      payload = text ? JSON.parse(text) : {}
+    } catch {
+      payload = { error: { code: 'BAD_RESPONSE', message: text.slice(0, 200) } }
+    }
+    if (!response.ok) {
+      const error = payload?.error ?? {}
+      throw new GovernorError(`${method} ${path}: ${response.status} ${error.code ?? ''} ${error.message ?? ''}`.trim(),
+        { status: response.status, code: error.code ?? 'HTTP', details: error.details })
+    }
+    return payload
+  }
+
+  /** Start (or find, by external id) the governor session of a Harness session. */
+  createSession({ externalId, workspace, header }) {
+    return this.request('POST', '/sessions', {
+      body: { workspace: { kind: 'path', path: workspace }, external_id: externalId, header },
+    })
+  }
+
+  status(sessionId) {
+    return this.request('GET', `/sessions/${sessionId}`)
+  }
+
+  appendEvents(sessionId, events, { expectedSeq, key }) {
+    return this.request('POST', `/sessions/${sessionId}/events`, {
+      body: { events, expected_seq: expectedSeq }, headers: { 'idempotency-key': key },
+    })
+  }
+
+  turnStop(sessionId) {
+    return this.request('POST', `/sessions/${sessionId}/turn-stop`, { body: {} })
+  }
+
+  review(sessionId, waitSeconds) {
+    return this.request('GET', `/sessions/${sessionId}/review?wait=${waitSeconds}`,
+      { timeoutMs: (waitSeconds + 10) * 1000 })
+  }
+
+  codeVerification(runId, waitSeconds) {
+    return this.request('GET', `/code-verifications/${runId}?wait=${waitSeconds}`,
+      { timeoutMs: (waitSeconds + 10) * 1000 })
+  }
+}
+
+/** @param {unknown} error */
+export function describe(error) {
+  if (error instanceof Error) {
+    const cause = /** @type {any} */ (error).cause
+    return cause instanceof Error ? `${error.message} (${cause.message})` : error.message
+  }
+  return String(error)
+}
