@@ -10,7 +10,7 @@ import zstandard
 from governor.domain.harness import parse_stream
 from governor.models import Event, Session
 from tests.conftest import AgentClient
-from tests.harness_corpus import denormalised_text, index_rows
+from tests.harness_corpus import FIXTURES, denormalised_text, index_rows
 
 ROWS = [pytest.param(row, id=f"{row.verdict}:{row.path.removeprefix('logs/')}")
         for row in index_rows() if row.verdict != "skip"]
@@ -64,6 +64,17 @@ def test_multi_frame_zstd_log_is_read_whole(agent: AgentClient) -> None:
     assert response.status_code == 201, response.content
     session = Session.objects.get(pk=response.json()["id"])
     assert response.json()["next_seq"] == session.events.count() > 0
+
+
+def test_a_log_file_the_harness_wrote_is_imported_whole(agent: AgentClient) -> None:
+    """session.jsonl.zstd as dsh 0.1.0-rc.8 wrote it (tests/harness_e2e): many frames."""
+    body = (FIXTURES / "logs/dsh-0.1.0-rc.8/plugin-steer-repair/session.jsonl.zstd").read_bytes()
+    text = zstandard.ZstdDecompressor().stream_reader(body, read_across_frames=True).read(1 << 24)
+    first_frame = zstandard.ZstdDecompressor().stream_reader(body).read(1 << 24)
+    assert len(first_frame) < len(text)
+    response = agent.post("/sessions/import", raw=body, content_type="application/zstd")
+    assert response.status_code == 201, response.content
+    assert response.json()["next_seq"] == text.count(b"\n") - 1  # every event but the header
 
 
 def test_multi_frame_zstd_over_the_cap_is_refused(agent: AgentClient, settings: object) -> None:

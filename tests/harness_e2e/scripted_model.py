@@ -10,6 +10,7 @@ tools (the Harness's session-title call) gets a title. Every request is kept in 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -55,15 +56,20 @@ def _chunk(model: str, delta: dict[str, Any] | None = None, finish: str | None =
 
 def _events(step: Step, model: str, call_number: int) -> Iterator[dict[str, Any]]:
     yield _chunk(model, {"role": "assistant", "content": ""})
+    # Streamed in pieces, as a real model does (the Harness logs them merged into chunk rows).
     if "say" in step:
-        yield _chunk(model, {"content": step["say"]})
+        for word in re.findall(r"\S+\s*", step["say"]):
+            yield _chunk(model, {"content": word})
         yield _chunk(model, {}, "stop")
     else:
         arguments = json.dumps(step["arguments"])
+        half = len(arguments) // 2
         yield _chunk(model, {"tool_calls": [{"index": 0, "id": f"call_scripted_{call_number}",
                                              "type": "function",
                                              "function": {"name": step["tool"],
-                                                          "arguments": arguments}}]})
+                                                          "arguments": arguments[:half]}}]})
+        yield _chunk(model, {"tool_calls": [{"index": 0,
+                                             "function": {"arguments": arguments[half:]}}]})
         yield _chunk(model, {}, "tool_calls")
     yield _chunk(model, usage={"prompt_tokens": 100, "completion_tokens": 10,
                                "total_tokens": 110})
