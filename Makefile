@@ -49,6 +49,7 @@ lint: install
 test: install
 	$(MAKE) --no-print-directory system-deps FOR_TESTS=1
 	$(MAKE) --no-print-directory lint
+	bash tests/harness_e2e/install.sh >/dev/null  # the pinned DeepSeek Harness, cached in ~/.cache
 	GOVERNOR_TEST_REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest -m "not postgres" -q
 	@echo "--- the API suite and the concurrency tests again, on PostgreSQL ---"
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) -m pytest -q tests/api \
