@@ -1,0 +1,275 @@
+"""SEMANTICS §10.2 and §10.3 through the API: every verdict names the workspace tree it judged,
+and a verifier result counts only for the tree it ran on — whatever the log says (or does not
+say) about the files. Runs use the real bubblewrap sandbox, in-process."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from governor.domain.tree import hash_tree
+from governor.models import Event, Project, Session, WorkspaceTree
+from governor.services.projects import project_set
+from tests.api.test_code_verification import add_profile, run
+from tests.api.test_contracts import Agent, readme_contract
+from tests.conftest import AgentClient
+
+LIMIT = 1 << 30
+
+
+def tree_of(workspace: Path, exclusions: list[str] | None = None) -> str:
+    return hash_tree(str(workspace), exclusions=exclusions or [], max_files=LIMIT,
+                     max_bytes=LIMIT).id
+
+
+@pytest.fixture
+def worker(agent: AgentClient, workspace: Path) -> Agent:
+    return Agent(agent, workspace)
+
+
+def verify(worker: Agent) -> dict[str, Any]:
+    response = worker.client.post(f"/sessions/{worker.id}/verify")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def code_contract(worker: Agent) -> None:
+    worker.write("README.md", "## Install\n")
+    response = worker.client.post(f"/sessions/{worker.id}/code-contracts", readme_contract())
+    assert response.status_code == 201, response.content
+
+
+# --- §10.2: begin and attempts name their trees ---------------------------------------------
+
+
+def test_rule_10_2_begin_records_start_tree_and_each_attempt_the_tree_it_judged(
+    worker: Agent, workspace: Path, project: Project
+) -> None:
+    (workspace / "notes.txt").write_text("before\n")
+    contract = worker.begin(readme_contract()).json()["contract"]
+    start = contract["startTree"]
+    assert start["id"] == tree_of(workspace)
+    assert start["exclusions"].startswith("sha256:")
+    worker.write("README.md", "## Install\n")
+    answer = worker.turn_stop()
+    assert answer["terminal"]["status"] == "certified"
+    judged = answer["attempt"]["tree"]
+    assert judged == {"id": tree_of(workspace), "exclusions": start["exclusions"]}
+    assert judged["id"] != start["id"]
+    record = WorkspaceTree.objects.get(project=project, tree_id=judged["id"])
+    assert record.manifest[0][:2] == ["README.md", "100644"]
+    assert (record.files, record.exclusions_digest) == (2, judged["exclusions"])
+    # The stat cache is the server's, per session, readable by the server alone.
+    cache = Path(settings.VAR_DIR) / "tree-cache" / f"{worker.id}.json"
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+
+
+def test_rule_10_4_a_corrupt_stat_cache_is_only_a_cold_hash(
+    worker: Agent, workspace: Path
+) -> None:
+    worker.begin(readme_contract())
+    (Path(settings.VAR_DIR) / "tree-cache" / f"{worker.id}.json").write_text("{not json")
+    worker.write("README.md", "## Install\n")
+    answer = worker.turn_stop()
+    assert answer["terminal"]["status"] == "certified"
+    assert answer["attempt"]["tree"]["id"] == tree_of(workspace)
+
+
+# --- §10.3: a result counts only for the tree it ran on --------------------------------------
+
+
+@pytest.mark.sandbox
+def test_rule_10_3_a_change_on_disk_no_event_reports_makes_an_earlier_pass_stale(
+    worker: Agent, workspace: Path, project: Project
+) -> None:
+    add_profile(project, "unit-tests", ["/bin/sh", "-c", "! grep -q broken /workspace/app.py"])
+    (workspace / "app.py").write_text("print('ok')\n")
+    code_contract(worker)
+    passed = run(worker, "unit-tests")["result"]
+    assert passed["passed"] and passed["tree"] == passed["treeBefore"]
+    # A background process (a formatter, a second agent) breaks the file; no event says so.
+    (workspace / "app.py").write_text("broken\n")
+    verdict = verify(worker)
+    assert verdict["decision"] == "repair"
+    [evidence] = [r["evidence"] for r in verdict["attempt"]["results"]
+                  if r["id"] == "code-profile-unit-tests"]
+    ran_on, now = passed["tree"]["id"], verdict["attempt"]["tree"]["id"]
+    assert (f"stale: ran on gittree:sha256:{ran_on[15:27]}…, the workspace is now "
+            f"{now[15:27]}…") in evidence
+    assert run(worker, "unit-tests")["result"]["passed"] is False  # the truth, re-run
+
+
+@pytest.mark.sandbox
+def test_rule_10_3_an_edit_by_a_tool_named_like_a_governor_tool_makes_a_pass_stale(
+    worker: Agent, workspace: Path, project: Project
+) -> None:
+    add_profile(project, "unit-tests", ["/bin/sh", "-c", "! grep -q broken /workspace/app.py"])
+    (workspace / "app.py").write_text("print('ok')\n")
+    code_contract(worker)
+    assert run(worker, "unit-tests")["result"]["passed"]
+    # Its last name segment is a governor tool's, so rule 4.10 does not see a mutation.
+    worker.write("app.py", "broken\n", tool="mcp__helper__reliability_verify")
+    verdict = verify(worker)
+    assert verdict["decision"] == "repair"
+    assert "stale: ran on gittree:sha256:" in verdict["message"]
+
+
+@pytest.mark.sandbox
+def test_rule_10_3_changing_the_exclusions_makes_earlier_results_stale(
+    worker: Agent, workspace: Path, project: Project
+) -> None:
+    add_profile(project, "unit-tests", ["/bin/true"])
+    code_contract(worker)
+    assert run(worker, "unit-tests")["result"]["passed"]
+    project_set(project=project, tree_exclusions=["build/**"])  # no file is under build/
+    verdict = verify(worker)
+    assert verdict["decision"] == "repair"
+    assert "stale: ran with exclusions" in verdict["message"]
+    assert run(worker, "unit-tests")["result"]["passed"]
+    assert verify(worker)["decision"] == "certified"
+
+
+# --- §10.2: runs record the trees before and after ---------------------------------------
+
+
+@pytest.mark.sandbox
+def test_rule_10_2_a_read_only_run_whose_tree_changes_while_it_runs_fails_tree_changed(
+    worker: Agent, workspace: Path, project: Project
+) -> None:
+    add_profile(project, "slow-tests", ["/bin/sh", "-c", "sleep 3"])
+    code_contract(worker)
+
+    def write_out_of_band() -> None:
+        time.sleep(1.0)  # the run has hashed its tree and its command is sleeping
+        (workspace / "app.py").write_text("changed while the tests ran\n")
+
+    writer = threading.Thread(target=write_out_of_band)
+    writer.start()
+    try:
+        result = run(worker, "slow-tests")["result"]
+    finally:
+        writer.join()
+    assert (result["passed"], result["failureKind"], result["exitCode"]) == (
+        False, "tree-changed", 0)
+    assert result["tree"] == result["treeBefore"]
+    assert result["tree"]["id"] != tree_of(workspace)
+    assert verify(worker)["decision"] == "repair"
+
+
+@pytest.mark.sandbox
+def test_rule_10_2_a_workspace_write_run_counts_for_the_tree_it_leaves(
+    worker: Agent, workspace: Path, project: Project
+) -> None:
+    add_profile(project, "generate", ["/bin/sh", "-c", "echo generated > /workspace/gen.txt"],
+                sandbox_mode="workspace-write")
+    workspace.chmod(0o777)  # writable by the sandbox user
+    code_contract(worker)
+    result = run(worker, "generate")["result"]
+    assert result["passed"], result
+    assert (workspace / "gen.txt").read_text() == "generated\n"
+    assert result["treeBefore"]["id"] != result["tree"]["id"]
+    assert result["tree"]["id"] == tree_of(workspace)
+    assert verify(worker)["decision"] == "certified"
+
+
+@pytest.mark.sandbox
+def test_rule_10_a_run_on_a_workspace_that_cannot_be_hashed_never_starts(
+    worker: Agent, workspace: Path, project: Project
+) -> None:
+    add_profile(project, "unit-tests", ["/bin/sh", "-c", "touch /tmp/x"])
+    code_contract(worker)
+    os.mkfifo(workspace / "pipe")
+    result = run(worker, "unit-tests")["result"]
+    assert (result["passed"], result["failureKind"]) == (False, "infrastructure")
+    assert (result["tree"], result["treeBefore"]) == (None, None)
+
+
+# --- limits and bad input ---------------------------------------------------------------
+
+
+def test_rule_10_a_workspace_over_the_file_limit_fails_every_check_naming_the_limit(
+    worker: Agent, workspace: Path, project: Project
+) -> None:
+    worker.begin(readme_contract())
+    project_set(project=project, tree_max_files=2)
+    worker.write("README.md", "## Install\n")
+    for name in ("a", "b"):
+        (workspace / name).write_text(name)
+    answer = verify(worker)
+    assert answer["decision"] == "repair"
+    assert answer["attempt"]["tree"] is None
+    for result in answer["attempt"]["results"]:
+        assert not result["passed"]
+        assert "max_files=2" in result["evidence"], result["evidence"]
+        assert result["evidence"].startswith("Nothing was judged: the workspace tree cannot be "
+                                             "hashed")
+
+
+def test_rule_10_a_workspace_that_cannot_be_read_completely_fails_closed(
+    worker: Agent, workspace: Path
+) -> None:
+    worker.begin(readme_contract())
+    worker.write("README.md", "## Install\n")  # what the checks look at is fine ...
+    os.mkfifo(workspace / "pipe")  # ... but the tree cannot be hashed
+    answer = verify(worker)
+    assert answer["decision"] == "repair"
+    assert all("'pipe': is a FIFO" in r["evidence"] for r in answer["attempt"]["results"])
+
+
+def test_rule_10_begin_on_a_workspace_over_the_byte_limit_is_refused_naming_it(
+    worker: Agent, workspace: Path, project: Project
+) -> None:
+    project_set(project=project, tree_max_bytes=10)
+    (workspace / "big").write_text("x" * 11)
+    response = worker.begin(readme_contract())
+    assert response.status_code == 409
+    assert "max_bytes=10" in response.json()["error"]["message"]
+    assert not Event.objects.filter(session_id=worker.id, type="reliability/contract").exists()
+
+
+@pytest.mark.parametrize(("exclusions", "reason"), [
+    (["/build"], "must not start or end with '/'"),
+    (["a/**b"], "'**' must be a whole path component"),
+    (["[a-"], "never closed"),
+    ("node_modules", "must be a list of glob patterns"),
+])
+def test_rule_10_1_project_exclusions_are_refused_naming_the_field_and_reason(
+    project: Project, exclusions: Any, reason: str
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        project_set(project=project, tree_exclusions=exclusions)
+    [message] = refused.value.message_dict["tree_exclusions"]
+    assert message.startswith("tree_exclusions") and reason in message
+    project.refresh_from_db()
+    assert project.tree_exclusions == []
+
+
+@pytest.mark.parametrize(("field", "value"), [("tree_max_files", 0),
+                                              ("tree_max_bytes", 0)])
+def test_rule_10_tree_limits_are_positive(project: Project, field: str, value: int) -> None:
+    with pytest.raises(ValidationError) as refused:
+        project_set(project=project, **{field: value})
+    assert field in refused.value.message_dict
+
+
+def test_rule_10_2_the_session_binding_is_what_is_hashed(
+    worker: Agent, workspace: Path, tmp_path: Path
+) -> None:
+    """A workspace swapped for another directory after binding is never hashed (nor judged)."""
+    worker.begin(readme_contract())
+    worker.write("README.md", "## Install\n")
+    workspace.rename(tmp_path / "moved")
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "README.md").write_text("## Install\n")
+    answer = verify(worker)
+    assert answer["decision"] == "repair" and answer["attempt"]["tree"] is None
+    assert "not its bound directory" in answer["attempt"]["results"][0]["evidence"]
+    assert Session.objects.get(pk=worker.id).workspace_path == str(workspace)
