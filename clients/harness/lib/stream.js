@@ -39,9 +39,12 @@ export class EventStream {
     mkdirSync(dir, { recursive: true, mode: 0o700 })
     this.eventsFile = join(dir, 'events.jsonl')
     this.stateFile = join(dir, 'state.json')
-    this.state = existsSync(this.stateFile)
-      ? JSON.parse(readFileSync(this.stateFile, 'utf8'))
-      : { sessionId: null, acked: 0, nextSeq: 0, pending: null, workspace, header }
+    if (existsSync(this.stateFile)) {
+      this.state = JSON.parse(readFileSync(this.stateFile, 'utf8'))
+    } else {
+      this.state = { sessionId: null, acked: 0, nextSeq: 0, pending: null, workspace, header }
+      this.save()
+    }
     const lines = existsSync(this.eventsFile)
       ? readFileSync(this.eventsFile, 'utf8').split('\n').filter(Boolean) : []
     /** Events pushed but not yet acknowledged, oldest first. */

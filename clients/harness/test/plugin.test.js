@@ -1,0 +1,192 @@
+// The plugin against a real governor server. tests/harness_e2e/test_plugin_units.py starts one
+// and runs this file with GOVERNOR_TEST_URL, GOVERNOR_TEST_TOKEN and GOVERNOR_TEST_WORKSPACES
+// (a directory under the server's workspace roots). The events are a real log the Harness wrote
+// (tests/fixtures/harness/logs/dsh-0.1.0-rc.8).
+
+import assert from 'node:assert/strict'
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { randomUUID } from 'node:crypto'
+import { test } from 'node:test'
+import { ConfigError, EventStream, Governor, GovernorClient, resolveConfig } from '../lib/index.js'
+
+const URL = process.env.GOVERNOR_TEST_URL
+const TOKEN = process.env.GOVERNOR_TEST_TOKEN
+const WORKSPACES = process.env.GOVERNOR_TEST_WORKSPACES
+if (!URL || !TOKEN || !WORKSPACES) {
+  throw new Error('run through tests/harness_e2e/test_plugin_units.py: it starts the governor these tests use')
+}
+const FIXTURE = new globalThis.URL('../../../tests/fixtures/harness/logs/dsh-0.1.0-rc.8/plugin-steer-repair/session.jsonl', import.meta.url)
+
+/** The recorded log with the recorder's normalisation undone: its events, seq = position. */
+function recordedEvents() {
+  const lines = readFileSync(FIXTURE, 'utf8').split('\n').filter(Boolean)
+  return lines.slice(1).map((line, seq) => ({ ...JSON.parse(line.replaceAll('"{{tools}}"', '[]')), seq, time: 0 }))
+}
+
+function workspace() {
+  return mkdtempSync(join(WORKSPACES, 'ws-'))
+}
+
+const client = () => new GovernorClient({ url: URL, token: TOKEN })
+
+/** A loopback port nothing listens on. */
+async function deadUrl() {
+  const server = createServer()
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address()
+  await new Promise((resolve) => server.close(resolve))
+  return `http://127.0.0.1:${port}`
+}
+
+async function storedAgentEvents(sessionId) {
+  const page = await client().request('GET', `/sessions/${sessionId}/events?limit=5000`)
+  return page.events.filter((event) => event.origin !== 'governor')
+}
+
+function stream(options) {
+  const id = `session-${randomUUID()}`
+  return new EventStream({
+    client: client(), dir: join(mkdtempSync(join(tmpdir(), 'spool-')), id), harnessSessionId: id,
+    workspace: workspace(), header: { version: 0, id }, ...options,
+  })
+}
+
+test('every event reaches the governor once and in order, also after the governor appended its own', async () => {
+  const events = recordedEvents()
+  const s = stream()
+  for (const event of events.slice(0, 30)) s.push(event)
+  assert.equal(await s.flush(10_000), null)
+  s.state.nextSeq -= 1 // as after a verdict: the governor's next seq is not the one we know
+  for (const event of events.slice(30)) s.push(event)
+  assert.equal(await s.flush(10_000), null)
+  const stored = await storedAgentEvents(s.state.sessionId)
+  assert.deepEqual(stored.map((e) => e.meta.sourceSeq), events.map((e) => e.seq))
+  assert.deepEqual(stored.map((e) => e.type), events.map((e) => e.type))
+  const session = await client().status(s.state.sessionId)
+  assert.equal(session.external_id, s.harnessSessionId)
+})
+
+test('with the governor down, pushing returns at once; a later process sends the spool in order', async () => {
+  const events = recordedEvents()
+  const down = stream({ client: new GovernorClient({ url: await deadUrl(), token: TOKEN }) })
+  const started = performance.now()
+  for (const event of events) down.push(event)
+  assert.ok(performance.now() - started < 500, 'pushing waited for the network')
+  const unsent = await down.flush(300)
+  assert.match(unsent.message, /could not be reached/)
+  assert.equal(readFileSync(join(down.dir, 'events.jsonl'), 'utf8').trim().split('\n').length, events.length)
+
+  const later = new EventStream({ client: client(), dir: down.dir, harnessSessionId: down.harnessSessionId })
+  assert.equal(later.queue.length, events.length)
+  assert.equal(await later.flush(10_000), null)
+  const stored = await storedAgentEvents(later.state.sessionId)
+  assert.deepEqual(stored.map((e) => e.meta.sourceSeq), events.map((e) => e.seq))
+})
+
+test('a batch the governor stored but whose answer was lost is not stored twice', async () => {
+  const events = recordedEvents()
+  const s = stream()
+  const sessionId = await s.session()
+  s.client = new GovernorClient({ url: await deadUrl(), token: TOKEN })
+  for (const event of events.slice(0, 20)) s.push(event)
+  await s.flush(300) // the batch is on disk with its key, not acknowledged
+  const { key, expectedSeq, count } = s.state.pending
+  await client().appendEvents(sessionId, s.queue.slice(0, count), { expectedSeq, key }) // the answer "lost"
+  const resumed = new EventStream({ client: client(), dir: s.dir, harnessSessionId: s.harnessSessionId })
+  assert.equal(await resumed.flush(10_000), null)
+  assert.equal((await storedAgentEvents(sessionId)).length, 20)
+})
+
+/** What the Harness's agent offers a turn-stopping listener, recording the plugin's calls. */
+function agentOf(session) {
+  const calls = []
+  return {
+    calls,
+    session,
+    steer: (message) => calls.push(['steer', message]),
+    inject: (message) => calls.push(['inject', message]),
+  }
+}
+
+function governor(overrides = {}) {
+  return new Governor(resolveConfig({ spoolDir: mkdtempSync(join(tmpdir(), 'spool-')), stopBudgetMs: 5_000, ...overrides },
+    { GOVERNOR_URL: URL, GOVERNOR_TOKEN: TOKEN }), () => {})
+}
+
+test('a stop with a failing contract is steered with the governor\'s repair message', async () => {
+  const g = governor()
+  const cwd = workspace()
+  const session = { header: { version: 0, id: `session-${randomUUID()}`, cwd } }
+  const events = recordedEvents()
+  for (const event of events.slice(0, 8)) g.onEvent(session, event) // the turn is open
+  const begin = g.tools().find((tool) => tool.name === 'reliability_begin')
+  const answer = await begin.execute({
+    objective: 'Write hello.txt saying hello governor',
+    claims: [{ id: 'c', statement: 'hello.txt says hello governor', importance: 'critical', verification: 'deterministic', check_ids: ['k'] }],
+    checks: [{ id: 'k', kind: 'file_contains', path: 'hello.txt', text: 'hello governor' }],
+  }, { agent: { session } })
+  assert.equal(answer.status, 'active')
+  const agent = agentOf(session)
+  const outcome = await g.onTurnStopping({ agent })
+  assert.equal(outcome.action, 'steer')
+  assert.equal(agent.calls.length, 1)
+  const [kind, message] = agent.calls[0]
+  assert.equal(kind, 'steer')
+  assert.deepEqual(message.source, { kind: 'plugin', plugin: 'reliability-governor' })
+  assert.match(message.content[0].text, /^Completion is not verified yet: attempt 1\/3 failed 1 of 1 checks/)
+})
+
+test('when the governor cannot be asked, two stops are steered with a clear message, the third is allowed unverified', async () => {
+  const g = governor({ url: await deadUrl(), stopBudgetMs: 200 })
+  const session = { header: { version: 0, id: `session-${randomUUID()}`, cwd: workspace() } }
+  const agent = agentOf(session)
+  const outcomes = []
+  for (let stop = 0; stop < 3; stop++) outcomes.push((await g.onTurnStopping({ agent })).action)
+  assert.deepEqual(outcomes, ['steer', 'steer', 'allow'])
+  assert.deepEqual(agent.calls.map(([kind]) => kind), ['steer', 'steer', 'inject'])
+  assert.match(agent.calls[0][1].content[0].text, /could not be asked whether this work is complete .*do not claim the task is complete/s)
+  assert.match(agent.calls[2][1].content[0].text, /^Unverified: .*do not report the task as complete/s)
+})
+
+test('a governor refusal reaches the agent as the tool error, with the governor\'s code', async () => {
+  const g = governor()
+  const session = { header: { version: 0, id: `session-${randomUUID()}`, cwd: workspace() } }
+  const verify = g.tools().find((tool) => tool.name === 'reliability_verify')
+  await assert.rejects(verify.execute({}, { agent: { session } }), (error) => {
+    const { error: refusal } = JSON.parse(error.message)
+    assert.equal(refusal.status, 409)
+    assert.equal(refusal.code, 'CONFLICT')
+    return true
+  })
+  const profiles = g.tools().find((tool) => tool.name === 'reliability_code_profiles')
+  assert.ok(Array.isArray((await profiles.execute({}, { agent: { session } })).profiles))
+})
+
+test('the agent gets the nine governor tools under their original names', () => {
+  assert.deepEqual(governor().tools().map((tool) => tool.name).sort(), [
+    'reliability_abstain', 'reliability_assess', 'reliability_begin', 'reliability_begin_code',
+    'reliability_code_profiles', 'reliability_code_verify', 'reliability_draft', 'reliability_status',
+    'reliability_verify'])
+})
+
+test('a bad configuration is refused at load, naming the field and the reason', () => {
+  const refused = (config, env) => {
+    try {
+      resolveConfig(config, env)
+    } catch (error) {
+      assert.ok(error instanceof ConfigError)
+      return [error.field, error.message]
+    }
+    assert.fail('accepted')
+  }
+  const env = { GOVERNOR_URL: URL, GOVERNOR_TOKEN: TOKEN }
+  assert.equal(refused({}, {})[0], 'url')
+  assert.match(refused({ url: 'ftp://x' }, env)[1], /config\.url: must start with http/)
+  assert.match(refused({ tokenEnv: 'MY_TOKEN' }, env)[1], /config\.tokenEnv: the environment variable MY_TOKEN holds no agent token/)
+  assert.match(refused({ workspace: 'snapshot' }, env)[1], /config\.workspace: must be one of cwd/)
+  assert.match(refused({ stopBudgetMs: -1 }, env)[1], /config\.stopBudgetMs/)
+  assert.equal(resolveConfig({ tokenEnv: 'MY_TOKEN' }, { ...env, MY_TOKEN: 'gov_x' }).token, 'gov_x')
+})

@@ -1,0 +1,24 @@
+"""The plugin's own tests (clients/harness/test, node's test runner) against a real governor."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.harness_e2e.rig import PLUGIN, Harness
+from tests.live import Live
+
+
+def test_the_plugin_unit_tests_pass_against_a_real_governor(
+    harness_cache: Path, live: Live, review_off: None
+) -> None:
+    workspaces = live.workspace_root / "plugin-units"
+    workspaces.mkdir()
+    harness = Harness(harness_cache, live.workspace_root)
+    result = subprocess.run(  # noqa: S603
+        ["node", "--test", "--test-reporter=tap"], cwd=PLUGIN, capture_output=True,
+        text=True, timeout=300, check=False, env=harness.env(
+            GOVERNOR_TEST_URL=live.url, GOVERNOR_TEST_TOKEN=live.token,
+            GOVERNOR_TEST_WORKSPACES=str(workspaces)))
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert "# fail 0" in result.stdout and "# pass 8" in result.stdout, result.stdout[-3000:]
