@@ -22,12 +22,33 @@ class FeedbackField(forms.CharField):
 
 
 class DecisionForm(forms.Form):
+    """One box, as a code review's: a comment and the decision of the button pressed. Rejecting
+    or requesting a revision needs a reason; a rejection is confirmed by a second press (the
+    page posts `confirm`), with or without JavaScript."""
+
     receipt = forms.CharField(max_length=200, widget=forms.HiddenInput)
-    decision = forms.ChoiceField(choices=DECISIONS, widget=forms.HiddenInput)
+    decision = forms.ChoiceField(choices=DECISIONS)
     feedback = FeedbackField(
-        label="Feedback for the agent (optional)", required=False,
+        label="Comment for the agent", required=False,
         max_length=MAX_FEEDBACK_CHARS,
         widget=forms.Textarea(attrs={"rows": 4, "maxlength": MAX_FEEDBACK_CHARS}),
-        help_text=f"At most {MAX_FEEDBACK_CHARS:,} characters. Only the agent reads it; the "
-                  "session log keeps its size and receipt, never the text.",
+        help_text=f"Required to request a revision or reject, optional to approve. At most "
+                  f"{MAX_FEEDBACK_CHARS:,} characters. Only the agent reads it; the session log "
+                  "keeps its size and receipt, never the text.",
     )
+    confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        decision = data.get("decision")
+        if decision in (Status.REVISION_REQUESTED, Status.REJECTED) and not (
+                data.get("feedback") or "").strip():
+            verb = "reject" if decision == Status.REJECTED else "request a revision"
+            self.add_error("feedback", f"Say why: a reason is required to {verb}.")
+        return data
+
+    @property
+    def needs_confirmation(self) -> bool:
+        """A valid rejection not yet confirmed: nothing is decided until it is."""
+        return (self.cleaned_data["decision"] == Status.REJECTED
+                and not self.cleaned_data["confirm"])

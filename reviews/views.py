@@ -57,26 +57,32 @@ def inbox(request: HttpRequest) -> HttpResponse:
 
 
 def _next_review(review: Review) -> Review | None:
-    """The evidence proposal an approved intent opened (it names the intent's receipt)."""
-    if review.stage != Stage.INTENT or review.status != Status.APPROVED:
+    """What followed a decided proposal: the evidence proposal an approved intent opened (it
+    names the intent's receipt); after any other end, the session's next proposal, which
+    replaced it. None while it is pending or after an approved evidence plan."""
+    if review.status == Status.PENDING or (review.stage == Stage.EVIDENCE
+                                           and review.status == Status.APPROVED):
         return None
-    for candidate in (Review.objects.filter(session_id=review.session_id, stage=Stage.EVIDENCE,
-                                            created_at__gte=review.created_at)
-                      .defer("plan").order_by("created_at")):
+    later = (Review.objects.filter(session_id=review.session_id, created_at__gte=review.created_at)
+             .exclude(pk=review.pk).defer("plan").order_by("created_at"))
+    if review.status != Status.APPROVED:
+        return later.filter(stage=Stage.INTENT).first()
+    for candidate in later.filter(stage=Stage.EVIDENCE):
         if candidate.proposal["approvedIntent"]["proposalReceipt"] == review.receipt:
             return candidate
     return None
 
 
 def _panel(request: HttpRequest, review: Review, *, form: DecisionForm | None = None,
-           refusal: str = "", refusal_title: str = "", just_decided: bool = False
-           ) -> dict[str, Any]:
+           refusal: str = "", refusal_title: str = "", just_decided: bool = False,
+           confirming: bool = False) -> dict[str, Any]:
     approvals = list(review.approvals.values_list("user_id", flat=True))
     pending = review.status == Status.PENDING and review.expires_at > timezone.now()
     return {
         "review": review, "pending": pending, "refusal": refusal, "refusal_title": refusal_title,
-        "just_decided": just_decided,
+        "just_decided": just_decided, "confirming": confirming,
         "form": form, "feedback_field": (form or DecisionForm()).fields["feedback"],
+        "typed": form.data.get("feedback", "") if form is not None else "",
         "approvals": len(approvals),
         "required_approvals": review.session.project.required_approvals,
         "approved_by_me": request.user.pk in approvals, "next_review": _next_review(review),
@@ -131,16 +137,18 @@ def detail(request: HttpRequest, review_id: str) -> HttpResponse:
         return _render(request, _current(review))
     form = DecisionForm(request.POST)
     if not form.is_valid():
-        return _render(request, review, form=form, status=400,
+        return _render(request, _current(review), form=form, status=400,
                        refusal="the form was incomplete or invalid (see below)",
                        refusal_title="Nothing was decided.")
+    if form.needs_confirmation:
+        return _render(request, _current(review), form=form, confirming=True)
     try:
         review = services.review_decide(
             user=request.user, review=review, receipt=form.cleaned_data["receipt"],
             decision=form.cleaned_data["decision"], feedback=form.cleaned_data["feedback"])
     except services.DecisionRefused as exc:
         review.refresh_from_db()
-        return _render(request, _current(review), status=409, refusal=exc.message,
+        return _render(request, _current(review), form=form, status=409, refusal=exc.message,
                        refusal_title="Nothing was approved.")
     except NotFound:
         raise Http404("review not found") from None

@@ -7,7 +7,8 @@ from typing import Any
 
 
 class _Forms(HTMLParser):
-    """Every form of a page: action, method, attributes, named fields, the text of its buttons."""
+    """Every form of a page: action, method, attributes, named fields, the text of its buttons
+    and, in the same order, the (name, value) each button submits."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -21,7 +22,7 @@ class _Forms(HTMLParser):
         if tag == "form":
             self._form = {"action": attributes.get("action", ""),
                           "method": attributes.get("method", "get"), "fields": {},
-                          "buttons": [], "attrs": attributes}
+                          "buttons": [], "submits": [], "attrs": attributes}
             self.forms.append(self._form)
         elif self._form is None:
             return
@@ -33,6 +34,7 @@ class _Forms(HTMLParser):
                 self._form["fields"][self._textarea] = ""
         elif tag == "button":
             self._form["buttons"].append("")
+            self._form["submits"].append((attributes.get("name"), attributes.get("value", "")))
             self._button = True
 
     def handle_data(self, data: str) -> None:

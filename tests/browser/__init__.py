@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, ViewportSize, expect
 
 from tests.live import ROOT, Live
@@ -88,6 +89,13 @@ def log_in(page: Page, server: Server, username: str, password: str) -> None:
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
     expect(page.get_by_role("heading", name="Review inbox")).to_be_visible()
+
+
+def assert_accessible(page: Page) -> None:
+    """axe-core (bundled by axe-playwright-python, no network) finds no violation on the page
+    as it is now."""
+    results = Axe().run(page)
+    assert results.violations_count == 0, f"{page.url}\n{results.generate_report()}"
 
 
 def screenshot(page: Page, name: str) -> Path:

@@ -48,9 +48,11 @@ def test_reviewer_approves_the_intent_and_requests_a_revision_of_the_evidence(
     expect(page.get_by_role("heading", name=re.compile("^Evidence proposal"))).to_be_visible()
     expect(page.get_by_role("heading", name="The approved intent (stage 1)")).to_be_visible()
 
-    # By keyboard alone: type the feedback, Tab to its button, press Enter.
-    page.get_by_label("Feedback for the agent (optional)").focus()
+    # By keyboard alone: type the comment, Tab past Approve to Request revision, press Enter.
+    page.get_by_label("Comment for the agent").focus()
     page.keyboard.type("Also name pipx as an install option.")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Approve", exact=True)).to_be_focused()
     page.keyboard.press("Tab")
     expect(page.get_by_role("button", name="Request revision")).to_be_focused()
     page.keyboard.press("Enter")

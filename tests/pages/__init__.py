@@ -60,6 +60,14 @@ def decision_form(html: str, button: str) -> dict[str, Any]:
     return matches[0]
 
 
+def reject(client: Client, url: str, reason: str, *, html: str | None = None,
+           **headers: str) -> Any:
+    """Press Reject with `reason`, then Confirm rejection on the page that asks."""
+    asked = press(client, url, "Reject", feedback=reason, html=html, **headers)
+    assert asked.status_code == 200, asked.status_code
+    return press(client, url, "Confirm rejection", html=asked.content.decode(), **headers)
+
+
 def press(client: Client, url: str, button: str, *, feedback: str | None = None,
           html: str | None = None, **headers: str) -> Any:
     """Load `url` (unless the page's `html` is given), fill in the form of `button` and post it
@@ -70,6 +78,9 @@ def press(client: Client, url: str, button: str, *, feedback: str | None = None,
         html = page.content.decode()
     form = decision_form(html, button)
     fields = dict(form["fields"])
+    name, value = form["submits"][form["buttons"].index(button)]
+    if name:
+        fields[name] = value  # a browser sends the pressed button's name and value
     if feedback is not None:
         fields["feedback"] = feedback
     return client.post(form["action"], fields, headers=headers or None)

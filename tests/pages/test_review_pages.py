@@ -18,7 +18,7 @@ from governor.api.contracts import session_status
 from governor.models import Event, Membership, Project, Role, Session
 from reviews.models import Review, Stage, Status
 from tests.conftest import AgentClient
-from tests.pages import forms_on, press, propose, reviewer_client
+from tests.pages import forms_on, press, propose, reject, reviewer_client
 
 pytestmark = pytest.mark.django_db
 
@@ -171,7 +171,7 @@ def test_intent_page_shows_the_whole_intent_and_its_receipt(
                  f"/sessions/{intent_review.session_id}/"):
         assert text in html
     buttons = [button for form in forms_on(html) for button in form["buttons"]]
-    assert buttons == ["Log out", "Approve", "Request revision", "Reject"]
+    assert buttons == ["Log out", "Approve", "Request revision", "Reject"]  # one decision box
     for form in forms_on(html)[1:]:
         assert form["method"] == "post"
         assert form["fields"]["receipt"] == intent_review.receipt
@@ -302,7 +302,7 @@ def test_feedback_text_never_appears_in_events_or_the_export(
 def test_rejecting_ends_the_stage_and_approves_nothing(
     rita: Client, intent_review: Review
 ) -> None:
-    assert press(rita, url(intent_review), "Reject").status_code == 302
+    assert reject(rita, url(intent_review), "out of scope").status_code == 302
     intent_review.refresh_from_db()
     assert intent_review.status == Status.REJECTED
     assert not Review.objects.filter(session_id=intent_review.session_id,
@@ -334,7 +334,7 @@ def test_stale_receipt_approves_nothing_and_says_so(rita: Client, intent_review:
 
 def test_a_decided_proposal_cannot_be_approved_again(rita: Client, intent_review: Review) -> None:
     shown = rita.get(url(intent_review)).content.decode()
-    assert press(rita, url(intent_review), "Reject", html=shown).status_code == 302
+    assert reject(rita, url(intent_review), "out of scope", html=shown).status_code == 302
     response = press(rita, url(intent_review), "Approve", html=shown)
     assert response.status_code == 409
     assert "Nothing was approved." in response.content.decode()
@@ -409,7 +409,7 @@ def test_htmx_stale_decision_answers_409_with_the_panel(
     rita: Client, intent_review: Review
 ) -> None:
     shown = rita.get(url(intent_review)).content.decode()
-    assert press(rita, url(intent_review), "Reject", html=shown).status_code == 302
+    assert reject(rita, url(intent_review), "out of scope", html=shown).status_code == 302
     response = press(rita, url(intent_review), "Approve", html=shown, **{"HX-Request": "true"})
     assert response.status_code == 409
     html = response.content.decode()

@@ -1,0 +1,135 @@
+"""A reviewer who can judge the work (issue 15) in a real browser: the person's request beside
+the agent's reading, the conversation with its tool output collapsed and inert, the one decision
+box (a reason to reject, a confirmation with or without JavaScript, nothing typed lost), focus
+where the answer is, and axe-core finding no violation on any of these pages."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.browser import DESKTOP, SCREENSHOTS, Server, assert_accessible, log_in, screenshot
+from tests.harness_builders import Trace
+from tests.pages import contract_body
+
+pytestmark = pytest.mark.browser
+
+ASKED = "Add an Install section to README.md that names pip; keep the rest"
+HOSTILE = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+
+
+def propose_after_work(server: Server) -> tuple[str, str]:
+    """A session in which the person asked, the agent worked (one tool call whose output is
+    hostile HTML) and then proposed its contract for review: (session id, review id)."""
+    workspace = server.live.workspace_root / f"session-{len(server.workspaces) + 1}"
+    workspace.mkdir()
+    session_id = server.agent.post("/sessions", json={
+        "workspace": {"kind": "path", "path": str(workspace)}}).json()["id"]
+    server.workspaces[session_id] = workspace
+    trace = Trace().start_turn(ASKED)
+    trace.tool("read_file", '{"path": "README.md"}', text=HOSTILE)
+    trace.say("I will add the section.")
+    assert server.agent.post(f"/sessions/{session_id}/events",
+                             json={"events": trace.flush()}).status_code == 200
+    begun = server.agent.post(f"/sessions/{session_id}/contracts", json=contract_body())
+    assert begun.status_code == 202, begun.text
+    return session_id, begun.json()["review"]["id"]
+
+
+def test_the_request_beside_the_intent_and_the_conversation(server: Server, page: Page) -> None:
+    session_id, review_id = propose_after_work(server)
+    log_in(page, server, "rita", "rita-password-1")
+    assert_accessible(page)  # the inbox
+    page.goto(f"{server.url}/reviews/{review_id}/")
+    asked = page.get_by_role("region", name="What the person asked")
+    intends = page.get_by_role("region", name="What the agent intends")
+    expect(asked).to_contain_text(ASKED)
+    expect(intends).to_contain_text("Keep the existing sections of README.md")
+    left, right = asked.bounding_box(), intends.bounding_box()
+    assert left and right and left["x"] < right["x"] and abs(left["y"] - right["y"]) < 2
+    assert_accessible(page)
+    screenshot(page, "intent-with-request-1280")
+
+    asked.get_by_role("link", name="The whole conversation").click()
+    conversation = page.get_by_role("region", name="Conversation")
+    expect(conversation).to_contain_text(ASKED)
+    result = conversation.locator("details", has=page.get_by_text("Result", exact=True))
+    expect(result.locator("pre")).to_be_hidden()  # collapsed
+    result.locator("summary").click()
+    expect(result.locator("pre")).to_have_text(HOSTILE)  # shown as text, never run
+    assert page.evaluate("window.pwned") is None
+    assert_accessible(page)
+    conversation.screenshot(path=str(SCREENSHOTS / "conversation-1280.png"))
+    conversation.get_by_role("link", name="Raw event table").click()
+    expect(page.get_by_role("heading", name="Events")).to_be_in_viewport()
+    assert page.url.endswith("#events")
+    events = page.locator("table.events td[data-label='Time']")
+    expect(events.first).to_have_text("—")  # sent without a time
+
+
+def test_reject_needs_a_reason_and_a_confirmation_and_focus_follows(
+    server: Server, page: Page
+) -> None:
+    session_id, review_id = server.propose()
+    log_in(page, server, "rita", "rita-password-1")
+    page.goto(f"{server.url}/reviews/{review_id}/")
+    reject = page.get_by_role("button", name="Reject", exact=True)
+    reject.click()
+    comment = page.get_by_label("Comment for the agent")
+    expect(page.get_by_text("a reason is required to reject")).to_be_visible()
+    expect(page.locator(".notice.error")).to_be_focused()
+    assert_accessible(page)
+    comment.fill("Out of scope: the task was README only.")
+    reject.click()
+    expect(page.get_by_text("Reject this proposal?")).to_be_visible()
+    expect(page.locator(".notice.warning")).to_be_focused()
+    expect(comment).to_have_value("Out of scope: the task was README only.")
+    assert server.review(session_id)["status"] == "pending"
+    assert_accessible(page)
+    page.locator("#decision").screenshot(path=str(SCREENSHOTS / "confirm-reject-1280.png"))
+    page.get_by_role("button", name="Confirm rejection").click()
+    expect(page.get_by_text("The proposal was rejected.")).to_be_visible()
+    expect(page.get_by_text("Your decision was recorded.")).to_be_focused()
+    review = server.review(session_id)
+    assert review["status"] == "rejected" and review["feedback"].startswith("Out of scope")
+
+
+def test_without_javascript_reject_is_confirmed_and_a_refusal_keeps_the_comment(
+    server: Server, browser: Browser
+) -> None:
+    session_id, review_id = server.propose()
+    context = browser.new_context(viewport=DESKTOP, java_script_enabled=False)
+    try:
+        page = context.new_page()
+        log_in(page, server, "rita", "rita-password-1")
+        page.goto(f"{server.url}/reviews/{review_id}/")
+        page.get_by_label("Comment for the agent").fill("Not what was asked.")
+        with page.expect_navigation() as asked:
+            page.get_by_role("button", name="Reject", exact=True).click()
+        assert asked.value is not None and asked.value.status == 200
+        expect(page.get_by_text("Reject this proposal?")).to_be_visible()
+        assert server.review(session_id)["status"] == "pending"
+
+        server.agent.delete(f"/sessions/{session_id}/review")  # the agent withdraws meanwhile
+        with page.expect_navigation() as refused:
+            page.get_by_role("button", name="Confirm rejection").click()
+        assert refused.value is not None and refused.value.status == 409
+        expect(page.get_by_label(re.compile("Your comment, not sent"))).to_have_value(
+            "Not what was asked.")
+        assert server.review(session_id)["status"] == "cancelled"
+    finally:
+        context.close()
+
+
+def test_a_withdrawn_proposal_links_to_its_replacement(server: Server, page: Page) -> None:
+    session_id, review_id = server.propose()
+    assert server.agent.delete(f"/sessions/{session_id}/review").status_code == 200
+    again = server.agent.post(f"/sessions/{session_id}/contracts", json=contract_body())
+    log_in(page, server, "rita", "rita-password-1")
+    page.goto(f"{server.url}/reviews/{review_id}/")
+    page.get_by_role("link", name="the proposal that replaced this one").click()
+    assert page.url.endswith(f"/reviews/{again.json()['review']['id']}/")
+    expect(page.get_by_role("button", name="Approve", exact=True)).to_be_visible()
+    assert_accessible(page)
