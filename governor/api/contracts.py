@@ -54,13 +54,19 @@ def _session(request: HttpRequest, session_id: str) -> Session:
     return session_for_token(agent_token(request), session_id)
 
 
-def _terminal(record: Any) -> dict[str, Any] | None:
+def _terminal(record: Any, attempts: list[Any]) -> dict[str, Any] | None:
+    """The terminal, with `tree`: the tree its deciding attempt judged (§10.2; null when it has
+    no attempt or the attempt recorded none)."""
     if record is None:
         return None
     data = record["data"]  # imported history may lack fields this server always writes
+    deciding: dict[str, Any] = next(
+        (attempt["data"] for attempt in attempts
+         if attempt["data"].get("receipt") == data.get("attemptReceipt")), {})
     return {"status": data.get("status"), "reason": data.get("reason"),
             "receipt": data.get("receipt"), "contract_id": data.get("contractId"),
-            "seq": record["seq"], "imported": record["imported"]}
+            "seq": record["seq"], "imported": record["imported"],
+            "tree": deciding.get("tree")}
 
 
 def session_status(session: Session) -> dict[str, Any]:
@@ -75,7 +81,7 @@ def session_status(session: Session) -> dict[str, Any]:
         "contract": {**contract["data"], "imported": contract["imported"]} if contract else None,
         "attempts": [{**record["data"], "seq": record["seq"], "imported": record["imported"]}
                      for record in folded["attempts"]],
-        "terminal": _terminal(folded["terminal"]),
+        "terminal": _terminal(folded["terminal"], folded["attempts"]),
         "review": reviews.review_status(latest) if latest else None,
         "latest_draft": folded["latestDraft"]["data"] if folded["latestDraft"] else None,
     }

@@ -311,7 +311,7 @@ def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
         else:
             terminal = _terminal_write(session=session, state=state, contract=contract,
                                        status=decision, reason=reason,
-                                       attempt_receipt=attempt["receipt"],
+                                       attempt_receipt=attempt["receipt"], tree=judged,
                                        runs=runs_counted(contract, evidence=evidence,
                                                          current_profile_receipts=current_profiles,
                                                          tree=judged))
@@ -323,16 +323,19 @@ def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
 
 def _terminal_write(*, session: Session, state: SessionState, contract: dict[str, Any],
                     status: str, reason: str, attempt_receipt: str | None,
-                    runs: Sequence[VerificationRecord] = ()) -> dict[str, Any]:
+                    runs: Sequence[VerificationRecord] = (),
+                    tree: dict[str, str] | None = None) -> dict[str, Any]:
     """Write the terminal and sign it, naming the runs its deciding attempt counted (`runs`)
-    and the profile receipts they ran — not the profiles as they are now."""
+    and the profile receipts they ran — not the profiles as they are now — and the tree the
+    attempt judged (`tree`, its reference)."""
     terminal = messages.terminal_payload(contract_id=contract["contractId"], status=status,
                                          reason=reason, attempt_receipt=attempt_receipt)
     event = governor_event_append(session=session, state=state, type=lifecycle.TERMINAL,
                                   data=terminal)
     attest(session=session, event=event, contract=contract, terminal=terminal,
            profile_receipts=[run.profile_receipt for run in runs],
-           run_receipts=[run.receipt for run in runs if run.receipt])
+           run_receipts=[run.receipt for run in runs if run.receipt],
+           tree=None if tree is None else tree["id"])
     return terminal
 
 

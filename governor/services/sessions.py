@@ -14,8 +14,19 @@ from governor import verify
 from governor.domain import harness
 from governor.domain.canonical import check_json_value
 from governor.domain.chain import GENESIS
+from governor.domain.lifecycle import ATTEMPT, TERMINAL
+from governor.domain.tree import ManifestEntry
 from governor.domain.workspace import identity_at
-from governor.models import AgentToken, Attestation, Event, Project, Session, SessionState
+from governor.models import (
+    AgentToken,
+    Attestation,
+    Event,
+    Origin,
+    Project,
+    Session,
+    SessionState,
+    WorkspaceTree,
+)
 from governor.services import keys
 from governor.services.attestations import head_sign
 from governor.services.errors import Conflict, Invalid
@@ -127,19 +138,28 @@ def session_import(
 
 def export_lines(session: Session) -> Iterator[str]:
     """The export of ARCHITECTURE §6, one canonical JSON text per line, as `governor.verify`
-    checks it."""
+    checks it: with the manifest of every tree a signed terminal certified (SEMANTICS §10.2)."""
     session_id = str(session.id)
     yield verify.serialise_line(verify.header_line(
         session=session_id, project=session.project.slug, harness=session.header,
         exported_at=now_ms()))
     events = Event.objects.filter(session=session).order_by("seq")
     last_seq, head = -1, GENESIS
+    attempt_trees: dict[str, tuple[str, str] | None] = {}
+    certified: set[tuple[str, str]] = set()
     for event in events.iterator(chunk_size=2000):
         yield verify.serialise_line(verify.event_line(
             session=session_id, seq=event.seq, type=event.type, time=event.time,
             origin=event.origin, data=event.data, prev=event.prev_hash, hash=event.hash,
             meta=event.meta))
         last_seq, head = event.seq, event.hash
+        if event.type == ATTEMPT:
+            attempt_trees[str(event.data.get("receipt"))] = verify.tree_ref(event.data.get("tree"))
+        elif (event.type == TERMINAL and event.data.get("status") == "certified"
+              and event.origin == Origin.GOVERNOR and not (event.meta or {}).get("imported")):
+            tree = attempt_trees.get(event.data.get("attemptReceipt") or "")
+            if tree is not None:
+                certified.add(tree)
     # Events appended while this export streams are left out, and so are their attestations.
     attestations = Attestation.objects.filter(
         event__session=session, event__seq__lte=last_seq).select_related("event")
@@ -151,5 +171,12 @@ def export_lines(session: Session) -> Iterator[str]:
     head_keyid, head_envelope = head_sign(session=session, seq=last_seq, head=head)
     for key in keys.export_key_lines(keyids | {head_keyid}):
         yield verify.serialise_line(key)
+    for tree_id, digest in sorted(certified):
+        stored = WorkspaceTree.objects.filter(project=session.project, tree_id=tree_id,
+                                              exclusions_digest=digest).first()
+        if stored is not None:  # without it the export does not verify, as it should not
+            yield verify.serialise_line(verify.manifest_line(
+                tree=tree_id, exclusions=stored.exclusions,
+                entries=[ManifestEntry(*entry) for entry in stored.manifest]))
     yield verify.serialise_line(verify.head_line(
         session=session_id, seq=last_seq, hash=head, envelope=head_envelope))

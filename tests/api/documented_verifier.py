@@ -45,6 +45,30 @@ def chain_hash(event: dict[str, Any]) -> str:
     return sha256hex(rfc8785.dumps(body))
 
 
+def manifest_tree_id(entries: list[dict[str, str]]) -> str:
+    """"Tree id of a manifest": one git tree object per directory, built bottom-up."""
+    root: dict[str, Any] = {}
+    for entry in entries:
+        *directories, name = entry["path"].split("/")
+        node = root
+        for directory in directories:
+            node = node.setdefault(directory, {})
+        node[name] = entry
+
+    def object_id(node: dict[str, Any]) -> bytes:
+        rows = []
+        for name, value in node.items():
+            if "blob" in value and isinstance(value["blob"], str):
+                rows.append((name.encode(), value["mode"].encode(), bytes.fromhex(value["blob"])))
+            else:
+                rows.append((name.encode() + b"/", b"40000", object_id(value)))
+        body = b"".join(mode + b" " + key.rstrip(b"/") + b"\0" + raw
+                        for key, mode, raw in sorted(rows))
+        return hashlib.sha256(b"tree %d\0" % len(body) + body).digest()
+
+    return "gittree:sha256:" + object_id(root).hex()
+
+
 def keys_from_endpoint(body: bytes) -> dict[str, Ed25519PublicKey]:
     """`GET /keys`: each key's keyid must be derived from the key itself."""
     keys = {}
@@ -91,6 +115,8 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
     events = [obj for obj in objects if obj["kind"] == "event"]
     prev, by_seq, contract_receipts = GENESIS, {}, {}
     run_receipts: dict[str, int] = {}
+    attempt_trees: dict[str, Any] = {}
+    certified_trees = []
     for seq, event in enumerate(events):
         if event["seq"] != seq or event["prev"] != prev or event["session"] != session:
             found.append(f"seq {seq}: out of order or off the chain")
@@ -107,6 +133,8 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
             contract_receipts[data["contractId"]] = data["receipt"]
         if event["type"] == "reliability/code-verification" and "receipt" in data:
             run_receipts[data["receipt"]] = seq
+        if event["type"] == "reliability/attempt":
+            attempt_trees[data["receipt"]] = data.get("tree")
         if event["type"] in ("reliability/contract", "reliability/terminal"):
             event["contractReceipt"] = contract_receipts.get(data["contractId"])
     attested = set()
@@ -125,6 +153,13 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
             if any(run_receipts.get(run, event["seq"]) >= event["seq"]
                    for run in predicate.get("runReceipts", [])):
                 found.append(f"seq {event['seq']}: a run receipt names no earlier run")
+            tree = attempt_trees.get(data.get("attemptReceipt"))
+            workspace = ([{"name": "workspace", "digest": {
+                "gitTree": tree["id"].removeprefix("gittree:sha256:")}}] if tree else [])
+            if statement["subject"][1:] != workspace:
+                found.append(f"seq {event['seq']}: the workspace subject is not the attempt's")
+            if tree and data["status"] == "certified":
+                certified_trees.append((tree["id"], tree["exclusions"]))
         if (statement["predicateType"] != "https://reliability-governor.dev/attestation/v1"
                 or subject != {"name": f"session:{session}/contract:{data['contractId']}",
                                "digest": {"sha256": event["hash"]}}
@@ -136,6 +171,13 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
                 and event["origin"] == "governor" and not event.get("imported"))
         if must and event["seq"] not in attested:
             found.append(f"seq {event['seq']}: not attested")
+    manifests = [(line["tree"], receipt("tree-exclusions", line["exclusions"]))
+                 for line in objects if line["kind"] == "manifest"]
+    for line in (obj for obj in objects if obj["kind"] == "manifest"):
+        if manifest_tree_id(line["entries"]) != line["tree"]:
+            found.append(f"manifest of {line['tree']}: its entries make another tree")
+    if sorted(manifests) != sorted(set(certified_trees)):
+        found.append("the manifests are not those of the certified trees")
     statement = open_envelope(head["envelope"], keys)
     last = events[-1] if events else {"seq": -1, "hash": GENESIS}
     if (statement["predicateType"] != "https://reliability-governor.dev/export-head/v1"

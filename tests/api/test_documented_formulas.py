@@ -98,3 +98,18 @@ def test_a_verifier_written_from_the_docs_finds_a_forged_run_and_an_unsigned_tai
     found = documented_verifier.problems(text, keys)
     assert f"seq {failed_run['seq']}: code-verification-result receipt" in found
     assert f"seq {events[-1]['seq']}: the signed head does not cover the last event" in found
+
+
+def test_a_verifier_written_from_the_docs_checks_the_certified_tree_and_its_manifest(
+    agent: AgentClient, workspace: Path, project: Project, reviewer: Any
+) -> None:
+    worker = reviewed_code_session(agent, workspace, project, reviewer)
+    keys = documented_verifier.keys_from_endpoint(agent.get("/keys").content)
+    objects = [json.loads(line) for line in export_text(agent, worker.id).splitlines()]
+    [manifest] = [obj for obj in objects if obj["kind"] == "manifest"]
+    assert manifest["tree"] == worker.status()["terminal"]["tree"]["id"]
+    assert "README.md" in {entry["path"] for entry in manifest["entries"]}
+    manifest["entries"][0]["blob"] = "0" * 64
+    text = "".join(documented_verifier.rfc8785.dumps(obj).decode() + "\n" for obj in objects)
+    assert documented_verifier.problems(text, keys) == [
+        f"manifest of {manifest['tree']}: its entries make another tree"]

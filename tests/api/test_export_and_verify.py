@@ -220,7 +220,8 @@ def test_rule_12_a_head_re_signed_by_another_key_passes_only_with_a_loud_warning
             statement = json.loads(base64.b64decode(obj["envelope"]["payload"]))
             obj["envelope"] = sign(statement, private_key=forger, keyid=keyid)
     objects = [obj for obj in objects if obj["kind"] != "key"]
-    objects.insert(len(objects) - 1, key_line(forger.public_key()))
+    after_keys = next(i for i, obj in enumerate(objects) if obj["kind"] in ("manifest", "head"))
+    objects.insert(after_keys, key_line(forger.public_key()))
     trusting = verify_cli(tmp_path, objects)
     assert trusting.returncode == 0, trusting.stdout
     assert "WARNING: no --key given: trusted only the keys inside the export" in trusting.stderr
