@@ -216,11 +216,14 @@ class Reviewer:
 
     @staticmethod
     def form(html: str, button: str) -> dict[str, Any]:
-        """The form whose submit button reads `button`, as the page gave it."""
+        """The form whose submit button reads `button`, as the page gave it, with that button's
+        name and value among its fields (a browser sends them with the form)."""
         matches = [form for form in forms_on(html) if button in form["buttons"]]
         if len(matches) != 1:
             raise GovernorError(f"expected one {button!r} form on the page, found {len(matches)}")
-        return matches[0]
+        form = matches[0]
+        name, value = form["submits"][form["buttons"].index(button)]
+        return {**form, "fields": {**form["fields"], **({name: value} if name else {})}}
 
     def submit(self, form: dict[str, Any], *, to: str | None = None,
                feedback: str | None = None) -> httpx.Response:
