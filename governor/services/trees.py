@@ -86,12 +86,16 @@ def session_tree(session: Session, workspace: Workspace) -> Tree:
     try:
         exclusions = list(validate_exclusions(project.tree_exclusions, "tree_exclusions"))
         cache = stat_cache_load(session)
+        loaded = dict(cache.directories)
         tree = workspace.hash(exclusions=exclusions, cache=cache,
                               max_files=project.tree_max_files,
                               max_bytes=project.tree_max_bytes)
     except (TreeError, WorkspaceError, FieldsInvalid) as exc:
         raise TreeUnavailable(f"the workspace tree cannot be hashed: {exc}") from None
-    stat_cache_save(session, cache)
+    # A scan that changed nothing keeps every loaded record: writing them again is skipped.
+    if cache.directories.keys() != loaded.keys() or any(
+            record is not loaded[prefix] for prefix, record in cache.directories.items()):
+        stat_cache_save(session, cache)
     tree_record(project, tree, exclusions)
     return tree
 

@@ -273,3 +273,25 @@ def test_rule_10_2_the_session_binding_is_what_is_hashed(
     assert answer["decision"] == "repair" and answer["attempt"]["tree"] is None
     assert "not its bound directory" in answer["attempt"]["results"][0]["evidence"]
     assert Session.objects.get(pk=worker.id).workspace_path == str(workspace)
+
+
+def test_rule_10_2_a_reviewed_contract_records_the_tree_when_it_becomes_active(
+    agent: AgentClient, workspace: Path, project: Project, reviewer: Any
+) -> None:
+    from reviews.models import Review
+    from reviews.services import review_decide
+    from tests.conftest import INTENT
+
+    project_set(project=project, review_mode="required")
+    session = agent.create_session(workspace)
+    (workspace / "README.md").write_text("draft\n")
+    assert agent.post(f"/sessions/{session['id']}/contracts",
+                      readme_contract(intent=INTENT)).status_code == 202
+    intent = Review.objects.get()
+    review_decide(user=reviewer, review=intent, receipt=intent.receipt, decision="approved")
+    (workspace / "README.md").write_text("## Install\n")  # while the reviewers read
+    evidence = Review.objects.get(stage="evidence")
+    review_decide(user=reviewer, review=evidence, receipt=evidence.receipt, decision="approved")
+    contract = agent.get(f"/sessions/{session['id']}").json()["contract"]
+    assert contract["version"] == 5
+    assert contract["startTree"]["id"] == tree_of(workspace)
