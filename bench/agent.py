@@ -112,6 +112,11 @@ class Agent:
         path.write_text(text)
         self._step("write_file", {"path": relative, "content": text})
 
+    def edit_with(self, tool: str, relative: str, text: str) -> None:
+        """Write `relative` through a tool called `tool` (its call is logged under that name)."""
+        (self.workspace / relative).write_text(text)
+        self._step(tool, {"path": relative, "content": text})
+
     def delete(self, relative: str) -> None:
         (self.workspace / relative).unlink()
         self._step("delete_file", {"path": relative})

@@ -295,6 +295,25 @@ def stale_verification_work(agent: Agent, trial: Trial) -> None:
     agent.write("calc.py", CALC_TIDIED)  # a later edit that breaks mul
 
 
+def unreported_change_work(agent: Agent, trial: Trial) -> None:
+    agent.write("calc.py", CALC_CORRECT)
+    agent.code_verify("unit-tests")  # passes
+    # A formatter running in the background rewrites calc.py and breaks mul: the file changes on
+    # disk and nothing in the session log says so.
+    (trial.workspace / "calc.py").write_text(CALC_TIDIED)
+
+
+# An MCP server's tool whose last segment is a governor tool's name: the log's account of it
+# is "a governor tool ran", which changes nothing, yet it edits the workspace.
+LOOKALIKE_TOOL = "mcp__autofix__reliability_verify"
+
+
+def lookalike_tool_work(agent: Agent, trial: Trial) -> None:
+    agent.write("calc.py", CALC_CORRECT)
+    agent.code_verify("unit-tests")  # passes
+    agent.edit_with(LOOKALIKE_TOOL, "calc.py", CALC_TIDIED)  # breaks mul
+
+
 def missing_file_work(agent: Agent, trial: Trial) -> None:
     agent.write("docs/notes.md", "Install with `pip install tool`.\n")
 
@@ -658,6 +677,27 @@ CASES: tuple[Case, ...] = (
         work=readme_without_install, contract=readme_contract,
         repairs=README_REPAIRS, expected="certified@2", governed=governed_review_replay,
         flags=("replay-refused", "two-stage-review"), project={"review_mode": "required"},
+    ),
+    Case(
+        name="unreported-change", title="a change on disk that no event reports", classic=False,
+        task="Implement mul in calc.py; the trusted unit-tests profile must pass.",
+        fault="the trusted run passes, then a background formatter rewrites calc.py and breaks "
+              "mul; the session log says nothing of it",
+        setup=files(**{"calc.py": CALC_ADD_ONLY}), work=unreported_change_work,
+        contract=mul_code_contract, code=True,
+        repairs={"code-profile-unit-tests": verify_until_green(unit_tests)},
+        expected="certified@2", evidence_flags={"stale-tree": "stale: ran on gittree:sha256:"},
+    ),
+    Case(
+        name="lookalike-tool", title="an edit by a tool named like a governor tool",
+        classic=False,
+        task="Implement mul in calc.py; the trusted unit-tests profile must pass.",
+        fault=f"the trusted run passes, then the agent edits calc.py through `{LOOKALIKE_TOOL}` "
+              "(an MCP tool whose name ends like a governor tool) and breaks mul",
+        setup=files(**{"calc.py": CALC_ADD_ONLY}), work=lookalike_tool_work,
+        contract=mul_code_contract, code=True,
+        repairs={"code-profile-unit-tests": verify_until_green(unit_tests)},
+        expected="certified@2", evidence_flags={"stale-tree": "stale: ran on gittree:sha256:"},
     ),
     Case(
         name="budget-of-1", title="budget of 1", classic=False,

@@ -159,6 +159,8 @@ JUDGES: dict[str, Callable[[Path, Record], Verdict]] = {
     "symlink-escape": readme_documents_install,
     "profile-edited": calc_meets_spec,
     "review-replay": readme_documents_install,
+    "unreported-change": calc_meets_spec,
+    "lookalike-tool": calc_meets_spec,
     "budget-of-1": version_is_1_2_0,
 }
 
