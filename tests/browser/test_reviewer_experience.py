@@ -133,3 +133,19 @@ def test_a_withdrawn_proposal_links_to_its_replacement(server: Server, page: Pag
     assert page.url.endswith(f"/reviews/{again.json()['review']['id']}/")
     expect(page.get_by_role("button", name="Approve", exact=True)).to_be_visible()
     assert_accessible(page)
+
+
+def test_the_evidence_page_badge_carries_the_warnings(server: Server, page: Page) -> None:
+    session_id, review_id = server.propose()
+    log_in(page, server, "rita", "rita-password-1")
+    page.goto(f"{server.url}/reviews/{review_id}/")
+    page.get_by_role("button", name="Approve", exact=True).click()
+    page.get_by_role("link", name="review the evidence plan").click()
+    plan = page.get_by_role("region", name="Evidence plan")
+    badge = plan.get_by_role("link", name=re.compile("^ready"))
+    expect(badge).to_have_text("ready · 3 warnings")
+    badge.click()
+    expect(page.locator("#coverage-findings")).to_be_in_viewport()
+    assert_accessible(page)
+    page.goto(f"{server.url}/sessions/{session_id}/")
+    assert_accessible(page)
