@@ -15,6 +15,8 @@ from typing import Any
 
 import zstandard
 
+from governor.domain.harness import parse_log
+
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = Path(__file__).resolve().parent / "install.sh"
 PLUGIN = ROOT / "clients" / "harness"
@@ -133,8 +135,20 @@ class Harness:
                       key=lambda path: path.stat().st_mtime)
 
 
-def read_log(path: Path) -> list[dict[str, Any]]:
+def log_text(path: Path) -> str:
     """A Harness log file: zstd, one frame per flush."""
-    data = zstandard.ZstdDecompressor().stream_reader(
-        path.read_bytes(), read_across_frames=True).read()
-    return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+    return zstandard.ZstdDecompressor().stream_reader(
+        path.read_bytes(), read_across_frames=True).read(1 << 26).decode()
+
+
+def read_log(path: Path) -> list[dict[str, Any]]:
+    """The rows of a Harness log file as written (packed chunk rows stay packed)."""
+    return [json.loads(line) for line in log_text(path).splitlines() if line.strip()]
+
+
+def committed_events(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and the committed events of a Harness log file, packed chunk rows expanded
+    into the `assistant/chunk` events they were (the governor's own parser)."""
+    header, events = parse_log(log_text(path))
+    assert header is not None
+    return header, events

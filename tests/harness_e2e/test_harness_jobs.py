@@ -16,7 +16,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from governor.domain.harness import TraceState, validate_batch
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, Server, log_in
-from tests.harness_e2e.rig import Harness, read_log
+from tests.harness_e2e.rig import Harness, committed_events, read_log
 from tests.harness_e2e.scripted_model import ScriptedModel, Step, serve
 from tests.live import Live, stop_process_group
 from tests.pages import INTENT
@@ -101,8 +101,7 @@ def test_a_wrong_write_is_steered_repaired_and_certified(
     assert answer["state"] == "certified", answer
     assert [a["passed"] for a in answer["attempts"]] == [False, True]
     [log_path] = harness.session_logs()
-    log = read_log(log_path)
-    header, events = log[0], log[1:]
+    header, events = committed_events(log_path)
     assert answer["external_id"] == header["id"]
     assert answer["workspace"]["path"] == str(workspace) == header["cwd"]
     steers = texts_from_plugin(events)

@@ -1,7 +1,7 @@
 // The plugin against a real governor server. tests/harness_e2e/test_plugin_units.py starts one
-// and runs this file with GOVERNOR_TEST_URL, GOVERNOR_TEST_TOKEN and GOVERNOR_TEST_WORKSPACES
-// (a directory under the server's workspace roots). The events are a real log the Harness wrote
-// (tests/fixtures/harness/logs/dsh-0.1.0-rc.8).
+// and runs this file with GOVERNOR_TEST_URL, GOVERNOR_TEST_TOKEN, GOVERNOR_TEST_WORKSPACES (a
+// directory under the server's workspace roots) and GOVERNOR_TEST_EVENTS: the committed events
+// of a real log the Harness wrote (tests/fixtures/harness/logs/dsh-0.1.0-rc.8), as a JSON array.
 
 import assert from 'node:assert/strict'
 import { mkdtempSync, readFileSync } from 'node:fs'
@@ -15,15 +15,13 @@ import { ConfigError, EventStream, Governor, GovernorClient, resolveConfig } fro
 const URL = process.env.GOVERNOR_TEST_URL
 const TOKEN = process.env.GOVERNOR_TEST_TOKEN
 const WORKSPACES = process.env.GOVERNOR_TEST_WORKSPACES
-if (!URL || !TOKEN || !WORKSPACES) {
+const EVENTS = process.env.GOVERNOR_TEST_EVENTS
+if (!URL || !TOKEN || !WORKSPACES || !EVENTS) {
   throw new Error('run through tests/harness_e2e/test_plugin_units.py: it starts the governor these tests use')
 }
-const FIXTURE = new globalThis.URL('../../../tests/fixtures/harness/logs/dsh-0.1.0-rc.8/plugin-steer-repair/session.jsonl', import.meta.url)
 
-/** The recorded log with the recorder's normalisation undone: its events, seq = position. */
 function recordedEvents() {
-  const lines = readFileSync(FIXTURE, 'utf8').split('\n').filter(Boolean)
-  return lines.slice(1).map((line, seq) => ({ ...JSON.parse(line.replaceAll('"{{tools}}"', '[]')), seq, time: 0 }))
+  return JSON.parse(readFileSync(EVENTS, 'utf8'))
 }
 
 function workspace() {
