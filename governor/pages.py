@@ -69,6 +69,7 @@ def _runs(session: Session) -> dict[str, Any]:
             "finished": run.state == RunState.FINISHED, "passed": result.get("passed") is True,
             "failure_kind": result.get("failureKind"), "exit_code": result.get("exitCode"),
             "signal": result.get("signal"), "duration_ms": duration,
+            "tree": result.get("tree"), "tree_before": result.get("treeBefore"),
             "output_tail": run.output_tail if run.profile.show_output_to_reviewers else None,
         })
     live = any(run.state in (RunState.QUEUED, RunState.RUNNING) for run in runs)
