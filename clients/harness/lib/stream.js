@@ -62,7 +62,8 @@ export class EventStream {
     appendFileSync(this.eventsFile, JSON.stringify(kept) + '\n')
     this.total += 1
     this.queue.push(kept)
-    this.kick()
+    // After a refusal only a flush (a stop, a governor tool) asks again, not every event.
+    if (!this.error) this.kick()
   }
 
   /** Whether every pushed event has been acknowledged by the governor. */

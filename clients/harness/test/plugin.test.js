@@ -98,6 +98,28 @@ test('a batch the governor stored but whose answer was lost is not stored twice'
   assert.equal((await storedAgentEvents(sessionId)).length, 20)
 })
 
+test('a session the governor refuses is not asked for again at every event, only at a flush', async () => {
+  let creates = 0
+  class Counting extends GovernorClient {
+    createSession(options) {
+      creates += 1
+      return super.createSession(options)
+    }
+  }
+  const s = stream({ client: new Counting({ url: URL, token: TOKEN }), workspace: tmpdir() }) // outside the roots
+  const events = recordedEvents()
+  s.push(events[0])
+  const refused = await s.flush(5_000)
+  assert.equal(refused.status, 422)
+  assert.match(refused.message, /workspace/)
+  for (const event of events.slice(1, 10)) s.push(event)
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  assert.equal(creates, 1)
+  assert.equal((await s.flush(5_000)).status, 422)
+  assert.equal(creates, 2)
+  assert.equal(s.queue.length, 10) // kept: nothing is dropped
+})
+
 /** What the Harness's agent offers a turn-stopping listener, recording the plugin's calls. */
 function agentOf(session) {
   const calls = []
