@@ -37,6 +37,7 @@ class DecisionForm(forms.Form):
                   "keeps its size and receipt, never the text.",
     )
     confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
+    carried_from = forms.CharField(required=False, max_length=71, widget=forms.HiddenInput)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -60,6 +60,10 @@ class Approval(models.Model):
 
     review = models.ForeignKey(Review, on_delete=models.CASCADE, related_name="approvals")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    carried_from = models.CharField(
+        max_length=71, blank=True,
+        help_text="The decision receipt of this reviewer's earlier approval of exactly the same "
+                  "intent receipt in this session, when this approval carried it (SEMANTICS §13).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -117,7 +117,8 @@ def review_status(review: Review, *, include_feedback: bool = True) -> dict[str,
 
 
 def _decide(review: Review, state: SessionState, *, decision: str, decided_by: dict[str, Any],
-            feedback: str = "", user: Any = None) -> dict[str, Any]:
+            feedback: str = "", user: Any = None,
+            carried_from: list[str] | None = None) -> dict[str, Any]:
     decision = Status(decision).value  # plain str: enum members are not JSON values
     intent_receipt = None
     if review.stage == Stage.EVIDENCE:
@@ -125,7 +126,8 @@ def _decide(review: Review, state: SessionState, *, decision: str, decided_by: d
     payload = domain.decision_payload(stage=review.stage, proposal_receipt=review.receipt,
                                       decision=decision, decided_by=decided_by,
                                       feedback=feedback,
-                                      intent_proposal_receipt=intent_receipt)
+                                      intent_proposal_receipt=intent_receipt,
+                                      carried_from=carried_from)
     governor_event_append(session=review.session, state=state, type=EVENT_TYPES[review.stage],
                           data=payload)
     review.status = decision
@@ -153,9 +155,23 @@ def _owned_token(user: Any, review: Review) -> str | None:
     return None
 
 
+def carried_approval(user: Any, review: Review) -> Approval | None:
+    """`user`'s approval of an earlier intent proposal of this session with exactly this
+    proposal's receipt, whose stage it approved (SEMANTICS §13); None for any other."""
+    if review.stage != Stage.INTENT:
+        return None
+    return (Approval.objects.select_related("review")
+            .filter(user_id=user.pk, review__session_id=review.session_id,
+                    review__stage=Stage.INTENT, review__receipt=review.receipt,
+                    review__status=Status.APPROVED)
+            .exclude(review_id=review.pk).order_by("-created_at").first())
+
+
 def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
-                  feedback: Any = None) -> Review:
-    """A reviewer's decision on exactly the proposal they saw (its receipt)."""
+                  feedback: Any = None, carried_from: str = "") -> Review:
+    """A reviewer's decision on exactly the proposal they saw (its receipt). An approval may
+    carry `user`'s earlier approval of the same receipt (its decision receipt, §13): it is
+    recorded as an ordinary approval that names it."""
     if decision not in (Status.APPROVED, Status.REVISION_REQUESTED, Status.REJECTED):
         raise Invalid("decision must be approved, revision-requested or rejected",
                       details=[{"path": "decision", "message": "unknown decision"}])
@@ -167,6 +183,11 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
     if owned is not None:
         raise OwnAgent(f"you own the agent token that {owned}, so you may not approve this "
                        "proposal: another reviewer must; nothing was approved")
+    if carried_from and decision == Status.APPROVED:
+        earlier = carried_approval(user, review)
+        if earlier is None or earlier.review.decision_receipt != carried_from:
+            raise DecisionRefused("the earlier approval this one would carry is not yours of "
+                                  "exactly this receipt in this session; nothing was approved")
     review_pending(session)  # records a due expiry in its own transaction: it fails closed
     with transaction.atomic():
         state = state_locked(session)
@@ -181,13 +202,16 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
                 "replaced or changed since the page was loaded); nothing was approved")
         who = {"kind": "reviewer", "userId": user.pk}
         if decision == Status.APPROVED:
-            Approval.objects.get_or_create(review=review, user=user)
-            approvals = list(review.approvals.order_by("created_at").values_list("user_id",
-                                                                                 flat=True))
+            Approval.objects.get_or_create(review=review, user=user,
+                                           defaults={"carried_from": carried_from})
+            approvals = list(review.approvals.order_by("created_at").values_list(
+                "user_id", "carried_from"))
             if len(approvals) < session.project.required_approvals:
                 return review
             payload = _decide(review, state, decision=decision, user=user, feedback=text,
-                              decided_by={"kind": "reviewers", "userIds": approvals})
+                              decided_by={"kind": "reviewers",
+                                          "userIds": [user_id for user_id, _ in approvals]},
+                              carried_from=[receipt for _, receipt in approvals if receipt])
             _advance(review, state, payload)
         else:
             _decide(review, state, decision=decision, decided_by=who, feedback=text, user=user)

@@ -17,7 +17,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
-from governor.domain.review import ReviewError
+from governor.domain.review import ReviewError, plan_changes
 from governor.models import Membership, Role
 from governor.pages import check_parameters, user_requests
 from governor.services.errors import Invalid, NotFound
@@ -40,6 +40,7 @@ def _reviewed_projects(user: Any) -> QuerySet[Membership, Any]:
 
 
 INBOX_PAGE_SIZE = 50
+REVISIONS_READ = 20  # the earlier proposals of a session searched for feedback and a base
 
 
 @login_required
@@ -86,7 +87,23 @@ def _panel(request: HttpRequest, review: Review, *, form: DecisionForm | None = 
         "approvals": len(approvals),
         "required_approvals": review.session.project.required_approvals,
         "approved_by_me": request.user.pk in approvals, "next_review": _next_review(review),
+        "carried": services.carried_approval(request.user, review) if pending else None,
     }
+
+
+def _revision(review: Review) -> dict[str, Any] | None:
+    """The memory of earlier rounds: the latest feedback given in this session before this
+    proposal (the one it answers), and what changed against the previous proposal of its stage.
+    None for a session's first proposal of its stage."""
+    earlier = list(Review.objects.filter(session_id=review.session_id,
+                                         created_at__lt=review.created_at)
+                   .order_by("-created_at")[:REVISIONS_READ])
+    previous = next((other for other in earlier if other.stage == review.stage), None)
+    if previous is None:
+        return None
+    answered = next((other for other in earlier if other.feedback), None)
+    return {"previous": previous, "answered": answered,
+            "changes": plan_changes(previous.plan, review.plan)}
 
 
 def _proposal(review: Review) -> dict[str, Any]:
@@ -117,8 +134,8 @@ def _render(request: HttpRequest, review: Review, *, status: int = 200,
     context = _panel(request, review, **panel)
     if request.htmx:  # type: ignore[attr-defined]
         return render(request, DECISION_PANEL, context, status=status)
-    return render(request, "reviews/detail.html", {**context, **_proposal(review)},
-                  status=status)
+    return render(request, "reviews/detail.html",
+                  {**context, **_proposal(review), "revision": _revision(review)}, status=status)
 
 
 def _current(review: Review) -> Review:
@@ -145,7 +162,8 @@ def detail(request: HttpRequest, review_id: str) -> HttpResponse:
     try:
         review = services.review_decide(
             user=request.user, review=review, receipt=form.cleaned_data["receipt"],
-            decision=form.cleaned_data["decision"], feedback=form.cleaned_data["feedback"])
+            decision=form.cleaned_data["decision"], feedback=form.cleaned_data["feedback"],
+            carried_from=form.cleaned_data["carried_from"])
     except services.DecisionRefused as exc:
         review.refresh_from_db()
         return _render(request, _current(review), form=form, status=409, refusal=exc.message,

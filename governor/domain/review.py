@@ -8,7 +8,7 @@
                         {proposal, proposalReceipt, reviewReceipt}}
                        receipt("contract-proposal", it)
     review decision    {proposalReceipt, decision, decidedBy, feedbackBytes, feedbackReceipt?,
-                        intentProposalReceipt? (evidence stage), receipt}
+                        intentProposalReceipt? (evidence stage), carriedFrom? (§13), receipt}
                        receipt("intent-review" | "contract-review", it without receipt);
                        the feedback text itself is never in it, only its size and receipt
                        ("intent-feedback" | "contract-feedback").
@@ -75,8 +75,11 @@ def feedback_text(raw: Any) -> str:
 
 def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
                      decided_by: dict[str, Any], feedback: str = "",
-                     intent_proposal_receipt: str | None = None) -> dict[str, Any]:
-    """The review event's data: who decided what about which receipt; never the feedback."""
+                     intent_proposal_receipt: str | None = None,
+                     carried_from: list[str] | None = None) -> dict[str, Any]:
+    """The review event's data: who decided what about which receipt; never the feedback.
+    `carried_from`: the earlier decision receipts that approvals of this exact receipt carried
+    (SEMANTICS §13)."""
     if decision not in DECISIONS:
         raise ReviewError("decision", f"must be one of {', '.join(DECISIONS)}")
     _, review_kind, feedback_kind = STAGE_KINDS[stage]
@@ -88,5 +91,39 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
         payload["feedbackReceipt"] = receipt(feedback_kind, feedback)
     if intent_proposal_receipt is not None:
         payload["intentProposalReceipt"] = intent_proposal_receipt
+    if carried_from:
+        payload["carriedFrom"] = sorted(set(carried_from))
     payload["receipt"] = receipt(review_kind, payload)
     return payload
+
+
+def _by_id(items: Any) -> dict[str, dict[str, Any]]:
+    return {str(item.get("id")): item for item in items or [] if isinstance(item, dict)}
+
+
+def _item_changes(before: Any, after: Any) -> dict[str, Any]:
+    old, new = _by_id(before), _by_id(after)
+    changed = [(key, sorted(name for name in old[key].keys() | new[key].keys()
+                            if old[key].get(name) != new[key].get(name)))
+               for key in new if key in old and old[key] != new[key]]
+    return {"added": [key for key in new if key not in old],
+            "removed": [key for key in old if key not in new], "changed": changed}
+
+
+def plan_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What a proposal changed against the one it replaced, as Gerrit compares patch sets: the
+    objective, the intent lists that differ, and claims and checks by id — added, removed, and
+    changed with the names of the fields that differ. `before` and `after` are stored plans."""
+    old_intent, new_intent = before.get("intent") or {}, after.get("intent") or {}
+    changes: dict[str, Any] = {
+        "objective": before.get("objective") != after.get("objective"),
+        "intent": [name for name in ("constraints", "assumptions", "nonGoals", "ambiguities")
+                   if old_intent.get(name) != new_intent.get(name)],
+        "max_attempts": before.get("max_attempts") != after.get("max_attempts"),
+        "claims": _item_changes(before.get("claims"), after.get("claims")),
+        "checks": _item_changes(before.get("checks"), after.get("checks")),
+    }
+    changes["none"] = not (changes["objective"] or changes["intent"] or changes["max_attempts"]
+                           or any(changes[kind][how] for kind in ("claims", "checks")
+                                  for how in ("added", "removed", "changed")))
+    return changes
