@@ -149,3 +149,29 @@ def test_the_evidence_page_badge_carries_the_warnings(server: Server, page: Page
     assert_accessible(page)
     page.goto(f"{server.url}/sessions/{session_id}/")
     assert_accessible(page)
+
+
+def test_the_next_round_remembers_the_feedback_and_carries_the_approval(
+    server: Server, page: Page
+) -> None:
+    session_id, review_id = server.propose()
+    log_in(page, server, "rita", "rita-password-1")
+    page.goto(f"{server.url}/reviews/{review_id}/")
+    page.get_by_role("button", name="Approve", exact=True).click()
+    page.get_by_role("link", name="review the evidence plan").click()
+    page.get_by_label("Comment for the agent").fill("Check that README.md names pipx too.")
+    page.get_by_role("button", name="Request revision").click()
+    expect(page.get_by_text("A revision was requested.")).to_be_visible()
+    again = server.agent.post(f"/sessions/{session_id}/contracts", json=contract_body(checks=3))
+    assert again.status_code == 202, again.text
+
+    page.goto(f"{server.url}/reviews/{again.json()['review']['id']}/")
+    memory = page.get_by_role("region", name="Since the previous proposal")
+    expect(memory).to_contain_text("Check that README.md names pipx too.")
+    expect(memory).to_contain_text("added check readme-has-2")
+    expect(page.get_by_text("You approved exactly this intent")).to_be_visible()
+    assert_accessible(page)
+    page.screenshot(path=str(SCREENSHOTS / "revision-1280.png"), full_page=True)
+    page.get_by_role("button", name="Approve again").click()
+    expect(page.get_by_text("The evidence plan is now waiting")).to_be_visible()
+    assert server.review(session_id)["stage"] == "evidence"
