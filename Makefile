@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint typecheck bench install system-deps clean
+.PHONY: run test lint typecheck bench docs-screenshots install system-deps clean
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,12 @@ test: install
 
 bench: install system-deps
 	$(PY) -m bench
+
+# The screenshots docs/reviewing.md shows, of the real pages (never written by `make test`).
+docs-screenshots: install
+	$(MAKE) --no-print-directory system-deps FOR_TESTS=1
+	GOVERNOR_DOCS_IMG=docs/img GOVERNOR_TEST_REDIS_URL=$(TEST_REDIS_URL) \
+	  $(PY) -m pytest -q tests/browser/test_docs_screenshots.py
 
 clean:
 	rm -rf $(VENV) var

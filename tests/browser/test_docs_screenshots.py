@@ -1,0 +1,56 @@
+"""The screenshots of docs/reviewing.md, taken of the real pages in headless Chromium. Written
+only by `make docs-screenshots` (which sets GOVERNOR_DOCS_IMG); `make test` skips this file."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser import Server, assert_accessible, log_in
+from tests.browser.test_reviewer_experience import propose_after_work
+from tests.live import ROOT
+from tests.pages import contract_body
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(
+    not os.environ.get("GOVERNOR_DOCS_IMG"), reason="written only by make docs-screenshots")]
+
+
+def shot(page: Page, name: str, selector: str | None = None) -> None:
+    """docs/img/<name>.png of the page, or of the element `selector` names."""
+    path = ROOT / os.environ["GOVERNOR_DOCS_IMG"] / f"{name}.png"
+    assert_accessible(page)
+    if selector is None:
+        page.screenshot(path=str(path), full_page=True)
+    else:
+        page.locator(selector).screenshot(path=str(path))
+    assert Path(path).stat().st_size > 0
+
+
+def test_the_pages_of_the_reviewing_guide(server: Server, page: Page) -> None:
+    session_id, review_id = propose_after_work(server)
+    log_in(page, server, "rita", "rita-password-1")
+    shot(page, "review-inbox")
+    page.goto(f"{server.url}/reviews/{review_id}/")
+    shot(page, "review-intent")
+
+    page.get_by_label("Comment for the agent").fill("Out of scope: README only, please.")
+    page.get_by_role("button", name="Reject", exact=True).click()
+    expect(page.get_by_text("Reject this proposal?")).to_be_visible()
+    shot(page, "review-confirm-reject", "#decision")
+    page.get_by_role("button", name="Approve", exact=True).click()
+    page.get_by_role("link", name="review the evidence plan").click()
+    shot(page, "review-evidence")
+    page.get_by_label("Comment for the agent").fill("Check that README.md names pipx too.")
+    page.get_by_role("button", name="Request revision").click()
+    expect(page.get_by_text("A revision was requested.")).to_be_visible()
+
+    again = server.agent.post(f"/sessions/{session_id}/contracts", json=contract_body(checks=3))
+    page.goto(f"{server.url}/reviews/{again.json()['review']['id']}/")
+    shot(page, "review-revision")
+    page.goto(f"{server.url}/sessions/{session_id}/#conversation")
+    for details in page.locator("#conversation details").all():
+        details.evaluate("element => element.open = true")
+    shot(page, "review-conversation", "#conversation")
