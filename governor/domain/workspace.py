@@ -126,8 +126,7 @@ class Workspace:
         self.recorded_identity = recorded_identity
         self.tree: Tree | None = None
         self._directory: int | None = None
-        self._entries: dict[str, ManifestEntry] = {}
-        self._tree_directories: set[str] = set()
+        self._entries: dict[str, ManifestEntry] | None = None  # the tree's, by path, once read
 
     def __enter__(self) -> Workspace:
         return self
@@ -157,11 +156,15 @@ class Workspace:
             self._directory = open_bound_directory(self.root, self.recorded_identity)
         tree = hash_tree(self._directory, exclusions=exclusions, cache=cache,
                          max_files=max_files, max_bytes=max_bytes)
-        self.tree = tree
-        self._entries = {entry.path: entry for entry in tree.manifest}
-        self._tree_directories = {path[:index] for path in self._entries
-                                  for index, char in enumerate(path) if char == "/"}
+        self.tree, self._entries = tree, None
         return tree
+
+    def _tree_entries(self) -> dict[str, ManifestEntry]:
+        """The hashed tree's entries by path, built at the first read that needs them."""
+        if self._entries is None:
+            assert self.tree is not None
+            self._entries = {entry.path: entry for entry in self.tree.manifest}
+        return self._entries
 
     def _open_root(self) -> int:
         """A descriptor of the root: the one the tree was hashed through, else the bound
@@ -171,7 +174,7 @@ class Workspace:
         return open_bound_directory(self.root, self.recorded_identity)
 
     def _tree_entry(self, path: str, *, followed: bool) -> ManifestEntry:
-        entry = self._entries.get(path)
+        entry = self._tree_entries().get(path)
         if entry is None:
             raise WorkspaceError(OUTSIDE if followed else NOT_IN_TREE)
         return entry
@@ -182,7 +185,7 @@ class Workspace:
             return
         from governor.domain.tree import blob_id
 
-        entry = self._entries.get(path)
+        entry = self._tree_entries().get(path)
         if entry is None or entry.mode != "120000" or entry.blob != blob_id(
                 os.fsencode(target)):
             raise WorkspaceError(f"the symlink {path} {CHANGED}")
@@ -287,8 +290,9 @@ class Workspace:
             info = os.stat(name, dir_fd=directories[-1], follow_symlinks=False)
         except (FileNotFoundError, NotADirectoryError):
             named = "/".join(segments)
-            if self.tree is not None and (named in self._entries
-                                          or named in self._tree_directories):
+            if self.tree is not None and any(  # the tree holds it, or something below it
+                    held == named or held.startswith(named + "/")
+                    for held in self._tree_entries()):
                 raise WorkspaceError(CHANGED) from None
             return False
         finally:

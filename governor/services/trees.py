@@ -71,11 +71,12 @@ def stat_cache_save(session: Session, cache: StatCache) -> None:
 
 
 def tree_record(project: Project, tree: Tree, exclusions: list[str]) -> WorkspaceTree:
-    """The tree's manifest, written once per (project, tree id, exclusions digest)."""
+    """The tree's manifest, written once per (project, tree id, exclusions digest); built only
+    when it is written."""
     record, _created = WorkspaceTree.objects.get_or_create(
         project=project, tree_id=tree.id, exclusions_digest=tree.exclusions_digest,
         defaults={"exclusions": exclusions, "files": tree.files, "bytes": tree.size,
-                  "manifest": [list(entry) for entry in tree.manifest]})
+                  "manifest": lambda: [list(entry) for entry in tree.manifest]})
     return record
 
 
