@@ -169,6 +169,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "axes",
+    "ninja",  # /api/v1/docs serves django-ninja's own Swagger UI files, so it works offline
     "governor.apps.GovernorConfig",
     "reviews.apps.ReviewsConfig",
     "verification.apps.VerificationConfig",

@@ -2,12 +2,15 @@ from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 from django.views.static import serve
 
 from governor import views
 from governor.api import api
 
 urlpatterns = [
+    # The site's front door, and the admin's "View site": the review inbox.
+    path("", RedirectView.as_view(pattern_name="reviews:inbox"), name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("api/v1/", api.urls),
     path("admin/", admin.site.urls),

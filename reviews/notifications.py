@@ -10,9 +10,8 @@ import logging
 import time
 from typing import Any
 
-from django.conf import settings
-
 from reviews.models import Review
+from reviews.services import review_url
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +28,7 @@ def waiting_payload(review: Review) -> dict[str, Any]:
         "event": "review.waiting", "review": str(review.pk), "session": str(review.session_id),
         "project": review.session.project.slug, "stage": review.stage,
         "proposal_receipt": review.receipt, "expires_at": review.expires_at.isoformat(),
-        "url": f"{settings.PUBLIC_URL}/reviews/{review.pk}/",
+        "url": review_url(review),
     }
 
 

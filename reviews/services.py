@@ -7,6 +7,7 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -40,7 +41,9 @@ class OwnAgent(DecisionRefused):
 
 
 def review_url(review: Review) -> str:
-    return reverse("reviews:detail", args=[review.pk])
+    """The reviewer's page, absolute (GOVERNOR_PUBLIC_URL): agents, webhooks and e-mails pass
+    it on to people."""
+    return settings.PUBLIC_URL + reverse("reviews:detail", args=[review.pk])
 
 
 def review_for_user(user: Any, review_id: Any) -> Review:

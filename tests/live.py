@@ -71,11 +71,12 @@ def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
     var = tmp / "var"
     workspace_root = tmp / "workspaces"
     workspace_root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
     env = {**os.environ, "GOVERNOR_VAR_DIR": str(var), "GOVERNOR_ADMIN_PASSWORD": ADMIN_PASSWORD,
            "GOVERNOR_WORKSPACE_ROOTS": str(workspace_root), "DEBUG": "0",
-           "GOVERNOR_BROKER_URL": "filesystem://", **(extra_env or {})}
+           "GOVERNOR_BROKER_URL": "filesystem://",
+           "GOVERNOR_PUBLIC_URL": f"http://127.0.0.1:{port}", **(extra_env or {})}
     env.pop("DATABASE_URL", None) if "DATABASE_URL" not in (extra_env or {}) else None
-    port = free_port()
     bootstrap = Live(f"http://127.0.0.1:{port}", "", env, workspace_root)
     bootstrap.manage("migrate", "--no-input", "-v", "0")
     out = bootstrap.manage("governor_bootstrap")

@@ -112,7 +112,7 @@ def _begin(request: HttpRequest, session_id: str, kind: str) -> Status[dict[str,
     if result.status == "review-pending":
         assert result.review is not None
         answer["review"] = result.review
-        answer["review_url"] = request.build_absolute_uri(result.review["review_url"])
+        answer["review_url"] = result.review["review_url"]
         return Status(202, answer)
     answer["contract"] = result.contract
     return Status(201, answer)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core import mail
 from django.utils import timezone
 
@@ -48,7 +49,8 @@ def test_rule_6_begin_returns_202_with_the_review_url_and_writes_no_contract(
     assert response.status_code == 202, response.content
     body = response.json()
     assert body["status"] == "review-pending"
-    assert body["review_url"].startswith("http://testserver/reviews/")
+    assert body["review_url"].startswith(settings.PUBLIC_URL + "/reviews/")
+    assert body["review"]["review_url"] == body["review_url"]  # absolute everywhere
     assert body["review"]["stage"] == "intent"
     assert body["review"]["proposal_receipt"].startswith("sha256:")
     assert not Event.objects.filter(session_id=session["id"], type="reliability/contract")

@@ -175,3 +175,11 @@ def test_the_next_round_remembers_the_feedback_and_carries_the_approval(
     page.get_by_role("button", name="Approve again").click()
     expect(page.get_by_text("The evidence plan is now waiting")).to_be_visible()
     assert server.review(session_id)["stage"] == "evidence"
+
+
+def test_the_api_docs_render_without_internet(server: Server, page: Page) -> None:
+    local = server.url + "/"
+    page.route(re.compile(r"^(?!" + re.escape(local) + ")"), lambda route: route.abort())
+    page.goto(server.url + "/api/v1/docs")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("Reliability Governor")
+    expect(page.locator(".opblock").first).to_be_visible()
