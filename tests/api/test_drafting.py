@@ -580,6 +580,8 @@ def _project_form(project: Project, **route_fields: str) -> dict[str, Any]:
         "authoring_mode": "auxiliary-model", "review_ttl_seconds": "86400",
         "required_approvals": "1", "workspace_roots": json.dumps(project.workspace_roots),
         "extra_event_types": "[]", "webhook_url": "", "webhook_secret": "",
+        "tree_max_files": str(project.tree_max_files),
+        "tree_max_bytes": str(project.tree_max_bytes), "tree_exclusions": "[]",
         "memberships-TOTAL_FORMS": "0", "memberships-INITIAL_FORMS": "0",
         "draft_route-TOTAL_FORMS": "1", "draft_route-INITIAL_FORMS": "0",
         "draft_route-MAX_NUM_FORMS": "1",
