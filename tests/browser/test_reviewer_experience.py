@@ -183,3 +183,43 @@ def test_the_api_docs_render_without_internet(server: Server, page: Page) -> Non
     page.goto(server.url + "/api/v1/docs")
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("Reliability Governor")
     expect(page.locator(".opblock").first).to_be_visible()
+
+
+CONTRAST = """element => {
+  const rgb = text => text.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map(v => v / 255).map(
+      v => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4)
+    .reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+  let behind = element.parentElement;
+  while (behind && getComputedStyle(behind).backgroundColor.match(/rgba\\(.*, 0\\)$/)) {
+    behind = behind.parentElement;
+  }
+  const ring = lum(rgb(getComputedStyle(element).outlineColor));
+  const ground = lum(rgb(behind ? getComputedStyle(behind).backgroundColor : "rgb(255,255,255)"));
+  return (Math.max(ring, ground) + 0.05) / (Math.min(ring, ground) + 0.05);
+}"""
+
+
+def test_the_focus_ring_has_3_to_1_contrast_and_the_inbox_refresh_keeps_focus(
+    server: Server, page: Page
+) -> None:
+    _, review_id = server.propose()
+    log_in(page, server, "rita", "rita-password-1")
+    link = page.locator(f"#open-{review_id}")
+    link.focus()
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Tab")  # focus by keyboard, as :focus-visible needs
+    expect(link).to_be_focused()
+    assert link.evaluate(CONTRAST) >= 3
+    header_link = page.get_by_role("navigation", name="Site").get_by_role("link")
+    header_link.focus()
+    assert header_link.evaluate(CONTRAST) >= 3
+    assert page.locator("#inbox-list").get_attribute("aria-live") is None
+    expect(page.locator("#inbox-status")).to_have_attribute("role", "status")
+
+    link.focus()
+    with page.expect_response(lambda response: "/reviews/?page=" in response.url,
+                              timeout=15_000):
+        pass  # the list refreshes itself (every 5 s)
+    page.wait_for_timeout(300)  # the swap settles
+    expect(page.locator(f"#open-{review_id}")).to_be_focused()

@@ -116,8 +116,11 @@ def test_inbox_lists_the_newest_first_with_stage_and_expiry(
 def test_inbox_fragment_is_the_list_alone_for_htmx(rita: Client, intent_review: Review) -> None:
     response = rita.get("/reviews/", headers={"HX-Request": "true"})
     html = response.content.decode()
-    assert html.lstrip().startswith('<section id="inbox-list"')
-    assert f"/reviews/{intent_review.pk}/" in html and "<html" not in html
+    status, listing = html.split('<section id="inbox-list"')
+    assert status.strip() == ('<p id="inbox-status" class="visually-hidden" role="status">'
+                              "1 proposal waiting</p>")  # swapped apart: only it is announced
+    assert f"/reviews/{intent_review.pk}/" in listing and "<html" not in html
+    assert "aria-live" not in listing
 
 
 def test_another_projects_reviewer_gets_404_on_the_proposal_and_the_timeline(
