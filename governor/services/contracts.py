@@ -227,7 +227,7 @@ def contract_activate(
     """Write the contract event and sign it. The caller holds the state lock and saves it.
     A reviewed contract keeps the authorship its reviewers approved (`approved_authorship`).
     Its `startTree` is the workspace tree now (§10.2); a workspace that cannot be hashed
-    refuses the activation."""
+    refuses the activation (nothing is written)."""
     draft = None
     if proposal.draft_receipt is not None:  # §9: the draft named at begin, found by receipt
         used_by = _draft_receipt_used(session, proposal.draft_receipt)
@@ -239,7 +239,10 @@ def contract_activate(
     try:
         start_tree = session_tree_reference(session)
     except TreeUnavailable as exc:
-        raise Conflict(f"the contract cannot start: {exc}") from None
+        # Invalid, not Conflict: the API answers 422 and a reviewer's page says "Nothing was
+        # decided." with the reason.
+        raise Invalid(f"the contract cannot start: {exc}",
+                      details=[{"path": "workspace", "message": str(exc)}]) from None
     document = domain.contract_document(
         proposal, contract_id=contract_id or f"contract-{uuid.uuid4()}", version=version,
         started_at_seq=started_at_seq, coverage_receipt=coverage_receipt,

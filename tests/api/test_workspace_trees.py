@@ -230,8 +230,10 @@ def test_rule_10_begin_on_a_workspace_over_the_byte_limit_is_refused_naming_it(
     project_set(project=project, tree_max_bytes=10)
     (workspace / "big").write_text("x" * 11)
     response = worker.begin(readme_contract())
-    assert response.status_code == 409
-    assert "max_bytes=10" in response.json()["error"]["message"]
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert "max_bytes=10" in error["message"]
+    assert error["details"][0]["path"] == "workspace"
     assert not Event.objects.filter(session_id=worker.id, type="reliability/contract").exists()
 
 
@@ -295,3 +297,29 @@ def test_rule_10_2_a_reviewed_contract_records_the_tree_when_it_becomes_active(
     contract = agent.get(f"/sessions/{session['id']}").json()["contract"]
     assert contract["version"] == 5
     assert contract["startTree"]["id"] == tree_of(workspace)
+
+
+def test_rule_10_an_approval_on_a_workspace_that_cannot_be_hashed_decides_nothing(
+    agent: AgentClient, workspace: Path, project: Project, reviewer: Any
+) -> None:
+    from governor.services.errors import Invalid
+    from reviews.models import Review
+    from reviews.services import review_decide
+    from tests.conftest import INTENT
+
+    project_set(project=project, review_mode="required")
+    session = agent.create_session(workspace)
+    assert agent.post(f"/sessions/{session['id']}/contracts",
+                      readme_contract(intent=INTENT)).status_code == 202
+    intent = Review.objects.get()
+    review_decide(user=reviewer, review=intent, receipt=intent.receipt, decision="approved")
+    os.mkfifo(workspace / "pipe")
+    evidence = Review.objects.get(stage="evidence")
+    with pytest.raises(Invalid, match="'pipe': is a FIFO"):
+        review_decide(user=reviewer, review=evidence, receipt=evidence.receipt,
+                      decision="approved")
+    evidence.refresh_from_db()
+    assert evidence.status == "pending"
+    assert not Event.objects.filter(session_id=session["id"],
+                                    type__in=["reliability/contract",
+                                              "reliability/contract-review"]).exists()
