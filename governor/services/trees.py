@@ -58,13 +58,20 @@ def stat_cache_load(session: Session) -> StatCache:
 
 
 def stat_cache_save(session: Session, cache: StatCache) -> None:
-    """Replace the session's stat cache atomically (a new file of mode 0600, renamed)."""
-    directory = _cache_directory()
-    fd, name = tempfile.mkstemp(dir=directory, prefix=".cache-", suffix=".json")
+    """Replace the session's stat cache atomically (a new file of mode 0600, renamed). A cache
+    that cannot be written only makes the next hash cold: it is logged, not raised."""
+    try:
+        fd, name = tempfile.mkstemp(dir=_cache_directory(), prefix=".cache-", suffix=".json")
+    except OSError as exc:
+        log.warning("session %s: the stat cache cannot be written: %s", session.pk, exc)
+        return
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(cache.as_dict(), handle, separators=(",", ":"))
         os.replace(name, _cache_path(session))
+    except OSError as exc:
+        os.unlink(name)
+        log.warning("session %s: the stat cache cannot be written: %s", session.pk, exc)
     except BaseException:
         os.unlink(name)
         raise

@@ -83,6 +83,22 @@ def test_rule_10_4_a_corrupt_stat_cache_is_only_a_cold_hash(
     assert answer["attempt"]["tree"]["id"] == tree_of(workspace)
 
 
+def test_rule_10_4_a_stat_cache_that_cannot_be_written_only_makes_hashes_cold(
+    worker: Agent, workspace: Path
+) -> None:
+    worker.begin(readme_contract())
+    cache = Path(settings.VAR_DIR) / "tree-cache" / f"{worker.id}.json"
+    cache.unlink()
+    cache.mkdir()  # neither readable as a cache nor replaceable by one
+    try:
+        worker.write("README.md", "## Install\n")
+        answer = worker.turn_stop()
+    finally:
+        cache.rmdir()
+    assert answer["terminal"]["status"] == "certified"
+    assert answer["attempt"]["tree"]["id"] == tree_of(workspace)
+
+
 # --- §10.3: a result counts only for the tree it ran on --------------------------------------
 
 
