@@ -186,8 +186,9 @@ class Workspace:
         from governor.domain.tree import blob_id
 
         entry = self._tree_entries().get(path)
-        if entry is None or entry.mode != "120000" or entry.blob != blob_id(
-                os.fsencode(target)):
+        if entry is None:
+            raise WorkspaceError(f"the symlink {path} {NOT_IN_TREE}")
+        if entry.mode != "120000" or entry.blob != blob_id(os.fsencode(target)):
             raise WorkspaceError(f"the symlink {path} {CHANGED}")
 
     def _check_file(self, path: str, followed: bool, data: bytes, mode: int) -> None:

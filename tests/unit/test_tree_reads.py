@@ -102,6 +102,10 @@ def test_rule_10_2_a_symlink_retargeted_after_the_hash_fails_closed(ws: Path) ->
         (ws / "alias").symlink_to("b.txt")
         assert refusal(workspace, "alias") == (
             "the symlink alias changed since the workspace tree was hashed")
+        (ws / "late").symlink_to("a.txt")
+        assert refusal(workspace, "late") == (
+            "the symlink late is not in the workspace tree judged (it is excluded, or appeared "
+            "after the tree was hashed)")
 
 
 def test_rule_10_2_reads_use_the_descriptor_the_tree_was_hashed_through(
