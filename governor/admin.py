@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from django import forms
 from django.contrib import admin, messages
 from django.db import models
 from django.db.models import QuerySet
@@ -44,8 +45,47 @@ class DraftRouteInline(admin.StackedInline):
               "timeout_seconds", "max_input_bytes", "credential_env", "credential_file")
 
 
+class ProjectForm(forms.ModelForm):
+    """Every setting says what it does; the webhook secret is typed like a password and never
+    shown again (left empty, the current one is kept)."""
+
+    webhook_url = forms.URLField(assume_scheme="https", required=False, max_length=200,
+                                 help_text=Project._meta.get_field("webhook_url").help_text)
+
+    class Meta:
+        model = Project
+        fields = "__all__"  # noqa: DJ007 - the admin shows every field, as it did before
+        widgets = {"webhook_secret": forms.PasswordInput(render_value=False)}
+        help_texts = {
+            "slug": "The project's short name in URLs, tokens' listings and exports.",
+            "max_attempts": "The largest repair budget a contract may ask for: attempts before "
+                            "the contract is exhausted (1–10).",
+            "max_checks": "The most checks one contract may declare (1–100).",
+            "max_file_bytes": "The most bytes a file check reads from a workspace file.",
+            "review_mode": "required: every contract waits for a person twice (its intent, "
+                           "then its evidence plan) before it is active. off: contracts are "
+                           "active at once and labelled unreviewed everywhere.",
+            "authoring_mode": "Who writes claims and checks: current-agent or manual (declared "
+                              "by the caller, not verified), or auxiliary-model (drafted by "
+                              "this project's draft route, and the contract must match the "
+                              "draft exactly).",
+            "review_ttl_seconds": "How long a proposal waits for a decision (60 s to 30 days); "
+                                  "then it expires and approves nothing.",
+            "required_approvals": "Distinct reviewers who must approve the same receipt before "
+                                  "a stage passes (1–10); one rejection or revision request "
+                                  "ends the stage. The agent's token owner never counts.",
+            "webhook_secret": "HMAC-SHA256 key for the webhook signature. Leave empty to keep "
+                              "the current secret.",
+        }
+
+    def clean_webhook_secret(self) -> str:
+        typed = str(self.cleaned_data.get("webhook_secret") or "")
+        return typed or (self.instance.webhook_secret if self.instance.pk else "")
+
+
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
+    form = ProjectForm
     list_display = ("slug", "name", "review_mode", "authoring", "max_attempts",
                     "required_approvals")
     search_fields = ("slug", "name")

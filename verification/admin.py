@@ -11,7 +11,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from governor.domain.profiles import ProfileError, validate_profile
+from governor.domain.profiles import TIMEOUT_MS_RANGE, ProfileError, validate_profile
 from governor.models import Project, Role
 from verification.models import ProfileVersion, VerificationRun, VerifierProfile
 from verification.services import profile_save
@@ -37,6 +37,20 @@ class ProfileForm(forms.ModelForm):
         model = VerifierProfile
         fields = ("project", "profile_id", "description", "argv", "timeout_ms", "sandbox_mode",
                   "required", "env", "limits", "rootfs", "show_output_to_reviewers")
+        help_texts = {
+            "profile_id": "The name agents use to ask for this command "
+                          "(reliability_code_verify); they can never change what it runs.",
+            "description": "What the command checks, as reviewers read it.",
+            "timeout_ms": f"Milliseconds before the run is stopped and fails "
+                          f"({TIMEOUT_MS_RANGE[0]:,}–{TIMEOUT_MS_RANGE[1]:,}).",
+            "sandbox_mode": "read-only: the workspace is mounted read-only. workspace-write: "
+                            "the run writes an overlay whose changes are applied only when it "
+                            "passes.",
+            "required": "Added to every code contract of this project: no code contract is "
+                        "certified until this profile passes.",
+            "show_output_to_reviewers": "Show the tail of the run's output on the session "
+                                        "timeline (leave off if it may print secrets).",
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
