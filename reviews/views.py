@@ -40,6 +40,7 @@ def _reviewed_projects(user: Any) -> QuerySet[Membership, Any]:
 
 
 INBOX_PAGE_SIZE = 50
+RECENTLY_DECIDED = 10
 REVISIONS_READ = 20  # the earlier proposals of a session searched for feedback and a base
 
 
@@ -52,9 +53,15 @@ def inbox(request: HttpRequest) -> HttpResponse:
                .order_by("-created_at"))
     # A page at a time: the inbox stays fast with a thousand proposals waiting (benchmark B6).
     page = Paginator(pending, INBOX_PAGE_SIZE).get_page(request.GET.get("page"))
-    htmx = request.htmx  # type: ignore[attr-defined]
-    template = "reviews/partials/inbox_list.html" if htmx else "reviews/inbox.html"
-    return render(request, template, {"reviews": page.object_list, "page": page})
+    if request.htmx:  # type: ignore[attr-defined]
+        return render(request, "reviews/partials/inbox_list.html",
+                      {"reviews": page.object_list, "page": page})
+    decided = (Review.objects.select_related("session__project", "decided_by").defer("plan")
+               .filter(session__project__in=_reviewed_projects(request.user),
+                       decided_at__isnull=False)
+               .order_by("-decided_at")[:RECENTLY_DECIDED])
+    return render(request, "reviews/inbox.html",
+                  {"reviews": page.object_list, "page": page, "decided": decided})
 
 
 def _next_review(review: Review) -> Review | None:

@@ -19,7 +19,7 @@ from django.test import Client
 from governor.models import Project
 from reviews.notifications import waiting_payload
 from tests.conftest import AgentClient
-from tests.pages import propose
+from tests.pages import press, propose, reviewer_client
 
 pytestmark = pytest.mark.django_db
 
@@ -63,3 +63,18 @@ def test_the_bootstrap_secrets_stand_out_in_a_banner(db: Any) -> None:
     assert "SAVE THESE NOW: shown once" in inside
     assert re.search(r"admin login:  \S+ / \S+", inside)
     assert re.search(r"agent token:  \S+", inside)
+
+
+def test_the_inbox_lists_recently_decided_proposals(
+    agent: AgentClient, workspace: Path, project: Project, reviewer: Any
+) -> None:
+    Project.objects.filter(pk=project.pk).update(review_mode="required")
+    _, first = propose(agent, workspace)
+    rita = reviewer_client("rita", "rita-password-1")
+    empty = rita.get("/reviews/").content.decode()
+    assert "No proposal in your projects has been decided yet." in empty
+    assert press(rita, f"/reviews/{first.pk}/", "Approve").status_code == 302
+    html = rita.get("/reviews/").content.decode()
+    decided = html.split('id="decided-heading"')[1].split("</section>")[0]
+    assert f'href="/reviews/{first.pk}/"' in decided
+    assert '<span class="badge ok">approved</span>' in decided and "by rita" in decided
