@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from bench.agent import Agent, GovernorError, Reviewer, failed_checks
 
@@ -476,8 +477,9 @@ def governed_review_replay(agent: Agent, trial: Trial) -> tuple[str, int]:
     3. The reviewer's browser re-posts both old Approve forms — old receipts — to the new
        proposal's page. Nothing may be approved.
     4. The reviewer reads the new proposal properly and requests a revision; the agent proposes
-       the real plan again; the reviewer approves both stages on the pages; the contract is
-       active (version 5) and the agent works and stops as usual.
+       the real plan again; the reviewer approves its intent again in one step (SEMANTICS §13)
+       and the evidence plan on the pages; the contract is active (version 5) and the agent
+       works and stops as usual.
     """
     reviewer = trial.reviewer
     assert reviewer is not None
@@ -486,7 +488,7 @@ def governed_review_replay(agent: Agent, trial: Trial) -> tuple[str, int]:
     if status != 202:
         raise GovernorError(f"review mode is required, but begin answered {status}")
     intent_url = first["review"]["review_url"]
-    if intent_url not in reviewer.page("/reviews/"):
+    if urlsplit(intent_url).path not in reviewer.page("/reviews/"):  # the inbox links by path
         raise GovernorError("the proposal is not in the reviewer's inbox")
     old_intent_form = reviewer.form(reviewer.page(intent_url), "Approve")
     if reviewer.submit(old_intent_form).status_code != 302:
@@ -529,8 +531,9 @@ def governed_review_replay(agent: Agent, trial: Trial) -> tuple[str, int]:
     url = third["review"]["review_url"]
     if "Install section" not in reviewer.page(url):
         raise GovernorError("the revised intent page does not show the objective")
-    if reviewer.press(url, "Approve").status_code != 302:
-        raise GovernorError("approving the revised intent failed")
+    # The same intent as the first proposal, which this reviewer approved: one step (§13).
+    if reviewer.press(url, "Approve again").status_code != 302:
+        raise GovernorError("approving the revised intent again failed")
     evidence = _pending(agent, "evidence")
     if "## Install" not in reviewer.page(evidence["review_url"]):
         raise GovernorError("the evidence page does not show the Install check")

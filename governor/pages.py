@@ -8,7 +8,10 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from django import forms
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import path
@@ -16,8 +19,8 @@ from django.views.decorators.http import require_GET
 
 from governor.api.contracts import session_status
 from governor.api.sessions import export_response
-from governor.domain import conversation
-from governor.models import Event, Membership, Role, Session
+from governor.domain import conversation, lifecycle
+from governor.models import AgentToken, Event, Membership, Project, Role, Session
 from reviews.models import Review
 from verification.models import RunState, VerificationRun
 
@@ -26,6 +29,8 @@ app_name = "sessions"
 EVENTS_PER_PAGE = 200
 SHORT_HASH_CHARS = 12
 CONVERSATION_EVENTS = 300
+SESSIONS_PER_PAGE = 50
+SESSIONS_SCANNED = 500
 USER_REQUESTS = 5
 USER_MESSAGES_READ = 100  # plugins may put many reminders in the user's place between requests
 
@@ -181,7 +186,86 @@ def session_export(request: HttpRequest, session_id: uuid.UUID) -> StreamingHttp
     return export_response(session_for_member(request.user, session_id))
 
 
+class SessionFilter(forms.Form):
+    """The sessions list's filters, all optional; the choices are the member's own."""
+
+    q = forms.CharField(required=False, max_length=100, label="Session id or receipt",
+                        help_text="A whole session id, or a proposal or decision receipt "
+                                  "(sha256:…).")
+    project = forms.ModelChoiceField(queryset=Project.objects.none(), required=False)
+    state = forms.ChoiceField(required=False,
+                              choices=[("", "any")] + [(s, s) for s in lifecycle.STATE_NAMES])
+    token = forms.ModelChoiceField(queryset=AgentToken.objects.none(), required=False,
+                                   label="Agent token")
+    since = forms.DateField(required=False, label="Created on or after",
+                            widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="Created on or before",
+                            widget=forms.DateInput(attrs={"type": "date"}))
+
+    def __init__(self, data: Any, projects: QuerySet[Project]) -> None:
+        super().__init__(data)
+        self.fields["project"].queryset = projects  # type: ignore[attr-defined]
+        self.fields["token"].queryset = (  # type: ignore[attr-defined]
+            AgentToken.objects.filter(project__in=projects).select_related("project"))
+
+    def filter(self, sessions: QuerySet[Any, Any]) -> QuerySet[Any, Any]:
+        data = self.cleaned_data
+        if data["project"]:
+            sessions = sessions.filter(project=data["project"])
+        if data["token"]:
+            sessions = sessions.filter(created_by=data["token"])
+        if data["since"]:
+            sessions = sessions.filter(created_at__date__gte=data["since"])
+        if data["until"]:
+            sessions = sessions.filter(created_at__date__lte=data["until"])
+        text = data["q"].strip()
+        if text.startswith("sha256:"):
+            sessions = sessions.filter(pk__in=Review.objects.filter(
+                Q(receipt=text) | Q(decision_receipt=text)).values("session_id"))
+        elif text:
+            try:
+                sessions = sessions.filter(pk=uuid.UUID(text))
+            except ValueError:
+                self.add_error("q", "Not a session id (a UUID) or a receipt (sha256:…).")
+                return sessions.none()
+        return sessions
+
+
+@login_required
+@require_GET
+def session_list(request: HttpRequest) -> HttpResponse:
+    """The sessions of the member's projects, newest first, filtered. The state is computed
+    from each session's projection, so the state filter looks at the newest
+    `SESSIONS_SCANNED` sessions the other filters leave."""
+    user: Any = request.user
+    projects = Project.objects.filter(
+        memberships__user_id=user.pk,
+        memberships__role__in=(Role.REVIEWER, Role.OPERATOR)).distinct().order_by("slug")
+    form = SessionFilter(request.GET or None, projects)
+    sessions: QuerySet[Any, Any] = (Session.objects.filter(project__in=projects)
+                .select_related("project", "created_by", "state").defer("state__trace")
+                .annotate(pending=Exists(Review.objects.filter(session=OuterRef("pk"),
+                                                               status="pending")))
+                .order_by("-created_at"))
+    if form.is_bound and form.is_valid():
+        sessions = form.filter(sessions)
+    wanted = form.cleaned_data.get("state") if form.is_bound and form.is_valid() else ""
+    rows = []
+    for session in sessions[:SESSIONS_SCANNED]:
+        state = lifecycle.state_name(session.state.lifecycle or lifecycle.initial_state(),
+                                     review_pending=session.pending)
+        if not wanted or state == wanted:
+            rows.append({"session": session, "state": state})
+    page = Paginator(rows, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "sessions/list.html", {
+        "form": form, "page": page, "rows": page.object_list, "query": query.urlencode(),
+        "scanned": SESSIONS_SCANNED})
+
+
 urlpatterns = [
+    path("", session_list, name="list"),
     path("<uuid:session_id>/", session_timeline, name="timeline"),
     path("<uuid:session_id>/export", session_export, name="export"),
 ]

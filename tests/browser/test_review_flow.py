@@ -129,7 +129,7 @@ def test_an_expired_proposal_cannot_be_approved(server: Server, page: Page) -> N
     review = server.review(session_id)
     assert review["stage"] == "intent" and review["status"] == "expired"
     page.goto(server.url + "/reviews/")
-    expect(page.locator(f'a[href="/reviews/{review_id}/"]')).to_have_count(0)
+    expect(page.locator(f'#inbox-list a[href="/reviews/{review_id}/"]')).to_have_count(0)
 
 
 def test_another_projects_reviewer_gets_404(server: Server, page: Page) -> None:

@@ -10,7 +10,15 @@ import re
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser import DESKTOP, SCREENSHOTS, Server, assert_accessible, log_in, screenshot
+from tests.browser import (
+    DESKTOP,
+    NARROW,
+    SCREENSHOTS,
+    Server,
+    assert_accessible,
+    log_in,
+    screenshot,
+)
 from tests.harness_builders import Trace
 from tests.pages import contract_body
 
@@ -211,7 +219,7 @@ def test_the_focus_ring_has_3_to_1_contrast_and_the_inbox_refresh_keeps_focus(
     page.keyboard.press("Tab")  # focus by keyboard, as :focus-visible needs
     expect(link).to_be_focused()
     assert link.evaluate(CONTRAST) >= 3
-    header_link = page.get_by_role("navigation", name="Site").get_by_role("link")
+    header_link = page.get_by_role("navigation", name="Site").get_by_role("link", name="Sessions")
     header_link.focus()
     assert header_link.evaluate(CONTRAST) >= 3
     assert page.locator("#inbox-list").get_attribute("aria-live") is None
@@ -223,3 +231,20 @@ def test_the_focus_ring_has_3_to_1_contrast_and_the_inbox_refresh_keeps_focus(
         pass  # the list refreshes itself (every 5 s)
     page.wait_for_timeout(300)  # the swap settles
     expect(page.locator(f"#open-{review_id}")).to_be_focused()
+
+
+def test_the_sessions_list_filters_by_state(server: Server, browser: Browser) -> None:
+    session_id, _ = server.propose()
+    for viewport in (DESKTOP, NARROW):
+        context = browser.new_context(viewport=viewport)
+        try:
+            page = context.new_page()
+            log_in(page, server, "rita", "rita-password-1")
+            page.get_by_role("link", name="Sessions").click()
+            page.get_by_label("State").select_option("review-pending")
+            page.get_by_role("button", name="Filter").click()
+            expect(page.get_by_role("link", name=session_id)).to_be_visible()
+            assert int(page.evaluate("document.documentElement.scrollWidth")) <= viewport["width"]
+            assert_accessible(page)
+        finally:
+            context.close()
