@@ -192,11 +192,12 @@ class SessionFilter(forms.Form):
     q = forms.CharField(required=False, max_length=100, label="Session id or receipt",
                         help_text="A whole session id, or a proposal or decision receipt "
                                   "(sha256:…).")
-    project = forms.ModelChoiceField(queryset=Project.objects.none(), required=False)
+    project = forms.ModelChoiceField(queryset=Project.objects.none(), required=False,
+                                     empty_label="any")
     state = forms.ChoiceField(required=False,
                               choices=[("", "any")] + [(s, s) for s in lifecycle.STATE_NAMES])
     token = forms.ModelChoiceField(queryset=AgentToken.objects.none(), required=False,
-                                   label="Agent token")
+                                   label="Agent token", empty_label="any")
     since = forms.DateField(required=False, label="Created on or after",
                             widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, label="Created on or before",

@@ -54,3 +54,5 @@ def test_the_pages_of_the_reviewing_guide(server: Server, page: Page) -> None:
     for details in page.locator("#conversation details").all():
         details.evaluate("element => element.open = true")
     shot(page, "review-conversation", "#conversation")
+    page.get_by_role("link", name="Sessions").click()
+    shot(page, "sessions-list")
