@@ -12,7 +12,7 @@ from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import path
 from django.views.decorators.http import require_GET
@@ -20,7 +20,8 @@ from django.views.decorators.http import require_GET
 from governor.api.contracts import session_status
 from governor.api.sessions import export_response
 from governor.domain import conversation, lifecycle
-from governor.models import AgentToken, Event, Membership, Project, Role, Session
+from governor.models import AgentToken, Event, Project, Session
+from governor.services.access import is_reviewer, member_projects, session_for_member
 from reviews.models import Review
 from verification.models import RunState, VerificationRun
 
@@ -33,21 +34,6 @@ SESSIONS_PER_PAGE = 50
 SESSIONS_SCANNED = 500
 USER_REQUESTS = 5
 USER_MESSAGES_READ = 100  # plugins may put many reminders in the user's place between requests
-
-
-def session_for_member(user: Any, session_id: Any) -> Session:
-    """The session if `user` reviews or operates its project; anything else is a 404."""
-    try:
-        key = uuid.UUID(str(session_id))
-    except ValueError:
-        raise Http404("session not found") from None
-    session = (Session.objects.select_related("project")
-               .filter(pk=key, project__memberships__user_id=user.pk,
-                       project__memberships__role__in=(Role.REVIEWER, Role.OPERATOR))
-               .first())
-    if session is None:
-        raise Http404("session not found")
-    return session
 
 
 def check_parameters(check: dict[str, Any]) -> dict[str, Any]:
@@ -155,11 +141,6 @@ def _contract(status: dict[str, Any]) -> dict[str, Any] | None:
             "checks_shown": [check_parameters(check) for check in contract.get("checks", [])]}
 
 
-def _is_reviewer(user: Any, session: Session) -> bool:
-    return Membership.objects.filter(user_id=user.pk, project_id=session.project_id,
-                                     role=Role.REVIEWER).exists()
-
-
 @login_required
 @require_GET
 def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
@@ -174,7 +155,7 @@ def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpRespons
     context = {
         "session": session, "status": status, "contract": _contract(status),
         "reviews": reviews,
-        "is_reviewer": _is_reviewer(request.user, session),
+        "is_reviewer": is_reviewer(request.user, session.project_id),
         **_runs(session), **_events_page(session, _before(request)), **_conversation(session),
     }
     return render(request, "sessions/timeline.html", context)
@@ -239,9 +220,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
     from each session's projection, so the state filter looks at the newest
     `SESSIONS_SCANNED` sessions the other filters leave."""
     user: Any = request.user
-    projects = Project.objects.filter(
-        memberships__user_id=user.pk,
-        memberships__role__in=(Role.REVIEWER, Role.OPERATOR)).distinct().order_by("slug")
+    projects = member_projects(user).order_by("slug")
     form = SessionFilter(request.GET or None, projects)
     sessions: QuerySet[Any, Any] = (Session.objects.filter(project__in=projects)
                 .select_related("project", "created_by", "state").defer("state__trace")

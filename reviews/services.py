@@ -15,7 +15,8 @@ from django.utils import timezone
 from governor.domain import contracts as contract_domain
 from governor.domain import lifecycle
 from governor.domain import review as domain
-from governor.models import AgentToken, Membership, Role, Session, SessionState
+from governor.models import AgentToken, Session, SessionState
+from governor.services.access import is_reviewer
 from governor.services.errors import Conflict, Invalid, NotFound
 from governor.services.events import (
     governor_event_append,
@@ -44,20 +45,6 @@ def review_url(review: Review) -> str:
     """The reviewer's page, absolute (GOVERNOR_PUBLIC_URL): agents, webhooks and e-mails pass
     it on to people."""
     return settings.PUBLIC_URL + reverse("reviews:detail", args=[review.pk])
-
-
-def review_for_user(user: Any, review_id: Any) -> Review:
-    """The review if `user` reviews its project; anything else is a 404."""
-    try:
-        key = uuid.UUID(str(review_id))
-    except ValueError:
-        raise NotFound("review not found") from None
-    review = (Review.objects.select_related("session__project")
-              .filter(pk=key, session__project__memberships__user_id=user.pk,
-                      session__project__memberships__role=Role.REVIEWER).first())
-    if review is None:
-        raise NotFound("review not found")
-    return review
 
 
 def review_pending(session: Session) -> Review | None:
@@ -143,11 +130,6 @@ def _decide(review: Review, state: SessionState, *, decision: str, decided_by: d
     return payload
 
 
-def _is_reviewer(user: Any, session: Session) -> bool:
-    return Membership.objects.filter(user_id=user.pk, project_id=session.project_id,
-                                     role=Role.REVIEWER).exists()
-
-
 def _owned_token(user: Any, review: Review) -> str | None:
     """Separation of duties: what `user`'s own agent token did here, if anything — sent the
     proposal (into whichever session), or created the session (whoever's token sent it)."""
@@ -180,7 +162,7 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
                       details=[{"path": "decision", "message": "unknown decision"}])
     text = domain.feedback_text(feedback)
     session = review.session
-    if not _is_reviewer(user, session):
+    if not is_reviewer(user, session.project_id):
         raise NotFound("review not found")
     owned = _owned_token(user, review) if decision == Status.APPROVED else None
     if owned is not None:

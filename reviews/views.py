@@ -11,32 +11,20 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from governor.domain.review import ReviewError, plan_changes
-from governor.models import Membership, Role
 from governor.pages import check_parameters, user_requests
-from governor.services.errors import Invalid, NotFound
+from governor.services.access import review_for_reviewer, reviewed_projects
+from governor.services.errors import Invalid
 from reviews import services
 from reviews.forms import DecisionForm
 from reviews.models import Review, Stage, Status
 
 DECISION_PANEL = "reviews/partials/decision.html"
-
-
-def _review_or_404(user: Any, review_id: Any) -> Review:
-    try:
-        return services.review_for_user(user, review_id)
-    except NotFound:
-        raise Http404("review not found") from None
-
-
-def _reviewed_projects(user: Any) -> QuerySet[Membership, Any]:
-    return Membership.objects.filter(user_id=user.pk, role=Role.REVIEWER).values("project_id")
 
 
 INBOX_PAGE_SIZE = 50
@@ -49,7 +37,7 @@ REVISIONS_READ = 20  # the earlier proposals of a session searched for feedback 
 def inbox(request: HttpRequest) -> HttpResponse:
     pending = (Review.objects.select_related("session__project").defer("plan")
                .filter(status=Status.PENDING, expires_at__gt=timezone.now(),
-                       session__project__in=_reviewed_projects(request.user))
+                       session__project__in=reviewed_projects(request.user))
                .order_by("-created_at"))
     # A page at a time: the inbox stays fast with a thousand proposals waiting (benchmark B6).
     page = Paginator(pending, INBOX_PAGE_SIZE).get_page(request.GET.get("page"))
@@ -57,7 +45,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         return render(request, "reviews/partials/inbox_list.html",
                       {"reviews": page.object_list, "page": page})
     decided = (Review.objects.select_related("session__project", "decided_by").defer("plan")
-               .filter(session__project__in=_reviewed_projects(request.user),
+               .filter(session__project__in=reviewed_projects(request.user),
                        decided_at__isnull=False)
                .order_by("-decided_at")[:RECENTLY_DECIDED])
     return render(request, "reviews/inbox.html",
@@ -156,7 +144,7 @@ def _current(review: Review) -> Review:
 @login_required
 @require_http_methods(["GET", "POST"])
 def detail(request: HttpRequest, review_id: str) -> HttpResponse:
-    review = _review_or_404(request.user, review_id)
+    review = review_for_reviewer(request.user, review_id)
     if request.method == "GET":
         return _render(request, _current(review))
     form = DecisionForm(request.POST)
@@ -175,8 +163,6 @@ def detail(request: HttpRequest, review_id: str) -> HttpResponse:
         review.refresh_from_db()
         return _render(request, _current(review), form=form, status=409, refusal=exc.message,
                        refusal_title="Nothing was approved.")
-    except NotFound:
-        raise Http404("review not found") from None
     except (Invalid, ReviewError) as exc:
         return _render(request, review, form=form, status=400, refusal=str(exc),
                        refusal_title="Nothing was decided.")

@@ -6,7 +6,6 @@ import logging
 import os
 import socket
 import threading
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -94,18 +93,6 @@ def profile_save(*, project: Project, raw: dict[str, Any]) -> tuple[VerifierProf
 
 
 # --- runs ---------------------------------------------------------------------------------------
-
-def run_for_token(project: Project, run_id: str) -> VerificationRun:
-    try:
-        key = uuid.UUID(str(run_id))
-    except ValueError:
-        raise NotFound(f"verification {run_id} not found") from None
-    run = (VerificationRun.objects.select_related("profile", "session")
-           .filter(pk=key, session__project=project).first())
-    if run is None:
-        raise NotFound(f"verification {run_id} not found")
-    return run
-
 
 def run_request(*, session: Session, profile_id: Any) -> VerificationRun:
     """Queue a run of the named profile. The agent names a profile, never a command."""

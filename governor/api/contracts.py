@@ -8,7 +8,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from governor.api.auth import agent_token, session_for_token
+from governor.api.auth import agent_token
 from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
 from governor.api.sessions import session_out
@@ -16,6 +16,7 @@ from governor.domain import contracts as contract_domain
 from governor.domain import lifecycle, messages
 from governor.models import Session, SessionState
 from governor.services import contracts
+from governor.services.access import session_for_token
 from governor.services.errors import Invalid
 from governor.services.waits import wait_slot
 from reviews import services as reviews

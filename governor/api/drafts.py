@@ -7,10 +7,11 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from governor.api.auth import agent_token, session_for_token
+from governor.api.auth import agent_token
 from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES, ErrorOut
 from governor.services import drafts
+from governor.services.access import session_for_token
 
 router = Router(tags=["drafts"])
 

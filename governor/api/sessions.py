@@ -10,12 +10,13 @@ from django.conf import settings
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router, Status
 
-from governor.api.auth import agent_token, session_for_token
+from governor.api.auth import agent_token
 from governor.api.bodies import events_body
 from governor.api.errors import ERROR_RESPONSES
 from governor.api.schemas import AppendOut, EventPage, SessionCreateIn, SessionOut
 from governor.models import Event, Session, SessionState
 from governor.services import sessions as session_services
+from governor.services.access import session_for_token
 from governor.services.errors import Invalid
 from governor.services.events import events_append
 

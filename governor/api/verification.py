@@ -8,9 +8,10 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from governor.api.auth import agent_token, session_for_token
+from governor.api.auth import agent_token
 from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
+from governor.services.access import run_for_token, session_for_token
 from governor.services.errors import Invalid
 from governor.services.waits import wait_slot
 from verification import services
@@ -52,7 +53,7 @@ def request_run(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]
 @router.get("/code-verifications/{run_id}", response={200: dict, **WAIT_RESPONSES})
 def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str, Any]:
     token = agent_token(request)
-    run = services.run_for_token(token.project, run_id)
+    run = run_for_token(token, run_id)
     wait = max(0, min(wait, MAX_WAIT_SECONDS))
     with wait_slot(token, wait):
         deadline = time.monotonic() + wait

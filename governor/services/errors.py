@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import Http404
+
 
 class ServiceError(Exception):
     code = "error"
@@ -14,7 +16,9 @@ class ServiceError(Exception):
         self.details = details
 
 
-class NotFound(ServiceError):
+class NotFound(ServiceError, Http404):
+    """Also an `Http404`, so a page that lets it through answers 404."""
+
     code = "NOT_FOUND"
 
 
