@@ -16,4 +16,4 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     broker_connection_timeout=2,
 )
-app.autodiscover_tasks(["verification", "reviews"])
+app.autodiscover_tasks(["governor", "verification", "reviews"])

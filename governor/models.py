@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 from governor.domain import contracts as contract_domain
 from governor.domain.fields import FieldsInvalid
@@ -398,3 +399,44 @@ class DraftRoute(models.Model):
             credential_file=self.credential_file)
         if problems:
             raise ValidationError({field: message for field, message in problems})
+
+
+class Blob(models.Model):
+    """SEMANTICS §11.2: one blob in the store, in its project's namespace (another project's
+    blob of the same id is missing to this one). The row is written only after the bytes are
+    stored whole, so a row means a complete, verified blob; `touched_at` moves whenever an
+    upload finds it present or a snapshot names it, and garbage collection spares the blobs
+    touched within the grace period."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="blobs")
+    blob_id = models.CharField(max_length=64)  # 64 lowercase hex (git blob id, SHA-256 format)
+    size = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    touched_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "blob_id"], name="blob_unique")
+        ]
+        indexes = [models.Index(fields=["project", "touched_at"], name="blob_touched")]
+
+    def __str__(self) -> str:
+        return self.blob_id
+
+
+class Snapshot(models.Model):
+    """SEMANTICS §11.1: a tree a snapshot session uploaded, immutable; the session's latest
+    (highest `number`) is the one its turn-stops and runs must name."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="snapshots")
+    number = models.PositiveIntegerField()
+    tree = models.ForeignKey(WorkspaceTree, on_delete=models.PROTECT, related_name="snapshots")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "number"], name="snapshot_number_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} #{self.number}: {self.tree.tree_id}"

@@ -320,3 +320,43 @@ CELERY_BEAT_SCHEDULE = {
     "expire-lost-runs": {"task": "verification.tasks.expire_lost_runs",
                          "schedule": GOVERNOR_RUN_LEASE_SECONDS / 3},
 }
+
+# SEMANTICS §11: the content-addressed blob store (a Django storage backend, alias
+# "governor_blobs"): the filesystem under var/blobs by default, an S3-compatible store when
+# GOVERNOR_BLOB_STORE=s3 (bucket, endpoint and region from GOVERNOR_S3_*; credentials from the
+# usual AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY environment or instance role).
+GOVERNOR_BLOB_DIR = VAR_DIR / "blobs"
+
+
+def blob_storage(kind: str) -> dict[str, object]:
+    if kind == "filesystem":
+        return {"BACKEND": "django.core.files.storage.FileSystemStorage",
+                "OPTIONS": {"location": str(GOVERNOR_BLOB_DIR), "allow_overwrite": True,
+                            "file_permissions_mode": 0o600,
+                            "directory_permissions_mode": 0o700}}
+    if kind == "s3":
+        bucket = os.environ.get("GOVERNOR_S3_BUCKET", "").strip()
+        if not bucket:
+            raise ImproperlyConfigured("GOVERNOR_BLOB_STORE=s3 needs GOVERNOR_S3_BUCKET")
+        return {"BACKEND": "storages.backends.s3.S3Storage",
+                "OPTIONS": {"bucket_name": bucket,
+                            "endpoint_url": os.environ.get("GOVERNOR_S3_ENDPOINT_URL") or None,
+                            "region_name": os.environ.get("GOVERNOR_S3_REGION") or None,
+                            "location": os.environ.get("GOVERNOR_S3_PREFIX", "").strip("/"),
+                            "file_overwrite": True, "default_acl": None}}
+    raise ImproperlyConfigured(f"GOVERNOR_BLOB_STORE={kind!r}: expected filesystem or s3")
+
+
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "governor_blobs": blob_storage(os.environ.get("GOVERNOR_BLOB_STORE", "filesystem").strip()),
+}
+# One blob's bytes at most (an upload over it answers 413), and how long a blob no kept tree
+# references survives before garbage collection (uploads of a snapshot in progress live on it).
+GOVERNOR_MAX_BLOB_BYTES = env_int("GOVERNOR_MAX_BLOB_BYTES", 64 * 1024**2, minimum=1024,
+                                  maximum=5 * 1024**3)
+GOVERNOR_BLOB_GRACE_SECONDS = env_int("GOVERNOR_BLOB_GRACE_SECONDS", 24 * 3600, minimum=60,
+                                      maximum=90 * 24 * 3600)
+CELERY_BEAT_SCHEDULE["collect-blobs"] = {"task": "governor.tasks.collect_blobs",
+                                         "schedule": 3600.0}

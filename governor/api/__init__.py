@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.parser import Parser
 
-from governor.api import contracts, drafts, errors, keys, sessions, verification
+from governor.api import blobs, contracts, drafts, errors, keys, sessions, verification
 from governor.api.auth import AgentBearer
 from governor.domain.canonical import loads_strict
 
@@ -34,3 +34,4 @@ api.add_router("", keys.router)
 api.add_router("", contracts.router)
 api.add_router("", verification.router)
 api.add_router("", drafts.router)
+api.add_router("", blobs.router)

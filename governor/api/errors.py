@@ -42,6 +42,7 @@ STATUS: dict[type[errors.ServiceError], int] = {
     errors.NotFound: 404,
     errors.Conflict: 409,
     errors.Invalid: 422,
+    errors.TooLarge: 413,
     errors.TooManyWaits: 429,
     errors.Unavailable: 503,
 }

@@ -44,3 +44,9 @@ class TooManyWaits(ServiceError):
     def __init__(self, message: str, *, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class TooLarge(ServiceError):
+    """A body or an item over a size cap (413)."""
+
+    code = "TOO_LARGE"

@@ -88,17 +88,25 @@ def session_create(
         existing = Session.objects.filter(project=project, external_id=external_id).first()
         if existing is not None:
             return existing, False
-    if workspace.get("kind") == "path":
-        path, identity = workspace_resolve(project, workspace.get("path", ""))
+    kind = workspace.get("kind")
+    if kind == "path":
+        path, identity = workspace_resolve(project, workspace.get("path") or "")
+    elif kind == "snapshot":  # SEMANTICS §11: no server path; the agent uploads its trees
+        if workspace.get("path"):
+            message = "a snapshot workspace has no path"
+            raise Invalid(f"workspace.path: {message}",
+                          details=[{"path": "workspace.path", "message": message}])
+        path = identity = ""
     else:
-        message = "only {\"kind\": \"path\"} workspaces are supported by this server"
-        raise Invalid(message, details=[{"path": "workspace.kind", "message": message}])
+        message = 'must be "path" or "snapshot"'
+        raise Invalid(f"workspace.kind: {message}",
+                      details=[{"path": "workspace.kind", "message": message}])
     if header is not None:
         check_json_value(header)
     try:
         with transaction.atomic():
             session = _new_session(project=project, external_id=external_id,
-                                   workspace_kind="path", workspace_path=path,
+                                   workspace_kind=kind, workspace_path=path,
                                    workspace_identity=identity, header=header, created_by=token)
     except IntegrityError:
         # A concurrent create with the same external id won the race: answer as a replay.

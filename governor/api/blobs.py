@@ -1,0 +1,75 @@
+"""SEMANTICS §11.1: the blob store and snapshots of a session's tree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Router, Schema, Status
+from pydantic import Field
+
+from governor.api.auth import agent_token, session_for_token
+from governor.api.bodies import json_body
+from governor.api.errors import ERROR_RESPONSES
+from governor.api.schemas import Strict
+from governor.services import blobs, snapshots
+
+router = Router(tags=["snapshots"])
+
+
+class MissingIn(Strict):
+    blobs: list[Any] = Field(max_length=blobs.MAX_IDS_PER_QUERY)
+
+
+class MissingOut(Schema):
+    missing: list[str]
+
+
+class BlobOut(Schema):
+    blob: str
+
+
+class SnapshotOut(Schema):
+    tree: str
+    exclusions: str
+    files: int
+    bytes: int
+    number: int
+
+
+@router.post("/blobs/missing", response={200: MissingOut, **ERROR_RESPONSES})
+def blobs_missing(request: HttpRequest, payload: MissingIn) -> dict[str, Any]:
+    """The ids of the project's store lacks, of those given (at most 10,000)."""
+    return {"missing": blobs.blobs_missing(agent_token(request).project, payload.blobs)}
+
+
+BLOB_BODY = {"requestBody": {"required": True, "content": {
+    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}
+
+
+@router.put("/blobs/{blob_id}", response={201: BlobOut, 200: BlobOut, **ERROR_RESPONSES},
+            openapi_extra=BLOB_BODY)
+def blob_put(request: HttpRequest, blob_id: str) -> Status[dict[str, Any]]:
+    """The raw bytes of a blob; the id is recomputed. 201 stored, 200 already present."""
+    created = blobs.blob_put(agent_token(request).project, blob_id, request)
+    return Status(201 if created else 200, {"blob": blob_id})
+
+
+SNAPSHOT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["entries"], "additionalProperties": False,
+    "properties": {
+        "entries": {"type": "array", "items": {
+            "type": "object", "required": ["path", "mode", "blob"],
+            "properties": {"path": {"type": "string"},
+                           "mode": {"enum": ["100644", "100755", "120000"]},
+                           "blob": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$"}}}},
+        "base": {"type": "string", "description": "an earlier snapshot's tree id"}}}}}}}
+
+
+@router.post("/sessions/{session_id}/snapshots", response={201: SnapshotOut, **ERROR_RESPONSES},
+             openapi_extra=SNAPSHOT_BODY)
+def snapshot_create(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
+    session = session_for_token(agent_token(request), session_id)
+    body, _ = json_body(request)
+    snapshot = snapshots.snapshot_create(session=session, body=body)
+    return Status(201, snapshots.snapshot_out(snapshot))

@@ -1,0 +1,203 @@
+"""SEMANTICS §11.2: the content-addressed blob store.
+
+Blobs are stored by their git blob id (SHA-256 object format, `governor.domain.tree.blob_id`)
+in the Django storage backend `governor_blobs` (settings.STORAGES), under the project's own
+prefix `<project id>/<2 hex>/<64 hex>`: a blob another project uploaded is missing to you, and
+the same bytes are stored once per project. An upload is spooled to a private temporary file
+while its id is recomputed, and reaches the store whole (the filesystem backend renames the
+spooled file into place; S3 writes an object whole) before its `Blob` row is written: a row
+means a complete blob, and a failed upload leaves nothing the governor would read. Every read
+recomputes the id, so a store that returns other bytes is an outage, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import Storage, storages
+from django.utils import timezone
+
+from governor.models import Blob, Project, WorkspaceTree
+from governor.services.errors import Invalid, TooLarge, Unavailable
+
+log = logging.getLogger(__name__)
+
+STORAGE_ALIAS = "governor_blobs"
+BLOB_ID = re.compile(r"[0-9a-f]{64}")
+CHUNK = 1 << 20
+MAX_IDS_PER_QUERY = 10_000
+
+
+def store() -> Storage:
+    return storages[STORAGE_ALIAS]
+
+
+def blob_name(project: Project | int, blob: str) -> str:
+    project_id = project if isinstance(project, int) else project.pk
+    return f"{project_id}/{blob[:2]}/{blob}"
+
+
+def _outage(action: str, exc: BaseException) -> Unavailable:
+    """A storage failure as a 503 naming the cause (the backend's own message)."""
+    log.warning("blob store: %s failed: %r", action, exc)
+    return Unavailable(f"the blob store is unavailable ({action}): "
+                       f"{type(exc).__name__}: {exc}",
+                       details=[{"path": "blob store", "message": str(exc) or type(exc).__name__}])
+
+
+def check_blob_id(value: Any, path: str = "blob") -> str:
+    if type(value) is not str or not BLOB_ID.fullmatch(value):
+        raise Invalid(f"{path}: must be a blob id, 64 lowercase hex digits",
+                      details=[{"path": path, "message": "must be 64 lowercase hex digits"}])
+    return value
+
+
+def blobs_missing(project: Project, ids: Any) -> list[str]:
+    """The ids of `ids` the project's store lacks, in the order given, each once. The present
+    ones are touched, so garbage collection spares them while the snapshot naming them is
+    built."""
+    if type(ids) is not list:
+        raise Invalid("blobs: required, a list of blob ids",
+                      details=[{"path": "blobs", "message": "required: a list of blob ids"}])
+    if len(ids) > MAX_IDS_PER_QUERY:
+        raise Invalid(f"blobs: {len(ids)} ids; at most {MAX_IDS_PER_QUERY} per request",
+                      details=[{"path": "blobs", "message": f"at most {MAX_IDS_PER_QUERY}"}])
+    problems = [{"path": f"blobs/{index}", "message": "must be 64 lowercase hex digits"}
+                for index, value in enumerate(ids)
+                if type(value) is not str or not BLOB_ID.fullmatch(value)]
+    if problems:
+        raise Invalid("; ".join(f"{p['path']}: {p['message']}" for p in problems[:5]),
+                      details=problems)
+    wanted = list(dict.fromkeys(ids))
+    present = blobs_touch(project, wanted)
+    return [blob for blob in wanted if blob not in present]
+
+
+def blobs_touch(project: Project, ids: Iterable[str]) -> set[str]:
+    """Mark the project's blobs among `ids` as just used; the ids present."""
+    present: set[str] = set()
+    ids = list(ids)
+    now = timezone.now()
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        rows = Blob.objects.filter(project=project, blob_id__in=chunk)
+        present.update(rows.values_list("blob_id", flat=True))
+        rows.update(touched_at=now)
+    return present
+
+
+class _Spooled(File):
+    """A spooled upload; FileSystemStorage moves it into place by its path (one rename)."""
+
+    def temporary_file_path(self) -> str:
+        return str(self.name)
+
+
+def _spool_directory() -> str:
+    # Beside the filesystem store (both under var/), so the final move is one rename.
+    directory = settings.VAR_DIR / "blob-incoming"
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return str(directory)
+
+
+def _file_blob_id(path: str, size: int) -> str:
+    digest = hashlib.sha256(b"blob %d\0" % size)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class Readable(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
+def blob_put(project: Project, blob: Any, body: Readable) -> bool:
+    """Store the bytes read from `body` as `blob` of `project`; True when it was new, False when
+    the project already held it (the body is then not read). Invalid when the bytes' id is not
+    `blob`, TooLarge over the cap, Unavailable when the store fails: then nothing is kept."""
+    blob = check_blob_id(blob, "id")
+    if blobs_touch(project, [blob]):
+        return False
+    cap = settings.GOVERNOR_MAX_BLOB_BYTES
+    fd, spooled = tempfile.mkstemp(dir=_spool_directory(), prefix="upload-")
+    try:
+        size = 0
+        with os.fdopen(fd, "wb") as handle:
+            while chunk := body.read(CHUNK):
+                size += len(chunk)
+                if size > cap:
+                    raise TooLarge(f"blob {blob}: the body is larger than the blob cap of "
+                                   f"{cap} bytes",
+                                   details=[{"path": "body", "message": f"over {cap} bytes"}])
+                handle.write(chunk)
+        actual = _file_blob_id(spooled, size)
+        if actual != blob:
+            raise Invalid(f"id: the body's blob id is {actual}, not {blob}",
+                          details=[{"path": "id", "message": f"the body hashes to {actual}"}])
+        try:
+            with open(spooled, "rb") as handle:
+                store().save(blob_name(project, blob), _Spooled(handle, name=spooled))
+        except Exception as exc:  # any backend failure: the store is unreachable or full
+            raise _outage("write", exc) from None
+    finally:
+        if os.path.exists(spooled):
+            os.unlink(spooled)
+    _row, created = Blob.objects.get_or_create(project=project, blob_id=blob,
+                                               defaults={"size": size})
+    return created
+
+
+def blob_read(project: Project | int, blob: str) -> bytes:
+    """The bytes of a blob the project holds, checked against its id; Unavailable when the store
+    fails or returns other bytes."""
+    try:
+        with store().open(blob_name(project, blob), "rb") as handle:
+            data = handle.read()
+    except Exception as exc:
+        raise _outage(f"read of {blob}", exc) from None
+    digest = hashlib.sha256(b"blob %d\0" % len(data))
+    digest.update(data)
+    if digest.hexdigest() != blob:
+        raise Unavailable(f"the blob store returned other bytes for {blob}",
+                          details=[{"path": "blob store", "message": f"{blob} is corrupt"}])
+    return data
+
+
+def blobs_collect(*, now: Any = None, grace_seconds: int | None = None) -> dict[str, int]:
+    """Delete the blobs no kept tree (`WorkspaceTree`) of their project references and nothing
+    touched within the grace period: the row first (only if still untouched), then the bytes.
+    Returns the counts {"kept", "deleted", "bytes"}."""
+    now = now or timezone.now()
+    grace = settings.GOVERNOR_BLOB_GRACE_SECONDS if grace_seconds is None else grace_seconds
+    cutoff = now - timedelta(seconds=grace)
+    kept = deleted = freed = 0
+    for project_id in Blob.objects.values_list("project_id", flat=True).distinct():
+        referenced: set[str] = set()
+        manifests = WorkspaceTree.objects.filter(project_id=project_id).values_list(
+            "manifest", flat=True)
+        for manifest in manifests.iterator(chunk_size=50):
+            referenced.update(entry[2] for entry in manifest)
+        old = Blob.objects.filter(project_id=project_id, touched_at__lt=cutoff)
+        for pk, blob, size in old.values_list("pk", "blob_id", "size").iterator():
+            if blob in referenced:
+                kept += 1
+                continue
+            # A snapshot that names the blob meanwhile touched it: then this deletes nothing.
+            if Blob.objects.filter(pk=pk, touched_at__lt=cutoff).delete()[0]:
+                try:
+                    store().delete(blob_name(project_id, blob))
+                except Exception as exc:
+                    raise _outage(f"delete of {blob}", exc) from None
+                deleted += 1
+                freed += size
+    return {"kept": kept, "deleted": deleted, "bytes": freed}

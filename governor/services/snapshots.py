@@ -1,0 +1,122 @@
+"""SEMANTICS §11.1 and §11.3: snapshots of a session bound `{"kind": "snapshot"}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Max
+
+from governor.domain.snapshots import snapshot_manifest
+from governor.domain.tree import (
+    ManifestEntry,
+    exclusions_digest,
+    manifest_tree_id,
+    validate_exclusions,
+)
+from governor.models import Blob, Session, Snapshot, WorkspaceKind, WorkspaceTree
+from governor.services.blobs import blobs_touch
+from governor.services.errors import Conflict, Invalid, NotFound
+
+TREE_PREFIX = "gittree:sha256:"
+
+
+def _require_snapshot_session(session: Session) -> None:
+    if session.workspace_kind != WorkspaceKind.SNAPSHOT:
+        raise Conflict(f"session {session.pk} is bound to a path workspace: the server hashes "
+                       "it itself; snapshots are for sessions bound {\"kind\": \"snapshot\"}")
+
+
+def snapshot_out(snapshot: Snapshot) -> dict[str, Any]:
+    tree = snapshot.tree
+    return {"tree": tree.tree_id, "exclusions": tree.exclusions_digest, "files": tree.files,
+            "bytes": tree.bytes, "number": snapshot.number}
+
+
+def snapshot_by_tree(session: Session, tree: Any, path: str = "tree") -> Snapshot:
+    """The session's latest snapshot of `tree` (a tree id); 404 when the session has none."""
+    if type(tree) is not str or not tree.startswith(TREE_PREFIX):
+        raise Invalid(f"{path}: must be a tree id gittree:sha256:<64 hex>",
+                      details=[{"path": path, "message": "must be gittree:sha256:<64 hex>"}])
+    snapshot = (Snapshot.objects.filter(session=session, tree__tree_id=tree)
+                .select_related("tree").order_by("-number").first())
+    if snapshot is None:
+        raise NotFound(f"{path}: {tree} is not a snapshot of session {session.pk}",
+                       details=[{"path": path, "message": "not a snapshot of this session"}])
+    return snapshot
+
+
+def snapshot_latest(session: Session) -> Snapshot | None:
+    return (Snapshot.objects.filter(session=session).select_related("tree")
+            .order_by("-number").first())
+
+
+def snapshot_current(session: Session, tree: Any, path: str = "tree") -> Snapshot:
+    """§11.3: the tree a turn-stop or run names must be the session's latest snapshot; an
+    older one is a 409 naming the latest, another session's a 404."""
+    named = snapshot_by_tree(session, tree, path)
+    latest = snapshot_latest(session)
+    assert latest is not None
+    if latest.tree_id != named.tree_id:
+        raise Conflict(f"{path}: {tree} is not the session's latest snapshot; the latest is "
+                       f"{latest.tree.tree_id}",
+                       details=[{"path": path, "message": f"the latest is {latest.tree.tree_id}",
+                                 "latest": latest.tree.tree_id}])
+    return named
+
+
+def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:
+    """Record the tree the body describes as the session's newest snapshot, whole or not at
+    all: every entry checked, every blob present in the project's store, the caps kept."""
+    _require_snapshot_session(session)
+    project = session.project
+    unknown = sorted(set(body) - {"entries", "base"})
+    if unknown:
+        raise Invalid("; ".join(f"{key}: unknown field" for key in unknown),
+                      details=[{"path": key, "message": "unknown field"} for key in unknown])
+    base: list[ManifestEntry] | None = None
+    if body.get("base") is not None:
+        base_tree = snapshot_by_tree(session, body["base"], "base").tree
+        base = [ManifestEntry(*entry) for entry in base_tree.manifest]
+    exclusions = list(validate_exclusions(project.tree_exclusions, "tree_exclusions"))
+    manifest = snapshot_manifest(body.get("entries"), base=base, exclusions=exclusions,
+                                 max_entries=project.tree_max_files)
+    blobs = {entry.blob for entry in manifest}
+    with transaction.atomic():
+        # Touched first, so a garbage collection running now spares every blob named here.
+        present = blobs_touch(project, blobs)
+        missing = blobs - present
+        if missing:
+            index = {entry.get("path"): i for i, entry in enumerate(body["entries"])
+                     if isinstance(entry, dict)}
+            details = [{"path": f"entries/{index[e.path]}/blob" if e.path in index else e.path,
+                        "message": f"blob {e.blob} of {e.path!r} is missing: PUT it first"}
+                       for e in manifest if e.blob in missing]
+            raise Invalid(f"{len(missing)} blobs are missing from the store, first "
+                          f"{details[0]['path']}: {details[0]['message']}", details=details)
+        sizes = _sizes(project.pk, blobs)
+        total = sum(sizes[entry.blob] for entry in manifest)
+        if total > project.tree_max_bytes:
+            raise Invalid(f"entries: the snapshot holds {total} bytes; at most "
+                          f"{project.tree_max_bytes} (the project's tree_max_bytes)",
+                          details=[{"path": "entries", "message": f"{total} bytes, over "
+                                                                  "tree_max_bytes"}])
+        tree_id = manifest_tree_id(manifest)
+        digest = exclusions_digest(exclusions)
+        tree, _ = WorkspaceTree.objects.get_or_create(
+            project=project, tree_id=tree_id, exclusions_digest=digest,
+            defaults={"exclusions": exclusions, "files": len(manifest), "bytes": total,
+                      "manifest": [list(entry) for entry in manifest]})
+        Session.objects.select_for_update().get(pk=session.pk)  # numbers in order
+        number = (Snapshot.objects.filter(session=session)
+                  .aggregate(top=Max("number"))["top"] or 0) + 1
+        return Snapshot.objects.create(session=session, number=number, tree=tree)
+
+
+def _sizes(project_id: int, blobs: set[str]) -> dict[str, int]:
+    ids = sorted(blobs)
+    sizes: dict[str, int] = {}
+    for start in range(0, len(ids), 5000):
+        sizes.update(Blob.objects.filter(project_id=project_id, blob_id__in=ids[start:start + 5000])
+                     .values_list("blob_id", "size"))
+    return sizes

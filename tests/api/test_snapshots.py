@@ -1,0 +1,190 @@
+"""SEMANTICS §11.1: snapshots of a session bound {"kind": "snapshot"}, refused whole, naming the
+entry; the tree id the same as hashing the directory would give."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governor.domain.tree import blob_id, hash_tree
+from governor.models import Snapshot, WorkspaceTree
+from tests.api.test_blob_store import filesystem_store, put
+from tests.conftest import AgentClient
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def private_store(settings: Any, tmp_path: Path) -> None:
+    settings.VAR_DIR = tmp_path / "var"
+    settings.STORAGES = {**settings.STORAGES,
+                         "governor_blobs": filesystem_store(tmp_path / "blobs")}
+
+
+@pytest.fixture
+def session(agent: AgentClient) -> str:
+    response = agent.post("/sessions", {"workspace": {"kind": "snapshot"}})
+    assert response.status_code == 201, response.content
+    assert response.json()["workspace"] == {"kind": "snapshot", "path": ""}
+    return str(response.json()["id"])
+
+
+def upload(agent: AgentClient, *contents: bytes) -> list[str]:
+    ids = [blob_id(data) for data in contents]
+    missing = agent.post("/blobs/missing", {"blobs": ids}).json()["missing"]
+    for data in contents:
+        if blob_id(data) in missing:
+            assert put(agent, blob_id(data), data).status_code == 201
+    return ids
+
+
+def entry(path: str, blob: str | None, mode: str = "100644") -> dict[str, Any]:
+    return {"path": path, "mode": mode, "blob": blob}
+
+
+def snapshot(agent: AgentClient, session: str, entries: list[dict[str, Any]],
+             **extra: Any) -> Any:
+    return agent.post(f"/sessions/{session}/snapshots", {"entries": entries, **extra})
+
+
+def test_the_snapshot_tree_id_equals_the_hash_of_the_directory(
+        agent: AgentClient, session: str, tmp_path: Path) -> None:
+    root = tmp_path / "copy"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "main.py").write_bytes(b"print(1)\n")
+    (root / "run.sh").write_bytes(b"#!/bin/sh\n")
+    os.chmod(root / "run.sh", 0o755)
+    (root / "empty").write_bytes(b"")
+    os.symlink("src/main.py", root / "link")
+    main, run, empty, link = upload(agent, b"print(1)\n", b"#!/bin/sh\n", b"",
+                                    b"src/main.py")
+    response = snapshot(agent, session, [
+        entry("src/main.py", main), entry("run.sh", run, "100755"), entry("empty", empty),
+        entry("link", link, "120000")])
+    assert response.status_code == 201, response.content
+    body = response.json()
+    expected = hash_tree(str(root), max_files=100, max_bytes=10**6)
+    assert body["tree"] == expected.id
+    assert body["exclusions"] == expected.exclusions_digest
+    assert (body["files"], body["bytes"], body["number"]) == (4, expected.size, 1)
+    stored = WorkspaceTree.objects.get(tree_id=body["tree"])
+    assert [tuple(e) for e in stored.manifest] == [tuple(e) for e in expected.manifest]
+
+
+def test_base_plus_changed_entries_and_null_deletes(agent: AgentClient, session: str) -> None:
+    a, b, c = upload(agent, b"a", b"b", b"c")
+    first = snapshot(agent, session, [entry("a", a), entry("dir/b", b)]).json()
+    second = snapshot(agent, session, [entry("dir/b", None), entry("c", c)], base=first["tree"])
+    assert second.status_code == 201, second.content
+    whole = snapshot(agent, session, [entry("a", a), entry("c", c)]).json()
+    assert second.json()["tree"] == whole["tree"]
+    assert [s.number for s in Snapshot.objects.order_by("number")] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("path", "reason"), [
+    ("/etc/passwd", "must be relative"),
+    ("../outside", "'..'"),
+    ("a/../../outside", "'..'"),
+    ("a//b", "empty"),
+    ("./a", "'.'"),
+    (".git/config", ".git"),
+    ("sub/.GIT/hooks/x", "git refuses"),
+    ("git~1/x", "git refuses"),
+    (".governor/state", ".governor/"),
+])
+def test_a_bad_path_is_refused_naming_the_entry(agent: AgentClient, session: str, path: str,
+                                                reason: str) -> None:
+    """Security: path traversal in a snapshot — no path can leave the tree when materialised."""
+    (good, bad) = upload(agent, b"fine", b"evil")
+    response = snapshot(agent, session, [entry("ok.txt", good), entry(path, bad)])
+    assert response.status_code == 422, response.content
+    details = response.json()["error"]["details"]
+    assert details[0]["path"] == "entries/1/path"
+    assert reason in details[0]["message"]
+    assert not Snapshot.objects.exists() and not WorkspaceTree.objects.exists()
+
+
+def test_a_missing_blob_is_refused_naming_the_entry(agent: AgentClient, session: str) -> None:
+    (present,) = upload(agent, b"present")
+    absent = blob_id(b"never uploaded")
+    response = snapshot(agent, session, [entry("a", present), entry("b", absent)])
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["details"] == [{"path": "entries/1/blob",
+                                 "message": f"blob {absent} of 'b' is missing: PUT it first"}]
+    assert not Snapshot.objects.exists()
+
+
+def test_a_blob_of_another_project_is_missing(agent: AgentClient, other_agent: AgentClient,
+                                              session: str) -> None:
+    """Security: a snapshot cannot name another project's blob to read it back."""
+    (theirs,) = upload(other_agent, b"their secret")
+    response = snapshot(agent, session, [entry("stolen", theirs)])
+    assert response.status_code == 422
+    assert "missing" in response.json()["error"]["message"]
+
+
+def test_duplicates_and_file_directory_conflicts_are_refused(agent: AgentClient,
+                                                             session: str) -> None:
+    (a,) = upload(agent, b"a")
+    twice = snapshot(agent, session, [entry("x", a), entry("x", a, "100755")])
+    assert twice.status_code == 422
+    assert twice.json()["error"]["details"][0]["path"] == "entries/1/path"
+    assert "listed twice" in twice.json()["error"]["message"]
+    both = snapshot(agent, session, [entry("x", a), entry("x/y", a)])
+    assert both.status_code == 422
+    assert "'x/y' lies below 'x', which is a file" in both.json()["error"]["message"]
+    # Through a base: a new file under a path the base holds as a file.
+    base = snapshot(agent, session, [entry("x", a)]).json()["tree"]
+    below = snapshot(agent, session, [entry("x/z", a)], base=base)
+    assert below.status_code == 422
+    assert below.json()["error"]["details"][0]["path"] == "entries/0/path"
+
+
+def test_modes_and_blob_ids_are_checked(agent: AgentClient, session: str) -> None:
+    (a,) = upload(agent, b"a")
+    response = snapshot(agent, session, [entry("x", a, "100666"), entry("y", "A" * 64),
+                                         entry("z", None)])
+    assert response.status_code == 422
+    assert [d["path"] for d in response.json()["error"]["details"]] == [
+        "entries/0/mode", "entries/1/blob", "entries/2/blob"]
+
+
+def test_caps_are_enforced(agent: AgentClient, session: str, project: Any) -> None:
+    project.tree_max_files = 2
+    project.tree_max_bytes = 5
+    project.save()
+    a, b, c = upload(agent, b"aa", b"bb", b"cc")
+    many = snapshot(agent, session, [entry("a", a), entry("b", b), entry("c", c)])
+    assert many.status_code == 422 and "tree_max_files" in many.json()["error"]["message"]
+    (big,) = upload(agent, b"123456")
+    heavy = snapshot(agent, session, [entry("big", big)])
+    assert heavy.status_code == 422 and "tree_max_bytes" in heavy.json()["error"]["message"]
+
+
+def test_excluded_paths_are_refused(agent: AgentClient, session: str, project: Any) -> None:
+    project.tree_exclusions = ["node_modules/**"]
+    project.save()
+    (a,) = upload(agent, b"a")
+    response = snapshot(agent, session, [entry("node_modules/x/index.js", a)])
+    assert response.status_code == 422
+    assert "excluded" in response.json()["error"]["message"]
+
+
+def test_base_must_be_a_snapshot_of_this_session(agent: AgentClient, session: str) -> None:
+    (a,) = upload(agent, b"a")
+    other = agent.post("/sessions", {"workspace": {"kind": "snapshot"}}).json()["id"]
+    theirs = snapshot(agent, other, [entry("a", a)]).json()["tree"]
+    response = snapshot(agent, session, [entry("b", a)], base=theirs)
+    assert response.status_code == 404
+    assert response.json()["error"]["details"][0]["path"] == "base"
+
+
+def test_a_path_session_takes_no_snapshots(agent: AgentClient, workspace: Path) -> None:
+    session = agent.create_session(workspace)
+    (a,) = upload(agent, b"a")
+    response = snapshot(agent, session["id"], [entry("a", a)])
+    assert response.status_code == 409
