@@ -20,8 +20,7 @@ from governor.services.access import is_reviewer
 from governor.services.errors import Conflict, Invalid, NotFound
 from governor.services.events import (
     governor_event_append,
-    state_locked,
-    state_save_after_governor_events,
+    session_locked,
 )
 from reviews.models import Approval, Review, Stage, Status
 
@@ -52,12 +51,10 @@ def review_pending(session: Session) -> Review | None:
     review = Review.objects.filter(session=session, status=Status.PENDING).first()
     if review is None or review.expires_at > timezone.now():
         return review
-    with transaction.atomic():
-        state = state_locked(session)
+    with session_locked(session) as state:
         review = Review.objects.select_for_update().get(pk=review.pk)
         if review.status == Status.PENDING and review.expires_at <= timezone.now():
             _decide(review, state, decision=Status.EXPIRED, decided_by={"kind": "system"})
-            state_save_after_governor_events(state)
     return review if review.status == Status.PENDING else None
 
 
@@ -174,8 +171,7 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
             raise DecisionRefused("the earlier approval this one would carry is not yours of "
                                   "exactly this receipt in this session; nothing was approved")
     review_pending(session)  # records a due expiry in its own transaction: it fails closed
-    with transaction.atomic():
-        state = state_locked(session)
+    with session_locked(session) as state:
         review = Review.objects.select_for_update().select_related("session__project").get(
             pk=review.pk)
         if review.status == Status.EXPIRED:
@@ -200,7 +196,6 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
             _advance(review, state, payload)
         else:
             _decide(review, state, decision=decision, decided_by=who, feedback=text, user=user)
-        state_save_after_governor_events(state)
     return review
 
 
@@ -238,14 +233,12 @@ def _advance(review: Review, state: SessionState, decision: dict[str, Any]) -> N
 
 def review_cancel(*, session: Session) -> Review:
     """The agent withdraws its pending proposal."""
-    with transaction.atomic():
-        state = state_locked(session)
+    with session_locked(session) as state:
         review = Review.objects.select_for_update().filter(session=session,
                                                            status=Status.PENDING).first()
         if review is None:
             raise Conflict("there is no pending review in this session to withdraw")
         _decide(review, state, decision=Status.CANCELLED, decided_by={"kind": "agent"})
-        state_save_after_governor_events(state)
     return review
 
 

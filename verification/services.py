@@ -24,8 +24,7 @@ from governor.models import Project, Session, SessionState
 from governor.services.errors import Conflict, NotFound, Unavailable
 from governor.services.events import (
     governor_event_append,
-    state_locked,
-    state_save_after_governor_events,
+    session_locked,
 )
 from governor.services.trees import TreeUnavailable, session_tree, tree_reference
 from verification.models import ProfileVersion, RunState, VerificationRun, VerifierProfile
@@ -191,8 +190,7 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
     """Append the result event and end the run, in one transaction. `detail` says why it
     failed, for operators. A text column refuses NUL, so it is stored as U+FFFD (as are bytes
     that are not UTF-8)."""
-    with transaction.atomic():
-        state = state_locked(run.session)
+    with session_locked(run.session) as state:
         locked = VerificationRun.objects.select_for_update().get(pk=run.pk)
         if locked.state == RunState.FINISHED:
             return
@@ -202,7 +200,6 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
         data["receipt"] = receipt("code-verification-result", data)
         event = governor_event_append(session=run.session, state=state,
                                       type=lifecycle.CODE_VERIFICATION, data=data)
-        state_save_after_governor_events(state)
         locked.state = RunState.FINISHED
         locked.result = data
         locked.output_tail = output_tail[-OUTPUT_TAIL_CHARS:].replace("\x00", "\ufffd")

@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
-
 from governor.domain import contracts as domain
 from governor.domain import coverage, drafting, lifecycle, messages
 from governor.domain.checks import (
@@ -36,8 +34,7 @@ from governor.services.errors import Conflict, Invalid
 from governor.services.events import (
     governor_event_append,
     lifecycle_of,
-    state_locked,
-    state_save_after_governor_events,
+    session_locked,
 )
 from governor.services.evidence import DatabaseEvidence
 from governor.services.trees import (
@@ -190,8 +187,7 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str)
     assessment = _assessment(proposal)
     if assessment["status"] != "ready":
         return BeginResult(status="review-required", assessment=assessment)
-    with transaction.atomic():
-        state = state_locked(session)
+    with session_locked(session) as state:
         if lifecycle_of(state)["open"]:
             raise Conflict("a contract is already active in this session; it must reach a "
                            "terminal (certified, exhausted or abstained) before another begins")
@@ -208,7 +204,6 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str)
             session=session, state=state, proposal=proposal, started_at_seq=started_at_seq,
             version=domain.CONTRACT_VERSION_REVIEW_OFF, coverage_receipt=assessment["receipt"],
         )
-        state_save_after_governor_events(state)
     return BeginResult(status="active", contract=contract, assessment=assessment)
 
 
@@ -282,8 +277,7 @@ def _terminal_answer(folded: lifecycle.LifecycleState) -> AttemptResult:
 def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
     """Evaluate every check now and record the attempt; end the contract when it decides."""
     _refuse_imported(session)
-    with transaction.atomic():
-        state = state_locked(session)
+    with session_locked(session) as state:
         folded, contract = _current(state)
         if contract is None:
             raise Conflict("there is no contract in this session to verify")
@@ -319,7 +313,6 @@ def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
                                                          current_profile_receipts=current_profiles,
                                                          tree=judged))
             message = messages.terminal_message(terminal, results)
-        state_save_after_governor_events(state)
     return AttemptResult(attempt=attempt, terminal=terminal, decision=decision, message=message,
                          results=list(results))
 
@@ -366,8 +359,7 @@ def turn_stop(*, session: Session) -> dict[str, Any]:
 
 def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
     _refuse_imported(session)
-    with transaction.atomic():
-        state = state_locked(session)
+    with session_locked(session) as state:
         folded, contract = _current(state)
         if contract is None:
             raise Conflict("there is no contract in this session to abstain from")
@@ -376,6 +368,5 @@ def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
         text = messages.abstain_reason(reason)
         terminal = _terminal_write(session=session, state=state, contract=contract,
                                    status="abstained", reason=text, attempt_receipt=None)
-        state_save_after_governor_events(state)
     return AttemptResult(attempt=None, terminal=terminal, decision="abstained",
                          message=messages.terminal_message(terminal))

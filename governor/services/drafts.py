@@ -20,7 +20,6 @@ import uuid
 from typing import Any
 
 import httpx
-from django.db import transaction
 
 from governor.domain import coverage, lifecycle
 from governor.domain import drafting as domain
@@ -28,8 +27,7 @@ from governor.models import AuthoringMode, DraftRoute, Project, Session
 from governor.services.errors import Conflict, Invalid, Unavailable
 from governor.services.events import (
     governor_event_append,
-    state_locked,
-    state_save_after_governor_events,
+    session_locked,
 )
 from verification.models import VerifierProfile
 
@@ -196,15 +194,13 @@ def draft_create(*, session: Session, body: Any) -> dict[str, Any]:
                     session.pk, route.provider, route.model, exc.code, exc.reason)
         raise
     assessment = coverage.assess(proposal.objective, proposal.claims, proposal.checks)
-    with transaction.atomic():
-        state = state_locked(session)
+    with session_locked(session) as state:
         document = domain.draft_document(
             draft_id=f"draft-{uuid.uuid4()}", session_id=str(session.pk), proposal=proposal,
             coverage=assessment, route=route, input_receipt=domain.input_receipt(block),
             input_bytes=size, usage=result.usage)
         governor_event_append(session=session, state=state, type=lifecycle.CONTRACT_DRAFT,
                               data=document)
-        state_save_after_governor_events(state)
     log.info("draft recorded: session=%s provider=%s model=%s receipt=%s ms=%d", session.pk,
              route.provider, route.model, document["receipt"],
              int((time.monotonic() - started) * 1000))

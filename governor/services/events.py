@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time as clock
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,7 @@ def now_ms() -> int:
     return int(clock.time() * 1000)
 
 
-def state_locked(session: Session, *, with_trace: bool = False) -> SessionState:
+def _state_locked(session: Session, *, with_trace: bool = False) -> SessionState:
     """The session's projection row, locked for the rest of the transaction. Appends are
     serialised by this lock. Governor events never read the Harness trace (it grows with the
     log), so it is only loaded for agent batches."""
@@ -41,8 +42,17 @@ def state_locked(session: Session, *, with_trace: bool = False) -> SessionState:
     return rows.get(session=session)
 
 
-def state_save_after_governor_events(state: SessionState) -> None:
-    state.save(update_fields=["next_seq", "head", "lifecycle", "updated_at"])
+@contextmanager
+def session_locked(session: Session) -> Iterator[SessionState]:
+    """A transaction holding the session's projection row locked, for writing governor events
+    (`governor_event_append`). Leaving it normally saves the projection they advanced (after
+    an early return too); an exception rolls everything back."""
+    with transaction.atomic():
+        state = _state_locked(session)
+        next_seq = state.next_seq
+        yield state
+        if state.next_seq != next_seq:
+            state.save(update_fields=["next_seq", "head", "lifecycle", "updated_at"])
 
 
 def _index_fields(envelope: dict[str, Any]) -> dict[str, Any]:
@@ -147,7 +157,7 @@ def events_append(
     key = idempotency_key or (f"expected-seq:{expected_seq}" if expected_seq is not None else None)
     digest = batch_digest(envelopes) if key else ""
     with transaction.atomic():
-        state = state_locked(session, with_trace=True)
+        state = _state_locked(session, with_trace=True)
         if key:
             previous = EventBatch.objects.filter(session=session, key=key).first()
             if previous is not None:
@@ -205,9 +215,8 @@ def _fold_governor_events(
 def governor_event_append(
     *, session: Session, state: SessionState, type: str, data: dict[str, Any]
 ) -> Event:
-    """Append one governor event. The caller holds the state row lock (`state_locked`) inside
-    its transaction and saves it afterwards (`state_save_after_governor_events`); the lifecycle
-    projection is advanced here."""
+    """Append one governor event inside `session_locked`, which saves the projection; the
+    lifecycle is advanced here."""
     [fields] = _chain_rows(session, state, [{"type": type, "time": now_ms(), "data": data}],
                            [None], origin=Origin.GOVERNOR, imported=False)
     row = Event(**fields)
