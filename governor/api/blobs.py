@@ -8,11 +8,12 @@ from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from pydantic import Field
 
-from governor.api.auth import agent_token, session_for_token
+from governor.api.auth import agent_token
 from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES
 from governor.api.schemas import Strict
 from governor.services import blobs, snapshots
+from governor.services.access import session_for_token
 
 router = Router(tags=["snapshots"])
 
