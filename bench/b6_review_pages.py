@@ -83,10 +83,10 @@ def measure(label: str, params: dict[str, Any]) -> dict[str, Any]:
 
     from governor.models import Membership, Project, Role
     from governor.services.contracts import contract_begin
+    from governor.services.reviews import review_decide
     from governor.services.sessions import session_create
     from governor.services.tokens import token_create
     from reviews.models import Review, Stage
-    from reviews.services import review_decide
     from reviews.views import INBOX_PAGE_SIZE
 
     tag = f"[B6 {label}]"

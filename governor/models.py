@@ -13,6 +13,7 @@ from django.db import models
 from django.utils import timezone
 
 from governor.domain import contracts as contract_domain
+from governor.domain.drafting import route_problems
 from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import validate_exclusions
 
@@ -389,10 +390,6 @@ class DraftRoute(models.Model):
         return f"{self.provider} {self.model} for {self.project}"
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        from governor.domain.drafting import route_problems
-
         problems = route_problems(
             provider=self.provider, base_url=self.base_url, model=self.model,
             reasoning_effort=self.reasoning_effort, credential_env=self.credential_env,

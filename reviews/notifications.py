@@ -1,19 +1,17 @@
-"""Telling reviewers a proposal waits: email, and a signed webhook when the project has one.
-Both go through Celery so the API never waits on a mail server or a webhook receiver."""
+"""What reviewers are told when a proposal waits: the payload of the e-mail and of the signed
+webhook. `reviews/tasks.py` sends both through Celery, so the API never waits on a mail server
+or a webhook receiver."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
-import logging
 import time
 from typing import Any
 
+from governor.services.reviews import review_url
 from reviews.models import Review
-from reviews.services import review_url
-
-log = logging.getLogger(__name__)
 
 
 def webhook_signature(secret: str, timestamp: int, body: bytes) -> str:
@@ -37,14 +35,3 @@ def signed_request(secret: str, payload: dict[str, Any]) -> tuple[bytes, dict[st
     headers = {"Content-Type": "application/json",
                "X-Governor-Signature": webhook_signature(secret, int(time.time()), body)}
     return body, headers
-
-
-def proposal_waiting(review: Review) -> None:
-    from reviews import tasks
-
-    try:
-        tasks.notify_reviewers.delay(str(review.pk))
-        if review.session.project.webhook_url:
-            tasks.post_webhook.delay(str(review.pk))
-    except Exception:  # noqa: BLE001 - the broker being down must not fail the agent's call
-        log.exception("could not queue notifications for review %s", review.pk)

@@ -1,16 +1,23 @@
-"""Thin Celery tasks: load by id, call one function."""
+"""Thin Celery tasks: load by id, call one function; and the receiver that queues the
+notifications when a proposal waits (connected when the app is ready)."""
 
 from __future__ import annotations
 
+import logging
 import urllib.request
+from typing import Any
 
 from celery import shared_task
 from django.core.mail import send_mail
+from django.dispatch import receiver
 
 from governor.models import Membership, Role
+from governor.services.reviews import proposal_waiting, reviews_expire_due
 from reviews import notifications
 from reviews.models import Review, Status
-from reviews.services import reviews_expire_due
+
+log = logging.getLogger(__name__)
+
 
 
 @shared_task
@@ -53,3 +60,13 @@ def post_webhook(self, review_id: str) -> int:  # type: ignore[no-untyped-def]
 @shared_task
 def expire_due_reviews() -> int:
     return reviews_expire_due()
+
+
+@receiver(proposal_waiting)
+def queue_notifications(sender: Any, review: Review, **_: Any) -> None:
+    try:
+        notify_reviewers.delay(str(review.pk))
+        if review.session.project.webhook_url:
+            post_webhook.delay(str(review.pk))
+    except Exception:  # noqa: BLE001 - the broker being down must not fail the agent's call
+        log.exception("could not queue notifications for review %s", review.pk)

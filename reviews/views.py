@@ -18,9 +18,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from governor.domain.review import ReviewError, plan_changes
 from governor.pages import check_parameters, user_requests
+from governor.services import reviews as review_services
 from governor.services.access import review_for_reviewer, reviewed_projects
 from governor.services.errors import Invalid
-from reviews import services
 from reviews.forms import DecisionForm
 from reviews.models import Review, Stage, Status
 
@@ -82,7 +82,7 @@ def _panel(request: HttpRequest, review: Review, *, form: DecisionForm | None = 
         "approvals": len(approvals),
         "required_approvals": review.session.project.required_approvals,
         "approved_by_me": request.user.pk in approvals, "next_review": _next_review(review),
-        "carried": services.carried_approval(request.user, review) if pending else None,
+        "carried": review_services.carried_approval(request.user, review) if pending else None,
     }
 
 
@@ -136,7 +136,7 @@ def _render(request: HttpRequest, review: Review, *, status: int = 200,
 def _current(review: Review) -> Review:
     """The review as stored now, after expiring it if its time has passed (fails closed)."""
     if review.status == Status.PENDING and review.expires_at <= timezone.now():
-        services.review_pending(review.session)
+        review_services.review_pending(review.session)
         review.refresh_from_db()
     return review
 
@@ -155,11 +155,11 @@ def detail(request: HttpRequest, review_id: str) -> HttpResponse:
     if form.needs_confirmation:
         return _render(request, _current(review), form=form, confirming=True)
     try:
-        review = services.review_decide(
+        review = review_services.review_decide(
             user=request.user, review=review, receipt=form.cleaned_data["receipt"],
             decision=form.cleaned_data["decision"], feedback=form.cleaned_data["feedback"],
             carried_from=form.cleaned_data["carried_from"])
-    except services.DecisionRefused as exc:
+    except review_services.DecisionRefused as exc:
         review.refresh_from_db()
         return _render(request, _current(review), form=form, status=409, refusal=exc.message,
                        refusal_title="Nothing was approved.")

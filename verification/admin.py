@@ -13,8 +13,8 @@ from django.http import HttpRequest
 
 from governor.domain.profiles import TIMEOUT_MS_RANGE, ProfileError, validate_profile
 from governor.models import Project, Role
+from governor.services.profiles import profile_save
 from verification.models import ProfileVersion, VerificationRun, VerifierProfile
-from verification.services import profile_save
 
 
 def operated_projects(request: HttpRequest) -> QuerySet[Project]:

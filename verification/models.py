@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import models
 
+from governor.domain.profiles import profile_definition, validate_profile
 from governor.models import JSONTextField, Project, Session
 
 
@@ -48,8 +49,6 @@ class VerifierProfile(models.Model):
 
     def definition(self) -> dict[str, Any]:
         """Everything that changes how it runs (the receipt covers exactly this)."""
-        from governor.domain.profiles import profile_definition, validate_profile
-
         return profile_definition(validate_profile({
             "id": self.profile_id, "description": self.description, "argv": self.argv,
             "timeout_ms": self.timeout_ms, "sandbox_mode": self.sandbox_mode, "env": self.env,

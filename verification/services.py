@@ -1,4 +1,5 @@
-"""Verifier profiles and verification runs (SEMANTICS §8, ARCHITECTURE §7)."""
+"""Verification runs (ARCHITECTURE §7): queue, claim, keep the lease, run in the sandbox, record.
+The profiles they run are saved and read by `governor/services/profiles.py`."""
 
 from __future__ import annotations
 
@@ -12,91 +13,33 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection
 from django.db.models import F, Q
 from django.utils import timezone
 
 from governor.domain import lifecycle
 from governor.domain.canonical import receipt
-from governor.domain.profiles import LIMITS, profile_definition, profile_receipt, validate_profile
 from governor.domain.workspace import Workspace
-from governor.models import Project, Session, SessionState
+from governor.models import Session, SessionState
 from governor.services.errors import Conflict, NotFound, Unavailable
 from governor.services.events import (
     governor_event_append,
     session_locked,
 )
 from governor.services.trees import TreeUnavailable, session_tree, tree_reference
-from verification.models import ProfileVersion, RunState, VerificationRun, VerifierProfile
+from verification import tasks
+from verification.models import RunState, VerificationRun, VerifierProfile
+from verification.sandbox import empty_stream_record, run_sandboxed
 
 log = logging.getLogger(__name__)
 OUTPUT_TAIL_CHARS = 8192
 LEASE_OWNER_EXPIRY = "expiry"  # the lease holder while a lost run is being ended
 
 
-# --- profiles -----------------------------------------------------------------------------------
-
-def profile_receipts(project: Project) -> dict[str, str]:
-    """Each profile's current receipt, by profile id (rule 4.10 freshness needs it)."""
-    return dict(VerifierProfile.objects.filter(project=project)
-                .values_list("profile_id", "receipt"))
-
-
-def required_profile_ids(project: Project) -> list[str]:
-    return sorted(VerifierProfile.objects.filter(project=project, required=True)
-                  .values_list("profile_id", flat=True))
-
-
-def profile_as_input(profile: VerifierProfile) -> dict[str, Any]:
-    """The profile in the operator's file format (snake_case, as `validate_profile` reads it)."""
-    definition = profile.definition()
-    return {
-        "id": profile.profile_id, "description": profile.description, "argv": profile.argv,
-        "timeout_ms": profile.timeout_ms, "sandbox_mode": profile.sandbox_mode,
-        "required": profile.required, "env": profile.env,
-        "limits": {name: definition["limits"][camel]
-                   for name, (_d, _lo, _hi, camel) in LIMITS.items()},
-        "rootfs": profile.rootfs or None,
-        "show_output_to_reviewers": profile.show_output_to_reviewers,
-    }
-
-
-def profile_save(*, project: Project, raw: dict[str, Any]) -> tuple[VerifierProfile, bool]:
-    """Create or update a profile from operator input; (profile, changed). Every receipt it ever
-    had stays readable as a ProfileVersion."""
-    validated = validate_profile(raw)
-    definition = profile_definition(validated)
-    receipt = profile_receipt(definition)
-    fields = {
-        "description": validated["description"], "argv": validated["argv"],
-        "timeout_ms": validated["timeout_ms"], "sandbox_mode": validated["sandbox_mode"],
-        "required": validated["required"], "env": validated["env"],
-        "limits": validated["limits"], "rootfs": validated["rootfs"] or "",
-        "show_output_to_reviewers": validated["show_output_to_reviewers"], "receipt": receipt,
-    }
-    with transaction.atomic():
-        profile = (VerifierProfile.objects.select_for_update()
-                   .filter(project=project, profile_id=validated["id"]).first())
-        if profile is None:
-            profile = VerifierProfile.objects.create(project=project,
-                                                     profile_id=validated["id"], **fields)
-            changed = True
-        else:
-            changed = any(getattr(profile, name) != value for name, value in fields.items())
-            for name, value in fields.items():
-                setattr(profile, name, value)
-            profile.save()
-        ProfileVersion.objects.get_or_create(profile=profile, receipt=receipt,
-                                             defaults={"definition": definition})
-    return profile, changed
-
-
 # --- runs ---------------------------------------------------------------------------------------
 
 def run_request(*, session: Session, profile_id: Any) -> VerificationRun:
     """Queue a run of the named profile. The agent names a profile, never a command."""
-    from verification import tasks
-
     if session.imported:
         raise Conflict("this session was imported: its log is history and runs no verifiers")
     profile = VerifierProfile.objects.filter(project=session.project,
@@ -211,8 +154,6 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
 
 
 def infrastructure_record(run: VerificationRun, why: str) -> dict[str, Any]:
-    from verification.sandbox import empty_stream_record
-
     log.warning("run %s (%s) failed as infrastructure: %s", run.pk, run.profile.profile_id, why)
     return {"passed": False, "failureKind": "infrastructure", "exitCode": None, "signal": None,
             "durationMs": 0, "sandboxMode": run.definition["sandboxMode"],
@@ -272,8 +213,6 @@ def bound_to_trees(record: dict[str, Any], before: dict[str, str],
 def run_execute(run: VerificationRun) -> None:
     """Run a claimed run in the sandbox, between two hashes of the workspace tree, and record
     its result."""
-    from verification.sandbox import run_sandboxed
-
     # Only the directory bound when the session was created (run_sandboxed refuses any other);
     # both hashes and the sandbox use the one descriptor opened and checked here.
     session = run.session

@@ -15,11 +15,10 @@ from governor.api.sessions import session_out
 from governor.domain import contracts as contract_domain
 from governor.domain import lifecycle, messages
 from governor.models import Session, SessionState
-from governor.services import contracts
+from governor.services import contracts, reviews
 from governor.services.access import session_for_token
 from governor.services.errors import Invalid
 from governor.services.waits import wait_slot
-from reviews import services as reviews
 
 router = Router(tags=["contracts"])
 

@@ -1,11 +1,8 @@
-"""Completion contracts: assess, begin, activate, attempts, turn-stop, abstain (SEMANTICS §5–7).
-
-`contract_activate` is the one place a contract becomes active, whether at once (review off)
-or after the evidence approval of a two-stage review."""
+"""Completion contracts: assess, begin, attempts, turn-stop, abstain (SEMANTICS §5–7). A contract
+becomes active in `governor/services/activation.py`."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,13 +19,13 @@ from governor.domain.workspace import Workspace
 from governor.models import (
     AgentToken,
     AuthoringMode,
-    Event,
-    Origin,
     Project,
     ReviewMode,
     Session,
     SessionState,
 )
+from governor.services import reviews
+from governor.services.activation import authorship, contract_activate, draft_receipt_used
 from governor.services.attestations import attest
 from governor.services.errors import Conflict, Invalid
 from governor.services.events import (
@@ -37,13 +34,12 @@ from governor.services.events import (
     session_locked,
 )
 from governor.services.evidence import DatabaseEvidence
+from governor.services.profiles import profile_receipts, required_profile_ids
 from governor.services.trees import (
     TreeUnavailable,
     session_tree,
-    session_tree_reference,
     tree_reference,
 )
-from verification.services import profile_receipts, required_profile_ids
 
 
 @dataclass
@@ -102,35 +98,7 @@ def contract_assess(*, session: Session, body: Any, kind: str = "general") -> di
     return {"status": assessment["status"], "assessment": assessment}
 
 
-def authorship(project: Project, draft: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Who wrote the claims and checks. Begun from an auxiliary-model draft: the draft's route,
-    prompt version and receipt (§9). Otherwise only what the caller declares, and labelled so."""
-    if draft is not None:
-        return drafting.contract_authorship(draft)
-    return {"mode": str(project.authoring_mode), "declaredBy": "caller"}
-
-
 # --- §9: a begin in auxiliary-model mode needs the latest draft, matched exactly -------------
-
-
-def _draft_receipt_used(session: Session, receipt: str) -> str | None:
-    """The id of the contract this draft receipt already opened in the session, if any. A
-    draft receipt names its session (the draft holds the session id and is only accepted as
-    that session's latest draft), so the session's own contract events are the whole record."""
-    for data in (Event.objects.filter(session=session, type=lifecycle.CONTRACT)
-                 .values_list("data", flat=True)):
-        if isinstance(data, dict) and data.get("draftReceipt") == receipt:
-            return str(data.get("contractId"))
-    return None
-
-
-def _draft_by_receipt(session: Session, receipt: str) -> dict[str, Any] | None:
-    for data in (Event.objects.filter(session=session, type=lifecycle.CONTRACT_DRAFT,
-                                      origin=Origin.GOVERNOR)
-                 .order_by("-seq").values_list("data", flat=True)):
-        if isinstance(data, dict) and data.get("receipt") == receipt:
-            return data
-    return None
 
 
 def _draft_for_begin(session: Session, state: SessionState,
@@ -143,7 +111,7 @@ def _draft_for_begin(session: Session, state: SessionState,
         raise Invalid("this project drafts contracts with an auxiliary model: begin needs the "
                       "draft_receipt of the session's latest draft (POST /sessions/{id}/drafts)",
                       details=[{"path": "draft_receipt", "message": "required in this mode"}])
-    used_by = _draft_receipt_used(session, receipt)
+    used_by = draft_receipt_used(session, receipt)
     if used_by is not None:
         raise Conflict(f"draft {receipt} already opened contract {used_by}; a draft receipt "
                        "opens at most one contract — draft again",
@@ -175,8 +143,6 @@ def _auxiliary(project: Project) -> bool:
 
 def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str) -> BeginResult:
     """Begin a contract proposed with `token`: active at once, or waiting for review."""
-    from reviews import services as reviews
-
     _refuse_imported(session)
     project = session.project
     review_required = project.review_mode == ReviewMode.REQUIRED
@@ -205,57 +171,6 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str)
             version=domain.CONTRACT_VERSION_REVIEW_OFF, coverage_receipt=assessment["receipt"],
         )
     return BeginResult(status="active", contract=contract, assessment=assessment)
-
-
-def contract_activate(
-    *,
-    session: Session,
-    state: SessionState,
-    proposal: domain.Proposal,
-    started_at_seq: int,
-    version: int,
-    coverage_receipt: str,
-    contract_id: str | None = None,
-    approved_authorship: dict[str, Any] | None = None,
-    **review_refs: str,
-) -> dict[str, Any]:
-    """Write the contract event and sign it. The caller holds the state lock and saves it.
-    A reviewed contract keeps the authorship its reviewers approved (`approved_authorship`).
-    Its `startTree` is the workspace tree now (§10.2); a workspace that cannot be hashed
-    refuses the activation (nothing is written)."""
-    draft = None
-    if proposal.draft_receipt is not None:  # §9: the draft named at begin, found by receipt
-        used_by = _draft_receipt_used(session, proposal.draft_receipt)
-        draft = _draft_by_receipt(session, proposal.draft_receipt)
-        if used_by is not None or draft is None:
-            raise Conflict(f"draft {proposal.draft_receipt} "
-                           + (f"already opened contract {used_by}" if used_by
-                              else "is not a draft of this session"))
-    try:
-        start_tree = session_tree_reference(session)
-    except TreeUnavailable as exc:
-        # Invalid, not Conflict: the API answers 422 and a reviewer's page says "Nothing was
-        # decided." with the reason.
-        raise Invalid(f"the contract cannot start: {exc}",
-                      details=[{"path": "workspace", "message": str(exc)}]) from None
-    document = domain.contract_document(
-        proposal, contract_id=contract_id or f"contract-{uuid.uuid4()}", version=version,
-        started_at_seq=started_at_seq, coverage_receipt=coverage_receipt,
-        authorship=approved_authorship or authorship(session.project, draft),
-        start_tree=start_tree, **review_refs,
-    )
-    event = governor_event_append(session=session, state=state, type=lifecycle.CONTRACT,
-                                  data=document)
-    attest(session=session, event=event, contract=document,
-           profile_receipts=_profiles_used(session.project, document))
-    return document
-
-
-def _profiles_used(project: Project, contract: dict[str, Any]) -> list[str]:
-    current = profile_receipts(project)
-    named = {check.get("profile") for check in contract["checks"]
-             if check.get("kind") == "code_verification_succeeded"}
-    return [current[name] for name in sorted(n for n in named if n in current)]
 
 
 def _current(state: SessionState) -> tuple[lifecycle.LifecycleState, dict[str, Any] | None]:
@@ -337,8 +252,6 @@ def _terminal_write(*, session: Session, state: SessionState, contract: dict[str
 
 def turn_stop(*, session: Session) -> dict[str, Any]:
     """§7: the agent wants to stop. Allow when nothing is active; otherwise attempt and steer."""
-    from reviews import services as reviews
-
     if session.imported:
         return {"action": "allow", "message": IMPORTED}
     state = SessionState.objects.defer("trace").get(session=session)

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from governor.models import Membership, Project, Role
+from governor.services.profiles import profile_save
 from governor.services.tokens import token_create
 
 DEMO_SLUG = "demo"
@@ -58,8 +59,6 @@ def bootstrap() -> Bootstrap | None:
     Returns None when the demo project already exists (nothing is created twice)."""
     if Project.objects.filter(slug=DEMO_SLUG).exists():
         return None
-    from verification.services import profile_save
-
     given = os.environ.get("GOVERNOR_ADMIN_PASSWORD")
     password = given or secrets.token_urlsafe(12)
     # Without GOVERNOR_WORKSPACE_ROOTS the demo project still has somewhere to work.

@@ -8,14 +8,13 @@ from typing import Any
 
 from governor.models import Event, Origin, Project
 from governor.services.errors import Invalid, NotFound
+from reviews.models import Review
+from verification.models import ProfileVersion
 
 RECEIPT_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 def receipt_lookup(*, project: Project, receipt: str) -> dict[str, Any]:
-    from reviews.models import Review
-    from verification.models import ProfileVersion
-
     if not RECEIPT_RE.match(receipt):
         raise Invalid("receipt must be 'sha256:' followed by 64 lowercase hex digits",
                       details=[{"path": "receipt", "message": "malformed"}])

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from governor.models import Event, Project
+from governor.services.profiles import profile_save
 from tests.api.test_contracts import Agent, readme_contract
 from tests.conftest import AgentClient
 from verification.models import ProfileVersion, VerificationRun, VerifierProfile
-from verification.services import profile_save
 
 pytestmark = pytest.mark.sandbox
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from governor.models import Project
+from governor.services.reviews import review_decide
 from reviews.models import Review
-from reviews.services import review_decide
 from tests.api import documented_verifier
 from tests.api.test_code_verification import add_profile
 from tests.api.test_contracts import Agent, readme_contract

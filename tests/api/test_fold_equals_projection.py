@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from governor.domain.chain import ENVELOPE_TO_META
 from governor.models import Event, Project, Session, SessionState
 from governor.services.refold import projection_differences
+from governor.services.reviews import StaleReceipt, review_decide
 from governor.services.tokens import token_create
 from reviews.models import Review
-from reviews.services import StaleReceipt, review_decide
 from reviews.tasks import expire_due_reviews
 from tests.api.test_code_verification import add_profile
 from tests.api.test_contracts import readme_contract

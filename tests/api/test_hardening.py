@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 from governor.models import Attestation, Project
+from governor.services.profiles import profile_save
 from tests.api.test_contracts import Agent, readme_contract
 from tests.conftest import AgentClient
-from verification.services import profile_save
 
 FORGED = [
     {"type": "turn/start", "data": {"turn": 1}},

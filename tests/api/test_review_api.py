@@ -12,8 +12,8 @@ from django.core import mail
 from django.utils import timezone
 
 from governor.models import Event, Project
+from governor.services.reviews import review_decide
 from reviews.models import Review
-from reviews.services import review_decide
 from tests.api.test_contracts import readme_contract
 from tests.conftest import INTENT, AgentClient
 
@@ -143,7 +143,7 @@ def test_rule_6_approving_both_stages_activates_a_version_5_contract(
 def test_rule_6_a_stale_receipt_approves_nothing(
     required: Project, agent: AgentClient, session: dict, reviewer: Any
 ) -> None:
-    from reviews.services import StaleReceipt
+    from governor.services.reviews import StaleReceipt
 
     begin(agent, session)
     review = Review.objects.get()
@@ -157,7 +157,7 @@ def test_rule_6_a_stale_receipt_approves_nothing(
 def test_rule_6_an_expired_proposal_fails_closed(
     required: Project, agent: AgentClient, session: dict, reviewer: Any
 ) -> None:
-    from reviews.services import StaleReceipt
+    from governor.services.reviews import StaleReceipt
 
     begin(agent, session)
     Review.objects.update(expires_at=timezone.now())
@@ -241,8 +241,8 @@ def test_a_non_reviewer_cannot_decide(
 def test_rule_6_the_agent_tokens_owner_cannot_approve_its_proposal(
     required: Project, workspace: Path, reviewer: Any
 ) -> None:
+    from governor.services.reviews import OwnAgent
     from governor.services.tokens import token_create
-    from reviews.services import OwnAgent
 
     _, secret = token_create(project=required, name="rita's agent", owner=reviewer)
     own = AgentClient(secret)

@@ -296,8 +296,8 @@ def test_rule_10_2_the_session_binding_is_what_is_hashed(
 def test_rule_10_2_a_reviewed_contract_records_the_tree_when_it_becomes_active(
     agent: AgentClient, workspace: Path, project: Project, reviewer: Any
 ) -> None:
+    from governor.services.reviews import review_decide
     from reviews.models import Review
-    from reviews.services import review_decide
     from tests.conftest import INTENT
 
     project_set(project=project, review_mode="required")
@@ -319,8 +319,8 @@ def test_rule_10_an_approval_on_a_workspace_that_cannot_be_hashed_decides_nothin
     agent: AgentClient, workspace: Path, project: Project, reviewer: Any
 ) -> None:
     from governor.services.errors import Invalid
+    from governor.services.reviews import review_decide
     from reviews.models import Review
-    from reviews.services import review_decide
     from tests.conftest import INTENT
 
     project_set(project=project, review_mode="required")

@@ -18,7 +18,7 @@ SETUP = """
 from django.contrib.auth import get_user_model
 from governor.models import Membership, Project, Role
 from governor.services.tokens import token_create
-from verification.services import profile_save
+from governor.services.profiles import profile_save
 users = get_user_model().objects
 project = Project.objects.create(slug="trees", name="Trees", review_mode="off",
                                  workspace_roots=[ROOT])

@@ -13,9 +13,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from governor.models import Membership, Project, Role
+from governor.services.profiles import profile_save
 from tests.html_forms import forms_on
 from verification.models import ProfileVersion, VerifierProfile
-from verification.services import profile_save
 
 pytestmark = pytest.mark.django_db
 

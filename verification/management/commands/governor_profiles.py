@@ -12,8 +12,8 @@ from django.db import transaction
 
 from governor.domain.profiles import ProfileError
 from governor.models import Project
+from governor.services.profiles import profile_as_input, profile_save
 from verification.models import VerifierProfile
-from verification.services import profile_as_input, profile_save
 
 
 class Command(BaseCommand):

@@ -1,4 +1,5 @@
-"""Opening, deciding, withdrawing and expiring reviews (SEMANTICS §6)."""
+"""Opening, deciding, withdrawing and expiring reviews (SEMANTICS §6). The review pages, tasks and
+notifications live in `reviews/`, above this module."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.dispatch import Signal
 from django.urls import reverse
 from django.utils import timezone
 
@@ -17,6 +19,7 @@ from governor.domain import lifecycle
 from governor.domain import review as domain
 from governor.models import AgentToken, Session, SessionState
 from governor.services.access import is_reviewer
+from governor.services.activation import contract_activate
 from governor.services.errors import Conflict, Invalid, NotFound
 from governor.services.events import (
     governor_event_append,
@@ -26,6 +29,11 @@ from reviews.models import Approval, Review, Stage, Status
 
 EVENT_TYPES: dict[str, str] = {Stage.INTENT: lifecycle.INTENT_REVIEW,
                                Stage.EVIDENCE: lifecycle.CONTRACT_REVIEW}
+
+
+# Sent once the transaction that opened a proposal has committed, with `review`: the reviews app
+# queues the e-mail and the webhook (reviews/tasks.py), so this layer never imports the tasks.
+proposal_waiting = Signal()
 
 
 class DecisionRefused(Conflict):
@@ -70,9 +78,7 @@ def _create(session: Session, stage: str, proposal: dict[str, Any], plan: dict[s
         receipt=domain.proposal_receipt(stage, proposal), plan=plan, proposed_by=proposed_by,
         expires_at=timezone.now() + ttl,
     )
-    from reviews import notifications
-
-    transaction.on_commit(lambda: notifications.proposal_waiting(review))
+    transaction.on_commit(lambda: proposal_waiting.send(sender=Review, review=review))
     return review
 
 
@@ -202,8 +208,6 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
 def _advance(review: Review, state: SessionState, decision: dict[str, Any]) -> None:
     """After an approval: the intent stage opens the evidence stage; the evidence stage
     activates the contract (version 5) through the one activation service."""
-    from governor.services.contracts import contract_activate
-
     plan = dict(review.plan)
     proposal = contract_domain.Proposal(
         objective=plan["objective"], claims=plan["claims"], checks=plan["checks"],

@@ -1,0 +1,96 @@
+"""The one place a contract becomes active (SEMANTICS §5, §6, §9, §10.2): at begin with review
+off (`governor/services/contracts.py`), or at the evidence approval of a two-stage review
+(`governor/services/reviews.py`)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from governor.domain import contracts as domain
+from governor.domain import drafting, lifecycle
+from governor.models import Event, Origin, Project, Session, SessionState
+from governor.services.attestations import attest
+from governor.services.errors import Conflict, Invalid
+from governor.services.events import governor_event_append
+from governor.services.profiles import profile_receipts
+from governor.services.trees import TreeUnavailable, session_tree_reference
+
+
+def authorship(project: Project, draft: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Who wrote the claims and checks. Begun from an auxiliary-model draft: the draft's route,
+    prompt version and receipt (§9). Otherwise only what the caller declares, and labelled so."""
+    if draft is not None:
+        return drafting.contract_authorship(draft)
+    return {"mode": str(project.authoring_mode), "declaredBy": "caller"}
+
+
+def draft_receipt_used(session: Session, receipt: str) -> str | None:
+    """The id of the contract this draft receipt already opened in the session, if any. A
+    draft receipt names its session (the draft holds the session id and is only accepted as
+    that session's latest draft), so the session's own contract events are the whole record."""
+    for data in (Event.objects.filter(session=session, type=lifecycle.CONTRACT)
+                 .values_list("data", flat=True)):
+        if isinstance(data, dict) and data.get("draftReceipt") == receipt:
+            return str(data.get("contractId"))
+    return None
+
+
+def _draft_by_receipt(session: Session, receipt: str) -> dict[str, Any] | None:
+    for data in (Event.objects.filter(session=session, type=lifecycle.CONTRACT_DRAFT,
+                                      origin=Origin.GOVERNOR)
+                 .order_by("-seq").values_list("data", flat=True)):
+        if isinstance(data, dict) and data.get("receipt") == receipt:
+            return data
+    return None
+
+
+def contract_activate(
+    *,
+    session: Session,
+    state: SessionState,
+    proposal: domain.Proposal,
+    started_at_seq: int,
+    version: int,
+    coverage_receipt: str,
+    contract_id: str | None = None,
+    approved_authorship: dict[str, Any] | None = None,
+    **review_refs: str,
+) -> dict[str, Any]:
+    """Write the contract event and sign it. Called inside `session_locked`.
+    A reviewed contract keeps the authorship its reviewers approved (`approved_authorship`).
+    Its `startTree` is the workspace tree now (§10.2); a workspace that cannot be hashed
+    refuses the activation (nothing is written)."""
+    draft = None
+    if proposal.draft_receipt is not None:  # §9: the draft named at begin, found by receipt
+        used_by = draft_receipt_used(session, proposal.draft_receipt)
+        draft = _draft_by_receipt(session, proposal.draft_receipt)
+        if used_by is not None or draft is None:
+            raise Conflict(f"draft {proposal.draft_receipt} "
+                           + (f"already opened contract {used_by}" if used_by
+                              else "is not a draft of this session"))
+    try:
+        start_tree = session_tree_reference(session)
+    except TreeUnavailable as exc:
+        # Invalid, not Conflict: the API answers 422 and a reviewer's page says "Nothing was
+        # decided." with the reason.
+        raise Invalid(f"the contract cannot start: {exc}",
+                      details=[{"path": "workspace", "message": str(exc)}]) from None
+    document = domain.contract_document(
+        proposal, contract_id=contract_id or f"contract-{uuid.uuid4()}", version=version,
+        started_at_seq=started_at_seq, coverage_receipt=coverage_receipt,
+        authorship=approved_authorship or authorship(session.project, draft),
+        start_tree=start_tree, **review_refs,
+    )
+    event = governor_event_append(session=session, state=state, type=lifecycle.CONTRACT,
+                                  data=document)
+    attest(session=session, event=event, contract=document,
+           profile_receipts=_profiles_used(session.project, document))
+    return document
+
+
+def _profiles_used(project: Project, contract: dict[str, Any]) -> list[str]:
+    current = profile_receipts(project)
+    named = {check.get("profile") for check in contract["checks"]
+             if check.get("kind") == "code_verification_succeeded"}
+    return [current[name] for name in sorted(n for n in named if n in current)]

@@ -1,0 +1,67 @@
+"""Verifier profiles (SEMANTICS §8): saved from operator input with every receipt kept, and read
+for contracts (required profiles, current receipts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from governor.domain.profiles import LIMITS, profile_definition, profile_receipt, validate_profile
+from governor.models import Project
+from verification.models import ProfileVersion, VerifierProfile
+
+
+def profile_receipts(project: Project) -> dict[str, str]:
+    """Each profile's current receipt, by profile id (rule 4.10 freshness needs it)."""
+    return dict(VerifierProfile.objects.filter(project=project)
+                .values_list("profile_id", "receipt"))
+
+
+def required_profile_ids(project: Project) -> list[str]:
+    return sorted(VerifierProfile.objects.filter(project=project, required=True)
+                  .values_list("profile_id", flat=True))
+
+
+def profile_as_input(profile: VerifierProfile) -> dict[str, Any]:
+    """The profile in the operator's file format (snake_case, as `validate_profile` reads it)."""
+    definition = profile.definition()
+    return {
+        "id": profile.profile_id, "description": profile.description, "argv": profile.argv,
+        "timeout_ms": profile.timeout_ms, "sandbox_mode": profile.sandbox_mode,
+        "required": profile.required, "env": profile.env,
+        "limits": {name: definition["limits"][camel]
+                   for name, (_d, _lo, _hi, camel) in LIMITS.items()},
+        "rootfs": profile.rootfs or None,
+        "show_output_to_reviewers": profile.show_output_to_reviewers,
+    }
+
+
+def profile_save(*, project: Project, raw: dict[str, Any]) -> tuple[VerifierProfile, bool]:
+    """Create or update a profile from operator input; (profile, changed). Every receipt it ever
+    had stays readable as a ProfileVersion."""
+    validated = validate_profile(raw)
+    definition = profile_definition(validated)
+    receipt = profile_receipt(definition)
+    fields = {
+        "description": validated["description"], "argv": validated["argv"],
+        "timeout_ms": validated["timeout_ms"], "sandbox_mode": validated["sandbox_mode"],
+        "required": validated["required"], "env": validated["env"],
+        "limits": validated["limits"], "rootfs": validated["rootfs"] or "",
+        "show_output_to_reviewers": validated["show_output_to_reviewers"], "receipt": receipt,
+    }
+    with transaction.atomic():
+        profile = (VerifierProfile.objects.select_for_update()
+                   .filter(project=project, profile_id=validated["id"]).first())
+        if profile is None:
+            profile = VerifierProfile.objects.create(project=project,
+                                                     profile_id=validated["id"], **fields)
+            changed = True
+        else:
+            changed = any(getattr(profile, name) != value for name, value in fields.items())
+            for name, value in fields.items():
+                setattr(profile, name, value)
+            profile.save()
+        ProfileVersion.objects.get_or_create(profile=profile, receipt=receipt,
+                                             defaults={"definition": definition})
+    return profile, changed

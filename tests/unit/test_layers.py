@@ -1,0 +1,116 @@
+"""The import picture (docs/architecture.md, "Layers"): dependencies point one way.
+
+Read from the source with `ast`, so it covers imports inside functions too. Run this file as a
+script (`python tests/unit/test_layers.py`) to print the picture."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("governor", "reviews", "verification")
+
+# Bottom to top. A module may import its own layer and the layers below it, never one above.
+LAYERS = (
+    "governor.domain",   # the rules: no Django, no database
+    "governor.verify",   # the offline verifier: the domain only
+    "models",            # governor, reviews and verification models
+    "governor.services",  # every write path and every read that crosses apps
+    "reviews",           # review tasks and notifications
+    "verification",      # verification runs: queue, sandbox, tasks; admin and commands
+    "governor.api",      # the agent API
+    "pages",             # server-rendered pages: governor.pages, reviews' views and forms
+    "governor",          # wiring: settings, urls, apps, admin, Celery, commands
+)
+# Imports inside a function, each with its reason; every other import sits at a module's top.
+FUNCTION_LEVEL = {
+    ("governor.apps", "governor.celery"): "ready(): the Celery app and system checks register",
+    ("governor.apps", "governor.system_checks"): "ready(): the system checks register",
+    ("reviews.apps", "reviews.tasks"): "ready(): connects the proposal_waiting receiver",
+    ("governor.domain.workspace", "governor.domain.tree"): "tree imports workspace",
+}
+DOMAIN_MAY_IMPORT = {"governor", "cryptography", "rfc8785", "yaml", "httpx"}
+
+
+def layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] not in PACKAGES:
+        return None
+    second = parts[1] if len(parts) > 1 else ""
+    if second == "models":
+        return "models"
+    if parts[0] == "governor":
+        if second in ("domain", "verify", "services", "api"):
+            return f"governor.{second}"
+        return "pages" if second == "pages" else "governor"
+    if parts[0] == "reviews" and second in ("views", "forms", "urls"):
+        return "pages"
+    return parts[0]
+
+
+def modules() -> Iterator[tuple[str, Path]]:
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            yield name.removesuffix(".__init__"), path
+
+
+def imports(path: Path) -> Iterator[tuple[str, bool]]:
+    """(what is imported, whether at the module's top) for every absolute import in `path`."""
+    tree = ast.parse(path.read_text())
+    top = {id(node) for node in tree.body}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, id(node) in top
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:  # `from governor import celery` imports governor.celery
+                yield f"{node.module}.{alias.name}", id(node) in top
+
+
+def picture() -> Counter[tuple[str, str]]:
+    edges: Counter[tuple[str, str]] = Counter()
+    for name, path in modules():
+        for target, _ in imports(path):
+            source, destination = layer(name), layer(target)
+            if destination is not None and source is not None and source != destination:
+                edges[(source, destination)] += 1
+    return edges
+
+
+def test_every_import_points_down_the_layers() -> None:
+    upward = [f"{source} imports {destination}" for source, destination in picture()
+              if LAYERS.index(destination) > LAYERS.index(source)]
+    assert upward == []
+
+
+def test_the_domain_imports_nothing_from_django_or_the_layers_above() -> None:
+    found = [f"{name} imports {target}" for name, path in modules()
+             if name.startswith(("governor.domain", "governor.verify"))
+             for target, _ in imports(path)
+             if target.split(".")[0] == "django"
+             or (layer(target) is not None and layer(target) != "governor.domain")
+             or (target.split(".")[0] not in DOMAIN_MAY_IMPORT
+                 and target.split(".")[0] not in sys.stdlib_module_names)]
+    assert found == []
+
+
+def test_imports_sit_at_the_top_of_modules() -> None:
+    inside = sorted({(name, target) for name, path in modules()
+                     for target, at_top in imports(path)
+                     if not at_top and layer(target) is not None
+                     and not any(name == module and f"{target}.".startswith(f"{imported}.")
+                                 for module, imported in FUNCTION_LEVEL)})
+    assert inside == []
+
+
+if __name__ == "__main__":
+    for (source, destination), count in sorted(picture().items(),
+                                               key=lambda item: LAYERS.index(item[0][0])):
+        print(f"{source} -> {destination} ({count})")
