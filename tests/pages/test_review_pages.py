@@ -14,8 +14,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from governor.api.contracts import session_status
 from governor.models import Event, Membership, Project, Role, Session
+from governor.services.selectors import session_status
 from reviews.models import Review, Stage, Status
 from tests.conftest import AgentClient
 from tests.pages import forms_on, press, propose, reject, reviewer_client
@@ -360,7 +360,9 @@ def test_an_expired_proposal_cannot_be_approved(rita: Client, intent_review: Rev
     assert not Review.objects.filter(session_id=intent_review.session_id,
                                      stage=Stage.EVIDENCE).exists()
     assert "Approve</button>" not in rita.get(url(intent_review)).content.decode()
-    assert str(intent_review.pk) not in rita.get("/reviews/").content.decode()
+    waiting, decided = rita.get("/reviews/").content.decode().split('id="decided-heading"')
+    assert str(intent_review.pk) not in waiting
+    assert str(intent_review.pk) in decided and "expired" in decided
 
 
 def test_required_approvals_2_needs_two_distinct_reviewers(
