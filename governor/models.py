@@ -96,6 +96,9 @@ class Project(models.Model):
         help_text='Paths left out of every workspace tree, as git pathspec globs anchored at '
                   'the workspace root, e.g. ["node_modules/**", "*.pyc"]. A digest of the list '
                   "is recorded beside every tree id: changing it makes earlier results stale.")
+    require_signed_approvals = models.BooleanField(
+        default=False, help_text="Every approval must be signed with the reviewer's own passkey "
+        "(WebAuthn); an unsigned approval is refused. Exports then prove who approved what.")
     webhook_url = models.URLField(blank=True, help_text="Receives a signed POST when a "
                                   "proposal starts waiting for review.")
     webhook_secret = models.CharField(max_length=200, blank=True,

@@ -11,7 +11,7 @@ import secrets
 import socket
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import parse_qs, unquote, urlparse, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -315,6 +315,11 @@ GOVERNOR_RUN_WRITE_BYTES = env_int("GOVERNOR_RUN_WRITE_BYTES", 1024**3, minimum=
 
 # Absolute links in notifications (emails, webhooks) point here.
 PUBLIC_URL = os.environ.get("GOVERNOR_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# Passkeys (WebAuthn) are bound to a relying-party id, a domain name (an IP address cannot be
+# one): GOVERNOR_WEBAUTHN_RP_ID, by default the host of GOVERNOR_PUBLIC_URL. Assertions must come
+# from the origin of GOVERNOR_PUBLIC_URL.
+WEBAUTHN_ORIGIN = f"{urlsplit(PUBLIC_URL).scheme}://{urlsplit(PUBLIC_URL).netloc}"
+WEBAUTHN_RP_ID = os.environ.get("GOVERNOR_WEBAUTHN_RP_ID") or urlsplit(PUBLIC_URL).hostname or ""
 CELERY_BEAT_SCHEDULE = {
     "expire-due-reviews": {"task": "reviews.tasks.expire_due_reviews", "schedule": 30.0},
     "expire-lost-runs": {"task": "verification.tasks.expire_lost_runs",

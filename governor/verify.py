@@ -1,6 +1,6 @@
 """Offline verifier for session exports (SEMANTICS §1.5, §10.2 and §12, ARCHITECTURE §5).
 
-    python -m governor.verify EXPORT.jsonl [--key KEYFILE] [--tree DIR]
+    python -m governor.verify EXPORT.jsonl [--key KEYFILE] [--reviewer-keys FILE] [--tree DIR]
 
 Needs only `cryptography`, `rfc8785` and the standard library (through the Django-free modules
 `governor.domain.canonical`, `.chain`, `.attestation` and `.tree`). Exit 0 with a one-line summary
@@ -9,14 +9,17 @@ that is not an event) naming the first problem. With `--tree DIR`, the export mu
 DIR must be a workspace tree a signed terminal certified; when it is not, the files that differ
 from the latest certified tree's manifest are listed (added, removed, changed, mode changed).
 
-The export format (`reliability-governor-export/2`: header, events, attestations, keys, the
-manifests of certified trees, signed head) and every formula checked here — canonical JSON,
+The export format (`reliability-governor-export/3`: header, events, attestations, keys, reviewer
+keys and their assertions (reviewers' passkey signatures of decisions,
+`governor.domain.passkey`), the manifests of certified trees, signed head) and every formula
+checked here — canonical JSON,
 receipts, chain hashes, DSSE statements, tree ids — are specified in docs/api.md, "Evidence anyone
 can check". A `/1` export (no head line) still
-verifies, with a warning that events after its last attested one are unprotected; so does any
-verification that trusted the export's own keys instead of `--key` (the body of `GET
-/api/v1/keys`, or a JSON list of key lines, or one key line). Warnings go to stderr as
-`WARNING: ...`.
+verifies, with a warning that events after its last attested one are unprotected, and so does a
+`/2` export (before signed decisions); so does any verification that trusted the export's own
+keys instead of `--key` (the body of `GET /api/v1/keys`, or a JSON list of key lines, or one key
+line), or its own reviewer keys instead of `--reviewer-keys`. Warnings go to stderr as
+`WARNING: ...`; who decided what, signed or not, goes to stdout after the summary.
 """
 
 from __future__ import annotations
@@ -52,6 +55,14 @@ from governor.domain.canonical import (
 )
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
 from governor.domain.fields import FieldsInvalid
+from governor.domain.passkey import (
+    Decision,
+    PasskeyError,
+    Problem,
+    ReviewerKey,
+    SignedDecisions,
+    load_reviewer_keys,
+)
 from governor.domain.tree import (
     TREE_ID_PREFIX,
     ManifestEntry,
@@ -63,7 +74,9 @@ from governor.domain.tree import (
     validate_exclusions,
 )
 
-FORMAT = "reliability-governor-export/2"
+FORMAT = "reliability-governor-export/3"
+FORMAT_V2 = "reliability-governor-export/2"
+"""The format before signed decisions (no reviewer-key or assertion lines): still verified."""
 FORMAT_V1 = "reliability-governor-export/1"
 """The format before signed heads: still verified, with a warning that its tail is unprotected."""
 
@@ -99,12 +112,17 @@ _PUBLISHED_KEY_KEYS = {"keyid", "algorithm", "publicKey"}  # GET /api/v1/keys, p
 _HEAD_KEYS = {"kind", "session", "seq", "hash", "envelope"}
 _MANIFEST_KEYS = {"kind", "tree", "exclusions", "entries"}
 _ENTRY_KEYS = {"path", "mode", "blob"}
-_SECTIONS = ("header", "event", "attestation", "key", "manifest", "head")
+_SECTIONS = ("header", "event", "attestation", "key", "reviewer-key", "assertion", "manifest",
+             "head")
 UNPROTECTED_TAIL = ("format {format} has no signed head: {tail} could have been edited, added "
                     "or dropped unseen")
 UNTRUSTED_KEYS = ("no --key given: trusted only the keys inside the export itself, so anyone "
                   "who can rewrite the export can re-sign it; pass --key with the body of "
                   "GET /api/v1/keys from the server you trust")
+UNTRUSTED_REVIEWER_KEYS = (
+    "no --reviewer-keys given: the signed decisions were checked only against the reviewer keys "
+    "inside the export, and whoever runs the server could have registered a passkey in a "
+    "reviewer's name; pass --reviewer-keys with the keys each reviewer published")
 
 
 # --- writing the format (the server's export route and the tests use these) -------------------
@@ -223,6 +241,8 @@ class Report:
     """What the verification could not vouch for; the command line prints each loudly."""
     certified: tuple[CertifiedTree, ...] = ()
     """The certified trees, in terminal order (checked against the signed subjects)."""
+    decisions: tuple[Decision, ...] = ()
+    """Every reviewer's part in every review decision, signed (checked) or not, in seq order."""
 
     @property
     def ok(self) -> bool:
@@ -264,8 +284,11 @@ class _Event:
 class _Export:
     """One pass over the lines in order, then the attestations against the keys."""
 
-    def __init__(self, trusted_keys: Mapping[str, Ed25519PublicKey] | None) -> None:
+    def __init__(self, trusted_keys: Mapping[str, Ed25519PublicKey] | None,
+                 reviewer_keys: dict[str, ReviewerKey] | None = None) -> None:
         self.trusted_keys = trusted_keys
+        self.signed_decisions = SignedDecisions(reviewer_keys)
+        self.decisions: list[Decision] = []
         self.section: str | None = None
         self.header: dict[str, Any] = {}
         self.session: str | None = None
@@ -315,6 +338,8 @@ class _Export:
             raise self.refuse(line_no, f"{kind} line after the {self.section} lines")
         if kind == self.section and kind in ("header", "head"):
             raise self.refuse(line_no, f"a second {kind} line")
+        if kind in ("reviewer-key", "assertion") and self.header.get("format") != FORMAT:
+            raise self.refuse(line_no, f"{kind} line in a {self.header.get('format')} export")
         if kind == "header":
             self.read_header(line_no, obj)
         elif kind == "event":
@@ -326,6 +351,13 @@ class _Export:
         elif kind == "key":
             self.section = "key"
             self.read_key(line_no, obj)
+        elif kind in ("reviewer-key", "assertion"):
+            self.section = kind
+            try:
+                (self.signed_decisions.key_line if kind == "reviewer-key"
+                 else self.signed_decisions.assertion_line)(line_no, obj)
+            except Problem as problem:
+                raise self.refuse(line_no, problem.message) from None
         elif kind == "manifest":
             self.section = "manifest"
             self.read_manifest(line_no, obj)
@@ -336,8 +368,9 @@ class _Export:
     def read_header(self, line_no: int, obj: dict[str, Any]) -> None:
         if set(obj) != _HEADER_KEYS:
             raise self.refuse(line_no, f"header: expected exactly the keys {sorted(_HEADER_KEYS)}")
-        if obj["format"] not in (FORMAT, FORMAT_V1):
-            raise self.refuse(line_no, f"header: format must be {FORMAT!r} or {FORMAT_V1!r}")
+        if obj["format"] not in (FORMAT, FORMAT_V2, FORMAT_V1):
+            raise self.refuse(line_no, f"header: format must be {FORMAT!r}, {FORMAT_V2!r} or "
+                                       f"{FORMAT_V1!r}")
         session = obj["session"]
         if type(session) is not str or not _is_uuid(session):
             raise self.refuse(line_no, "header: session must be a UUID string")
@@ -388,6 +421,10 @@ class _Export:
         rule = RECEIPTED_EVENTS.get(obj["type"])
         if rule is not None:
             self.check_receipt(line_no, obj["type"], obj["data"], rule)
+        try:
+            self.signed_decisions.event(seq, obj["type"], obj["data"])
+        except Problem as problem:
+            raise self.refuse(line_no, problem.message) from None
         event = _Event(
             seq=seq,
             type=obj["type"],
@@ -488,7 +525,7 @@ class _Export:
         self.manifests[key] = (line_no, exclusions, entries)
 
     def read_head(self, line_no: int, obj: dict[str, Any]) -> None:
-        if self.header.get("format") != FORMAT:
+        if self.header.get("format") not in (FORMAT, FORMAT_V2):
             raise self.refuse(line_no, f"head line in a {self.header.get('format')} export")
         if set(obj) != _HEAD_KEYS:
             raise self.refuse(line_no, f"head: expected exactly the keys {sorted(_HEAD_KEYS)}")
@@ -607,6 +644,15 @@ class _Export:
                 return "the workspace subject is not the tree the deciding attempt judged"
         return ""
 
+    def check_signed_decisions(self) -> None:
+        """Issue 18: every reviewer's passkey signature of a decision (governor.domain.passkey)."""
+        try:
+            self.decisions = self.signed_decisions.check()
+        except Problem as problem:
+            raise _Refused(Failure(problem.message, seq=problem.seq, line=problem.line)) from None
+        if self.signed_decisions.signed and self.signed_decisions.trusted is None:
+            self.warnings.append(UNTRUSTED_REVIEWER_KEYS)
+
     def check_manifests(self) -> None:
         """§10.2: the export carries the manifest of every certified tree, and no other."""
         for seq, key in self.certified_at:
@@ -632,6 +678,7 @@ class _Export:
             failure=failure,
             warnings=tuple(self.warnings),
             certified=tuple(self.certified),
+            decisions=tuple(self.decisions),
         )
 
 
@@ -695,11 +742,13 @@ def _published_key_line(item: Any) -> Any:
 
 
 def verify_export(
-    lines: Iterable[str | bytes], trusted_keys: Mapping[str, Ed25519PublicKey] | None = None
+    lines: Iterable[str | bytes], trusted_keys: Mapping[str, Ed25519PublicKey] | None = None,
+    reviewer_keys: dict[str, ReviewerKey] | None = None,
 ) -> Report:
     """Verify an export line by line; the report names the first problem, if any. With
-    `trusted_keys`, attestations must be signed by those keys, whatever keys the export lists."""
-    export = _Export(trusted_keys)
+    `trusted_keys`, attestations must be signed by those keys, whatever keys the export lists;
+    with `reviewer_keys`, so must every signed decision be, by those reviewers' keys."""
+    export = _Export(trusted_keys, reviewer_keys)
     line_no = 0
     try:
         for line_no, raw in enumerate(lines, start=1):
@@ -707,6 +756,7 @@ def verify_export(
         if export.section is None:
             raise _Refused(Failure("the export is empty: no header", line=line_no + 1))
         export.check_attestations()
+        export.check_signed_decisions()
         export.check_manifests()
         export.check_head(end_line=line_no + 1)
     except _Refused as refused:
@@ -796,29 +846,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         "JSON list of key lines, or one key line)",
     )
     parser.add_argument(
+        "--reviewer-keys",
+        metavar="FILE",
+        help="check signed decisions against these reviewer keys only (a JSON list of reviewer "
+        "keys, as each reviewer downloads theirs from the passkeys page), not the export's own",
+    )
+    parser.add_argument(
         "--tree",
         metavar="DIR",
         help="also check that DIR is a workspace tree a signed terminal of the export certified, "
         "and list the files that differ when it is not",
     )
     args = parser.parse_args(argv)
-    trusted_keys = None
+    trusted_keys = reviewer_keys = None
     try:
         if args.key is not None:
             trusted_keys = load_trusted_keys(Path(args.key).read_bytes())
+        if args.reviewer_keys is not None:
+            reviewer_keys = load_reviewer_keys(Path(args.reviewer_keys).read_bytes())
         data = Path(args.export).read_bytes()
-    except (OSError, AttestationError) as exc:
+    except (OSError, AttestationError, PasskeyError) as exc:
         print(f"FAIL: {exc}")
         return 1
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
-    report = verify_export(lines, trusted_keys)
+    report = verify_export(lines, trusted_keys, reviewer_keys)
     for warning in report.warnings:
         print(f"WARNING: {warning}", file=sys.stderr)
     print(report.summary())
     if not report.ok:
         return 1
+    for decision in report.decisions:
+        print(f"  {decision}")
     if args.tree is not None:
         checked = check_tree(report.certified, args.tree)
         print(checked.summary)

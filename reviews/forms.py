@@ -38,6 +38,8 @@ class DecisionForm(forms.Form):
     )
     confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
     carried_from = forms.CharField(required=False, max_length=71, widget=forms.HiddenInput)
+    # The reviewer's passkey signature of this decision (static/passkeys.js), when signed.
+    assertion = forms.CharField(required=False, max_length=64 * 1024, widget=forms.HiddenInput)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

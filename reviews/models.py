@@ -73,3 +73,50 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} approved {self.review_id}"
+
+
+class Passkey(models.Model):
+    """A reviewer's WebAuthn credential (issue 18): its public key signs their decisions.
+    Removed passkeys are kept (`removed_at`): the signatures they made stay checkable in
+    exports."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                             related_name="passkeys")
+    name = models.CharField(max_length=100, help_text="The reviewer's name for the device.")
+    credential_id = models.CharField(max_length=1400, unique=True,
+                                     help_text="The credential id, base64url.")
+    public_key = models.BinaryField(help_text="The COSE public key, as registered.")
+    algorithm = models.SmallIntegerField(help_text="COSE algorithm: -7 ES256, -8 EdDSA, "
+                                                   "-257 RS256.")
+    rp_id = models.CharField(max_length=253, help_text="The relying-party id it is bound to.")
+    sign_count = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    removed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.user_id})"
+
+
+class DecisionSignature(models.Model):
+    """One reviewer's passkey assertion over one decision (governor.domain.passkey): kept with
+    the decision and exported with the reviewer's public key."""
+
+    review = models.ForeignKey(Review, on_delete=models.PROTECT, related_name="signatures")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    passkey = models.ForeignKey(Passkey, on_delete=models.PROTECT, related_name="signatures")
+    decision = models.CharField(max_length=24, choices=Status.choices)
+    nonce = models.CharField(max_length=32, unique=True)
+    authenticator_data = models.TextField(help_text="base64url")
+    client_data_json = models.TextField(help_text="base64url")
+    signature = models.TextField(help_text="base64url")
+    digest = models.CharField(max_length=71, help_text='receipt("review-assertion", …)')
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["review", "user"], name="one_signature_per_reviewer")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} signed {self.decision} of {self.review_id}"

@@ -6,6 +6,7 @@ that nothing was approved and why."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import messages
@@ -18,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from governor.domain.review import ReviewError, plan_changes
 from governor.pages import check_parameters, user_requests
+from governor.services import passkeys
 from governor.services import reviews as review_services
 from governor.services.access import review_for_reviewer, reviewed_projects
 from governor.services.errors import Invalid
@@ -83,6 +85,8 @@ def _panel(request: HttpRequest, review: Review, *, form: DecisionForm | None = 
         "required_approvals": review.session.project.required_approvals,
         "approved_by_me": request.user.pk in approvals, "next_review": _next_review(review),
         "carried": review_services.carried_approval(request.user, review) if pending else None,
+        "signing": {"required": review.session.project.require_signed_approvals,
+                    "passkeys": len(passkeys.passkeys_of(request.user)) if pending else 0},
     }
 
 
@@ -155,10 +159,11 @@ def detail(request: HttpRequest, review_id: str) -> HttpResponse:
     if form.needs_confirmation:
         return _render(request, _current(review), form=form, confirming=True)
     try:
+        signed = _signed(request, review, form)
         review = review_services.review_decide(
             user=request.user, review=review, receipt=form.cleaned_data["receipt"],
             decision=form.cleaned_data["decision"], feedback=form.cleaned_data["feedback"],
-            carried_from=form.cleaned_data["carried_from"])
+            carried_from=form.cleaned_data["carried_from"], signed=signed)
     except review_services.DecisionRefused as exc:
         review.refresh_from_db()
         return _render(request, _current(review), form=form, status=409, refusal=exc.message,
@@ -171,6 +176,21 @@ def detail(request: HttpRequest, review_id: str) -> HttpResponse:
         return _render(request, review, just_decided=True)
     messages.success(request, _outcome(review))
     return redirect("reviews:detail", review_id=review.pk)
+
+
+def _signed(request: HttpRequest, review: Review, form: DecisionForm) -> passkeys.Signed | None:
+    """The passkey signature static/passkeys.js posted with the decision, verified; None when
+    the form carries none (pages without JavaScript, reviewers without a passkey)."""
+    if not form.cleaned_data["assertion"]:
+        return None
+    try:
+        credential = json.loads(form.cleaned_data["assertion"])
+    except ValueError:
+        raise passkeys.PasskeyRefused("the signature is not the authenticator's JSON answer",
+                                      field="assertion") from None
+    return passkeys.decision_signature(
+        request.user, review, receipt=form.cleaned_data["receipt"],
+        decision=form.cleaned_data["decision"], credential=credential, state=request.session)
 
 
 def _outcome(review: Review) -> str:

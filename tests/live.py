@@ -67,7 +67,10 @@ class Live:
 
 @contextmanager
 def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
-                worker: bool = False) -> Iterator[Live]:
+                worker: bool = False, host: str = "127.0.0.1") -> Iterator[Live]:
+    """`host`: the name the server is reached by (its GOVERNOR_PUBLIC_URL); passkeys need
+    `localhost`, as an IP address cannot be a WebAuthn relying-party id. It listens on
+    127.0.0.1 either way."""
     var = tmp / "var"
     workspace_root = tmp / "workspaces"
     workspace_root.mkdir(parents=True, exist_ok=True)
@@ -75,9 +78,9 @@ def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
     env = {**os.environ, "GOVERNOR_VAR_DIR": str(var), "GOVERNOR_ADMIN_PASSWORD": ADMIN_PASSWORD,
            "GOVERNOR_WORKSPACE_ROOTS": str(workspace_root), "DEBUG": "0",
            "GOVERNOR_BROKER_URL": "filesystem://",
-           "GOVERNOR_PUBLIC_URL": f"http://127.0.0.1:{port}", **(extra_env or {})}
+           "GOVERNOR_PUBLIC_URL": f"http://{host}:{port}", **(extra_env or {})}
     env.pop("DATABASE_URL", None) if "DATABASE_URL" not in (extra_env or {}) else None
-    bootstrap = Live(f"http://127.0.0.1:{port}", "", env, workspace_root)
+    bootstrap = Live(f"http://{host}:{port}", "", env, workspace_root)
     bootstrap.manage("migrate", "--no-input", "-v", "0")
     out = bootstrap.manage("governor_bootstrap")
     match = re.search(r"agent token:\s+(\S+)", out)

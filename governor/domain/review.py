@@ -8,7 +8,9 @@
                         {proposal, proposalReceipt, reviewReceipt}}
                        receipt("contract-proposal", it)
     review decision    {proposalReceipt, decision, decidedBy, feedbackBytes, feedbackReceipt?,
-                        intentProposalReceipt? (evidence stage), carriedFrom? (§13), receipt}
+                        intentProposalReceipt? (evidence stage), carriedFrom? (§13),
+                        signatures? ([{userId, credentialId, nonce, assertion}], the reviewers'
+                        passkey signatures, governor.domain.passkey), receipt}
                        receipt("intent-review" | "contract-review", it without receipt);
                        the feedback text itself is never in it, only its size and receipt
                        ("intent-feedback" | "contract-feedback").
@@ -76,10 +78,11 @@ def feedback_text(raw: Any) -> str:
 def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
                      decided_by: dict[str, Any], feedback: str = "",
                      intent_proposal_receipt: str | None = None,
-                     carried_from: list[str] | None = None) -> dict[str, Any]:
+                     carried_from: list[str] | None = None,
+                     signatures: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The review event's data: who decided what about which receipt; never the feedback.
     `carried_from`: the earlier decision receipts that approvals of this exact receipt carried
-    (SEMANTICS §13)."""
+    (SEMANTICS §13); `signatures`: the deciding reviewers' passkey signatures (issue 18)."""
     if decision not in DECISIONS:
         raise ReviewError("decision", f"must be one of {', '.join(DECISIONS)}")
     _, review_kind, feedback_kind = STAGE_KINDS[stage]
@@ -93,6 +96,8 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
         payload["intentProposalReceipt"] = intent_proposal_receipt
     if carried_from:
         payload["carriedFrom"] = sorted(set(carried_from))
+    if signatures:
+        payload["signatures"] = signatures
     payload["receipt"] = receipt(review_kind, payload)
     return payload
 

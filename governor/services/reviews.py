@@ -18,6 +18,7 @@ from governor.domain import contracts as contract_domain
 from governor.domain import lifecycle
 from governor.domain import review as domain
 from governor.models import AgentToken, Session, SessionState
+from governor.services import passkeys
 from governor.services.access import is_reviewer
 from governor.services.activation import contract_activate
 from governor.services.errors import Conflict, Invalid, NotFound
@@ -42,6 +43,10 @@ class DecisionRefused(Conflict):
 
 class StaleReceipt(DecisionRefused):
     """The receipt a reviewer posted is not the session's current pending proposal."""
+
+
+class SignatureRequired(DecisionRefused):
+    """The project requires approvals signed with the reviewer's passkey (issue 18)."""
 
 
 class OwnAgent(DecisionRefused):
@@ -111,7 +116,8 @@ def review_status(review: Review, *, include_feedback: bool = True) -> dict[str,
 
 def _decide(review: Review, state: SessionState, *, decision: str, decided_by: dict[str, Any],
             feedback: str = "", user: Any = None,
-            carried_from: list[str] | None = None) -> dict[str, Any]:
+            carried_from: list[str] | None = None,
+            signatures: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     decision = Status(decision).value  # plain str: enum members are not JSON values
     intent_receipt = None
     if review.stage == Stage.EVIDENCE:
@@ -120,7 +126,7 @@ def _decide(review: Review, state: SessionState, *, decision: str, decided_by: d
                                       decision=decision, decided_by=decided_by,
                                       feedback=feedback,
                                       intent_proposal_receipt=intent_receipt,
-                                      carried_from=carried_from)
+                                      carried_from=carried_from, signatures=signatures)
     governor_event_append(session=review.session, state=state, type=EVENT_TYPES[review.stage],
                           data=payload)
     review.status = decision
@@ -156,10 +162,13 @@ def carried_approval(user: Any, review: Review) -> Approval | None:
 
 
 def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
-                  feedback: Any = None, carried_from: str = "") -> Review:
+                  feedback: Any = None, carried_from: str = "",
+                  signed: passkeys.Signed | None = None) -> Review:
     """A reviewer's decision on exactly the proposal they saw (its receipt). An approval may
     carry `user`'s earlier approval of the same receipt (its decision receipt, §13): it is
-    recorded as an ordinary approval that names it."""
+    recorded as an ordinary approval that names it. `signed`: the reviewer's passkey signature
+    of exactly this decision (governor.services.passkeys), which a project may require of
+    approvals."""
     if decision not in (Status.APPROVED, Status.REVISION_REQUESTED, Status.REJECTED):
         raise Invalid("decision must be approved, revision-requested or rejected",
                       details=[{"path": "decision", "message": "unknown decision"}])
@@ -167,6 +176,11 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
     session = review.session
     if not is_reviewer(user, session.project_id):
         raise NotFound("review not found")
+    if (decision == Status.APPROVED and signed is None
+            and session.project.require_signed_approvals):
+        raise SignatureRequired("this project requires every approval to be signed with your "
+                                "own passkey, so that anyone can check it offline; nothing was "
+                                "approved")
     owned = _owned_token(user, review) if decision == Status.APPROVED else None
     if owned is not None:
         raise OwnAgent(f"you own the agent token that {owned}, so you may not approve this "
@@ -189,19 +203,26 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
                 "replaced or changed since the page was loaded); nothing was approved")
         who = {"kind": "reviewer", "userId": user.pk}
         if decision == Status.APPROVED:
-            Approval.objects.get_or_create(review=review, user=user,
-                                           defaults={"carried_from": carried_from})
+            _, created = Approval.objects.get_or_create(review=review, user=user,
+                                                        defaults={"carried_from": carried_from})
+            if created and signed is not None:
+                passkeys.signature_record(review, user, signed)
             approvals = list(review.approvals.order_by("created_at").values_list(
                 "user_id", "carried_from"))
             if len(approvals) < session.project.required_approvals:
                 return review
+            signatures = passkeys.event_signatures(review.signatures.filter(
+                decision=Status.APPROVED).select_related("passkey"))
             payload = _decide(review, state, decision=decision, user=user, feedback=text,
                               decided_by={"kind": "reviewers",
                                           "userIds": [user_id for user_id, _ in approvals]},
-                              carried_from=[receipt for _, receipt in approvals if receipt])
+                              carried_from=[receipt for _, receipt in approvals if receipt],
+                              signatures=signatures)
             _advance(review, state, payload)
         else:
-            _decide(review, state, decision=decision, decided_by=who, feedback=text, user=user)
+            rows = [passkeys.signature_record(review, user, signed)] if signed else []
+            _decide(review, state, decision=decision, decided_by=who, feedback=text, user=user,
+                    signatures=passkeys.event_signatures(rows))
     return review
 
 

@@ -15,6 +15,7 @@ from governor.domain import harness
 from governor.domain.canonical import check_json_value
 from governor.domain.chain import GENESIS
 from governor.domain.lifecycle import ATTEMPT, TERMINAL
+from governor.domain.passkey import REVIEW_STAGES
 from governor.domain.tree import ManifestEntry
 from governor.domain.workspace import identity_at
 from governor.models import (
@@ -27,7 +28,7 @@ from governor.models import (
     SessionState,
     WorkspaceTree,
 )
-from governor.services import keys
+from governor.services import keys, passkeys
 from governor.services.attestations import head_sign
 from governor.services.errors import Conflict, Invalid
 from governor.services.events import AppendResult, events_append, now_ms
@@ -155,12 +156,15 @@ def export_lines(session: Session) -> Iterator[str]:
     last_seq, head = -1, GENESIS
     attempt_trees: dict[str, tuple[str, str] | None] = {}
     certified: set[tuple[str, str]] = set()
+    signed: dict[int, list[dict[str, Any]]] = {}  # decision events with passkey signatures
     for event in events.iterator(chunk_size=2000):
         yield verify.serialise_line(verify.event_line(
             session=session_id, seq=event.seq, type=event.type, time=event.time,
             origin=event.origin, data=event.data, prev=event.prev_hash, hash=event.hash,
             meta=event.meta))
         last_seq, head = event.seq, event.hash
+        if event.type in REVIEW_STAGES and event.data.get("signatures"):
+            signed[event.seq] = event.data["signatures"]
         if event.type == ATTEMPT:
             attempt_trees[str(event.data.get("receipt"))] = verify.tree_ref(event.data.get("tree"))
         elif (event.type == TERMINAL and event.data.get("status") == "certified"
@@ -179,6 +183,8 @@ def export_lines(session: Session) -> Iterator[str]:
     head_keyid, head_envelope = head_sign(session=session, seq=last_seq, head=head)
     for key in keys.export_key_lines(keyids | {head_keyid}):
         yield verify.serialise_line(key)
+    for line in passkeys.export_lines(signed):
+        yield verify.serialise_line(line)
     for tree_id, digest in sorted(certified):
         stored = WorkspaceTree.objects.filter(project=session.project, tree_id=tree_id,
                                               exclusions_digest=digest).first()

@@ -102,15 +102,15 @@ def open_envelope(envelope: dict[str, Any], keys: dict[str, Ed25519PublicKey]) -
 
 
 def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
-    """Every problem of a format /2 export, each naming its seq or line."""
+    """Every problem of a format /3 export, each naming its seq or line."""
     found = []
     objects = [json.loads(line) for line in text.splitlines()]
     for number, (line, obj) in enumerate(zip(text.splitlines(), objects, strict=True), 1):
         if rfc8785.dumps(obj).decode() != line:
             found.append(f"line {number}: not canonical")
     header, head = objects[0], objects[-1]
-    if header["format"] != "reliability-governor-export/2" or head["kind"] != "head":
-        return [*found, "not a format /2 export ending with its head"]
+    if header["format"] != "reliability-governor-export/3" or head["kind"] != "head":
+        return [*found, "not a format /3 export ending with its head"]
     session = header["session"]
     events = [obj for obj in objects if obj["kind"] == "event"]
     prev, by_seq, contract_receipts = GENESIS, {}, {}

@@ -151,7 +151,7 @@ def test_rule_12_an_export_ends_with_a_head_signed_over_its_last_event(
     objects = lines_of(agent, worker.id)
     header, head = objects[0], objects[-1]
     events = [obj for obj in objects if obj["kind"] == "event"]
-    assert header["format"] == "reliability-governor-export/2"
+    assert header["format"] == "reliability-governor-export/3"
     assert head["kind"] == "head"
     assert (head["session"], head["seq"], head["hash"]) == (
         worker.id, events[-1]["seq"], events[-1]["hash"])

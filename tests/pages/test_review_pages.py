@@ -465,8 +465,9 @@ def test_evidence_page_query_count_does_not_grow_with_claims_and_checks(
     _, intent = propose(agent, workspace, checks=count, claims=count)
     evidence = approve_intent(rita, intent)
     assert len(evidence.proposal["checks"]) == len(evidence.proposal["claims"]) == count
-    # session, user, review with its project, approvals, the session's earlier proposals
-    with django_assert_num_queries(5):
+    # session, user, review with its project, approvals, the session's earlier proposals, the
+    # reviewer's passkeys (does the decision get signed)
+    with django_assert_num_queries(6):
         response = rita.get(url(evidence))
     assert response.status_code == 200
     assert response.content.decode().count('class="check"') == count

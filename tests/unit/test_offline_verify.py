@@ -822,7 +822,7 @@ def test_rule_1_5_the_header_must_come_first_and_name_the_format() -> None:
     lines = realistic_export().lines()
     assert_fails_at_line(verify_export(lines[1:]), 1, "first line must be the header")
     export = realistic_export()
-    export.header["format"] = "reliability-governor-export/3"
+    export.header["format"] = "reliability-governor-export/4"
     assert_fails_at_line(verify_export(export.lines()), 1, "format")
 
 
