@@ -17,11 +17,10 @@ from django.shortcuts import render
 from django.urls import path
 from django.views.decorators.http import require_GET
 
-from governor.api.contracts import session_status
-from governor.api.sessions import export_response
 from governor.domain import conversation, lifecycle
 from governor.models import AgentToken, Event, Project, Session
 from governor.services.access import is_reviewer, member_projects, session_for_member
+from governor.services.selectors import export_bytes, export_filename, session_status
 from reviews.models import Review
 from verification.models import RunState, VerificationRun
 
@@ -164,7 +163,10 @@ def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpRespons
 @login_required
 @require_GET
 def session_export(request: HttpRequest, session_id: uuid.UUID) -> StreamingHttpResponse:
-    return export_response(session_for_member(request.user, session_id))
+    session = session_for_member(request.user, session_id)
+    response = StreamingHttpResponse(export_bytes(session), content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="{export_filename(session)}"'
+    return response
 
 
 class SessionFilter(forms.Form):

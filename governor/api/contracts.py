@@ -11,11 +11,10 @@ from ninja import Router, Status
 from governor.api.auth import agent_token
 from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
-from governor.api.sessions import session_out
 from governor.domain import contracts as contract_domain
-from governor.domain import lifecycle, messages
-from governor.models import Session, SessionState
-from governor.services import contracts, reviews
+from governor.domain import messages
+from governor.models import Session
+from governor.services import contracts, reviews, selectors
 from governor.services.access import session_for_token
 from governor.services.errors import Invalid
 from governor.services.waits import wait_slot
@@ -54,42 +53,9 @@ def _session(request: HttpRequest, session_id: str) -> Session:
     return session_for_token(agent_token(request), session_id)
 
 
-def _terminal(record: Any, attempts: list[Any]) -> dict[str, Any] | None:
-    """The terminal, with `tree`: the tree its deciding attempt judged (§10.2; null when it has
-    no attempt or the attempt recorded none)."""
-    if record is None:
-        return None
-    data = record["data"]  # imported history may lack fields this server always writes
-    deciding: dict[str, Any] = next(
-        (attempt["data"] for attempt in attempts
-         if attempt["data"].get("receipt") == data.get("attemptReceipt")), {})
-    return {"status": data.get("status"), "reason": data.get("reason"),
-            "receipt": data.get("receipt"), "contract_id": data.get("contractId"),
-            "seq": record["seq"], "imported": record["imported"],
-            "tree": deciding.get("tree")}
-
-
-def session_status(session: Session) -> dict[str, Any]:
-    state = SessionState.objects.defer("trace").get(session=session)
-    folded = state.lifecycle or lifecycle.initial_state()
-    pending = reviews.review_pending(session)
-    latest = reviews.review_latest(session)
-    contract = folded["contract"]
-    return {
-        **session_out(session),
-        "state": lifecycle.state_name(folded, review_pending=pending is not None),
-        "contract": {**contract["data"], "imported": contract["imported"]} if contract else None,
-        "attempts": [{**record["data"], "seq": record["seq"], "imported": record["imported"]}
-                     for record in folded["attempts"]],
-        "terminal": _terminal(folded["terminal"], folded["attempts"]),
-        "review": reviews.review_status(latest) if latest else None,
-        "latest_draft": folded["latestDraft"]["data"] if folded["latestDraft"] else None,
-    }
-
-
 @router.get("/sessions/{session_id}", response={200: dict, **ERROR_RESPONSES})
 def get_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
-    return session_status(_session(request, session_id))
+    return selectors.session_status(_session(request, session_id))
 
 
 @router.post("/sessions/{session_id}/assess", response={200: dict, **ERROR_RESPONSES},

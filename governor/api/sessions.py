@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import zstandard
@@ -14,7 +13,8 @@ from governor.api.auth import agent_token
 from governor.api.bodies import events_body
 from governor.api.errors import ERROR_RESPONSES
 from governor.api.schemas import AppendOut, EventPage, SessionCreateIn, SessionOut
-from governor.models import Event, Session, SessionState
+from governor.models import Session
+from governor.services import selectors
 from governor.services import sessions as session_services
 from governor.services.access import session_for_token
 from governor.services.errors import Invalid
@@ -45,20 +45,6 @@ EVENTS_BODY = {
 }
 
 
-def session_out(session: Session) -> dict[str, Any]:
-    state = SessionState.objects.get(session=session)
-    return {
-        "id": str(session.id),
-        "project": session.project.slug,
-        "external_id": session.external_id,
-        "workspace": {"kind": session.workspace_kind, "path": session.workspace_path},
-        "imported": session.imported,
-        "next_seq": state.next_seq,
-        "head": state.head,
-        "created_at": session.created_at.isoformat(),
-    }
-
-
 @router.post("/sessions", response={201: SessionOut, 200: SessionOut, **ERROR_RESPONSES})
 def create_session(request: HttpRequest, payload: SessionCreateIn) -> Status[dict[str, Any]]:
     session, created = session_services.session_create(
@@ -67,7 +53,7 @@ def create_session(request: HttpRequest, payload: SessionCreateIn) -> Status[dic
         external_id=payload.external_id,
         header=payload.header,
     )
-    return Status(201 if created else 200, session_out(session))
+    return Status(201 if created else 200, selectors.session_out(session))
 
 
 @router.post("/sessions/{session_id}/events", response={200: AppendOut, **ERROR_RESPONSES},
@@ -92,11 +78,7 @@ def read_events(
     request: HttpRequest, session_id: str, after: int = -1, limit: int = 500
 ) -> dict[str, Any]:
     session = session_for_token(agent_token(request), session_id)
-    limit = max(1, min(limit, 5000))
-    rows = list(Event.objects.filter(session=session, seq__gt=after).order_by("seq")[:limit])
-    events = [{"seq": e.seq, "type": e.type, "time": e.time, "origin": e.origin, "data": e.data,
-               "prev": e.prev_hash, "hash": e.hash, "meta": e.meta} for e in rows]
-    return {"events": events, "next_after": rows[-1].seq if len(rows) == limit else None}
+    return selectors.events_page(session, after=after, limit=limit)
 
 
 def _import_text(request: HttpRequest) -> str:
@@ -152,20 +134,16 @@ def import_session(request: HttpRequest) -> Status[dict[str, Any]]:
         workspace={"kind": "path", "path": workspace_path} if workspace_path else None,
         external_id=external_id,
     )
-    return Status(201, session_out(session))
+    return Status(201, selectors.session_out(session))
 
 
 @router.get("/sessions/{session_id}/export", response={200: None, **ERROR_RESPONSES})
 def export_session(request: HttpRequest, session_id: str) -> StreamingHttpResponse:
-    session = session_for_token(agent_token(request), session_id)
-    return export_response(session)
+    return export_download(session_for_token(agent_token(request), session_id))
 
 
-def export_response(session: Session) -> StreamingHttpResponse:
-    def lines() -> Iterator[bytes]:
-        for line in session_services.export_lines(session):
-            yield line.encode("utf-8") + b"\n"
-
-    response = StreamingHttpResponse(lines(), content_type="application/x-ndjson")
-    response["Content-Disposition"] = f'attachment; filename="session-{session.id}.jsonl"'
+def export_download(session: Session) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(selectors.export_bytes(session),
+                                     content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="{selectors.export_filename(session)}"'
     return response

@@ -11,11 +11,12 @@ from ninja import Router, Status
 from governor.api.auth import agent_token
 from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
+from governor.services import selectors
 from governor.services.access import run_for_token, session_for_token
 from governor.services.errors import Invalid
 from governor.services.waits import wait_slot
 from verification import services
-from verification.models import RunState, VerifierProfile
+from verification.models import RunState
 
 router = Router(tags=["verification"])
 MAX_WAIT_SECONDS = 60
@@ -24,12 +25,7 @@ POLL_SECONDS = 0.05
 
 @router.get("/code-profiles", response={200: dict, **ERROR_RESPONSES})
 def code_profiles(request: HttpRequest) -> dict[str, Any]:
-    """What an agent may run, by name. Never the command or its environment."""
-    profiles = VerifierProfile.objects.filter(project=agent_token(request).project)
-    return {"profiles": [
-        {"id": p.profile_id, "description": p.description, "required": p.required,
-         "timeout_ms": p.timeout_ms, "sandbox_mode": p.sandbox_mode, "receipt": p.receipt}
-        for p in profiles.order_by("profile_id")]}
+    return {"profiles": selectors.code_profiles(agent_token(request).project)}
 
 
 RUN_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {

@@ -110,6 +110,10 @@ def test_imports_sit_at_the_top_of_modules() -> None:
     assert inside == []
 
 
+def test_pages_read_through_the_services_never_through_the_api() -> None:
+    assert ("pages", "governor.api") not in picture()
+
+
 if __name__ == "__main__":
     for (source, destination), count in sorted(picture().items(),
                                                key=lambda item: LAYERS.index(item[0][0])):

@@ -1,0 +1,89 @@
+"""Reads that cross layers, one place each: the API and the pages answer from these and never
+from each other. Writes are in the other service modules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from governor.domain import lifecycle
+from governor.models import Event, Project, Session, SessionState
+from governor.services import reviews
+from governor.services.sessions import export_lines
+from verification.models import VerifierProfile
+
+EVENTS_MAX_LIMIT = 5000
+
+
+def session_out(session: Session) -> dict[str, Any]:
+    state = SessionState.objects.get(session=session)
+    return {
+        "id": str(session.id),
+        "project": session.project.slug,
+        "external_id": session.external_id,
+        "workspace": {"kind": session.workspace_kind, "path": session.workspace_path},
+        "imported": session.imported,
+        "next_seq": state.next_seq,
+        "head": state.head,
+        "created_at": session.created_at.isoformat(),
+    }
+
+
+def _terminal(record: Any, attempts: list[Any]) -> dict[str, Any] | None:
+    """The terminal, with `tree`: the tree its deciding attempt judged (§10.2; null when it has
+    no attempt or the attempt recorded none)."""
+    if record is None:
+        return None
+    data = record["data"]  # imported history may lack fields this server always writes
+    deciding: dict[str, Any] = next(
+        (attempt["data"] for attempt in attempts
+         if attempt["data"].get("receipt") == data.get("attemptReceipt")), {})
+    return {"status": data.get("status"), "reason": data.get("reason"),
+            "receipt": data.get("receipt"), "contract_id": data.get("contractId"),
+            "seq": record["seq"], "imported": record["imported"],
+            "tree": deciding.get("tree")}
+
+
+def session_status(session: Session) -> dict[str, Any]:
+    """The session, its state, contract, attempts, terminal, latest review and draft."""
+    state = SessionState.objects.defer("trace").get(session=session)
+    folded = state.lifecycle or lifecycle.initial_state()
+    pending = reviews.review_pending(session)
+    latest = reviews.review_latest(session)
+    contract = folded["contract"]
+    return {
+        **session_out(session),
+        "state": lifecycle.state_name(folded, review_pending=pending is not None),
+        "contract": {**contract["data"], "imported": contract["imported"]} if contract else None,
+        "attempts": [{**record["data"], "seq": record["seq"], "imported": record["imported"]}
+                     for record in folded["attempts"]],
+        "terminal": _terminal(folded["terminal"], folded["attempts"]),
+        "review": reviews.review_status(latest) if latest else None,
+        "latest_draft": folded["latestDraft"]["data"] if folded["latestDraft"] else None,
+    }
+
+
+def events_page(session: Session, *, after: int, limit: int) -> dict[str, Any]:
+    """Up to `limit` (1..5000) events after seq `after`, and where the next page starts."""
+    limit = max(1, min(limit, EVENTS_MAX_LIMIT))
+    rows = list(Event.objects.filter(session=session, seq__gt=after).order_by("seq")[:limit])
+    events = [{"seq": e.seq, "type": e.type, "time": e.time, "origin": e.origin, "data": e.data,
+               "prev": e.prev_hash, "hash": e.hash, "meta": e.meta} for e in rows]
+    return {"events": events, "next_after": rows[-1].seq if len(rows) == limit else None}
+
+
+def export_bytes(session: Session) -> Iterator[bytes]:
+    """The export (`export_lines`) as the bytes of an NDJSON download."""
+    for line in export_lines(session):
+        yield line.encode("utf-8") + b"\n"
+
+
+def export_filename(session: Session) -> str:
+    return f"session-{session.id}.jsonl"
+
+
+def code_profiles(project: Project) -> list[dict[str, Any]]:
+    """What an agent may run, by name. Never the command or its environment."""
+    return [{"id": p.profile_id, "description": p.description, "required": p.required,
+             "timeout_ms": p.timeout_ms, "sandbox_mode": p.sandbox_mode, "receipt": p.receipt}
+            for p in VerifierProfile.objects.filter(project=project).order_by("profile_id")]
