@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from playwright.sync_api import Browser, Playwright, sync_playwright
 
 from governor.models import Membership, Project, Role
 from governor.services.tokens import token_create
@@ -106,3 +108,20 @@ def _tasks_run_inline() -> Any:
 
 INTENT = {"constraints": ["keep the public API"], "assumptions": ["Python 3.11"],
           "non_goals": ["no new dependencies"], "ambiguities": ["which README section?"]}
+
+
+@pytest.fixture(scope="session")
+def playwright() -> Iterator[Playwright]:
+    """One sync Playwright driver for the whole run: a second one in the same thread refuses to
+    start while the first is alive."""
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    """Debian's Chromium, headless (Playwright cannot download its own browser here)."""
+    from tests.browser import CHROMIUM, CHROMIUM_ARGS  # tests.browser imports this module
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    yield chromium
+    chromium.close()

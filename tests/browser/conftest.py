@@ -5,16 +5,17 @@ DELETE, and the events table's append-only triggers refuse that on SQLite. So th
 `tests.live.live_server` — gunicorn started by `manage.py governor_serve` in a subprocess against
 its own SQLite database under a temporary GOVERNOR_VAR_DIR, migrated and bootstrapped by the real
 management commands. Reviewers and projects are created with `manage.py shell -c`; proposals
-through the agent HTTP API, as an agent makes them."""
+through the agent HTTP API, as an agent makes them. The browser itself is tests/conftest.py's
+(one Playwright driver per test run, shared with the Harness tests)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, Page
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, PEOPLE, Server
+from tests.browser import DESKTOP, PEOPLE, Server
 from tests.live import live_server
 
 
@@ -24,19 +25,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         live.manage("collectstatic", "--no-input", "-v", "0")
         live.manage("shell", "-c", PEOPLE)
         yield Server(live, agent)
-
-
-@pytest.fixture(scope="session")
-def playwright() -> Iterator[Playwright]:
-    with sync_playwright() as driver:
-        yield driver
-
-
-@pytest.fixture(scope="session")
-def browser(playwright: Playwright) -> Iterator[Browser]:
-    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-    yield chromium
-    chromium.close()
 
 
 @pytest.fixture

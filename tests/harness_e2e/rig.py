@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 import tarfile
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import zstandard
+from packaging.requirements import Requirement
 
 from governor.domain.harness import parse_log
 
@@ -32,6 +36,7 @@ export default class HmrShim extends Service {
 }
 """
 JOB_TIMEOUT_SECONDS = 240
+CLIENT_SRC = ROOT / "clients" / "python" / "src"
 
 
 def install() -> Path:
@@ -152,3 +157,31 @@ def committed_events(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     header, events = parse_log(log_text(path))
     assert header is not None
     return header, events
+
+
+def sandboxed_client(into: Path) -> str:
+    """A `python -m governor_client` command that works inside the Harness's sandbox, which
+    hides /tmp and $HOME (where a checkout and its virtualenv may well live) but shows the
+    workspace: the client and the distributions it runs with (httpx and what httpx requires)
+    are copied to `into`, and the base interpreter runs them from there."""
+    site = into / "site"
+    shutil.copytree(CLIENT_SRC / "governor_client", site / "governor_client",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    wanted, seen = ["httpx"], set()
+    while wanted:
+        name = wanted.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        distribution = metadata.distribution(name)
+        for file in distribution.files or ():
+            if file.parts[0] != ".." and "__pycache__" not in file.parts:
+                target = site / file
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(Path(str(file.locate())), target)
+        for line in distribution.requires or ():
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                wanted.append(requirement.name)
+    interpreter = os.path.realpath(sys.executable)
+    return f"PYTHONPATH={site} {interpreter} -s -m governor_client"

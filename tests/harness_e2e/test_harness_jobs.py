@@ -5,23 +5,21 @@ the Stop hook of the Harness's own Claude-Code hooks bridge)."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import Browser, expect
 
 from governor.domain.harness import TraceState, validate_batch
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, Server, log_in
-from tests.harness_e2e.rig import Harness, committed_events, read_log
+from tests.browser import DESKTOP, Server, log_in
+from tests.harness_e2e.rig import Harness, committed_events, read_log, sandboxed_client
 from tests.harness_e2e.scripted_model import ScriptedModel, Step, serve
 from tests.live import Live, stop_process_group
 from tests.pages import INTENT
 
-CLIENT_SRC = Path(__file__).resolve().parents[2] / "clients" / "python" / "src"
 GOVERNOR_TOOLS = {"reliability_assess", "reliability_begin", "reliability_begin_code",
                   "reliability_verify", "reliability_status", "reliability_abstain",
                   "reliability_code_profiles", "reliability_code_verify", "reliability_draft"}
@@ -158,7 +156,7 @@ def test_a_forbidden_tool_ends_the_contract_exhausted(
 
 @pytest.mark.browser
 def test_the_job_waits_for_the_reviewer_who_approves_in_the_browser(
-    harness: Harness, live: Live, workspace: Path, review_required: None
+    harness: Harness, live: Live, workspace: Path, review_required: None, browser: Browser
 ) -> None:
     model = ScriptedModel([
         {"tool": "reliability_begin", "arguments": contract(intent=INTENT, wait_seconds=180)},
@@ -170,7 +168,7 @@ def test_the_job_waits_for_the_reviewer_who_approves_in_the_browser(
             session_id = wait_for(lambda: next(iter(harness.governor_session_ids()), None))
             review = wait_for(lambda: pending_review(live, session_id))
             assert job.poll() is None, "the job went on without the reviewer"
-            approve_in_the_browser(live, review["id"])
+            approve_in_the_browser(browser, live, review["id"])
             assert job.wait(timeout=120) == 0, (harness.home / "job.out").read_text()[-4000:]
         finally:
             stop_process_group(job, grace=5)
@@ -193,20 +191,19 @@ def wait_for(probe: Any, timeout: float = 60) -> Any:
     return value
 
 
-def approve_in_the_browser(live: Live, review_id: str) -> None:
-    with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_context(viewport=DESKTOP).new_page()
-            server = Server(live, httpx.Client())
-            log_in(page, server, "rita", "rita-password-1")
-            page.goto(f"{live.url}/reviews/{review_id}/")
-            page.get_by_role("button", name="Approve", exact=True).click()
-            page.get_by_role("link", name="review the evidence plan").click()
-            page.get_by_role("button", name="Approve", exact=True).click()
-            expect(page.get_by_text("the contract is active")).to_be_visible()
-        finally:
-            browser.close()
+def approve_in_the_browser(browser: Browser, live: Live, review_id: str) -> None:
+    context = browser.new_context(viewport=DESKTOP)
+    try:
+        page = context.new_page()
+        server = Server(live, httpx.Client())
+        log_in(page, server, "rita", "rita-password-1")
+        page.goto(f"{live.url}/reviews/{review_id}/")
+        page.get_by_role("button", name="Approve", exact=True).click()
+        page.get_by_role("link", name="review the evidence plan").click()
+        page.get_by_role("button", name="Approve", exact=True).click()
+        expect(page.get_by_text("the contract is active")).to_be_visible()
+    finally:
+        context.close()
 
 
 # --- (d) the hooks path: governor-agent as the Stop hook of the Harness's hooks bridge --------
@@ -219,13 +216,14 @@ def test_the_hooks_path_certifies_the_same_task_from_inside_the_harness_sandbox(
     harness.home.mkdir()
     harness.create_profile(plugin=False)
     # The Harness's sandbox drops variables named like *TOKEN*/*KEY* and hides HOME and /tmp
-    # from hook commands and the agent's shell: the token goes in a file they can read, and the
-    # command runs from the checkout (outside HOME and /tmp).
+    # from hook commands and the agent's shell, but shows the workspace: the token goes in a
+    # file there, and so does the client (the checkout may be under /tmp).
     (workspace / ".governor").mkdir()
     token_file = workspace / ".governor" / "token"
     token_file.write_text(live.token)
     token_file.chmod(0o600)
-    agent = f"GOVERNOR_TOKEN_FILE={token_file} {sys.executable} -m governor_client"
+    client = sandboxed_client(workspace / ".governor")
+    agent = f"GOVERNOR_TOKEN_FILE={token_file} {client}"
     hook = {"type": "command", "command": f"{agent} hook claude-code", "timeout": 30}
     harness.add_hooks_bridge({event: [{"hooks": [hook]}] for event in
                               ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")})
@@ -237,8 +235,7 @@ def test_the_hooks_path_certifies_the_same_task_from_inside_the_harness_sandbox(
         write("hello governor\n"), say("Done, repaired."), say("Certified."),
     ])
     with serve(model) as url:
-        result = harness.run(JOB, workspace, url, GOVERNOR_URL=live.url,
-                             PYTHONPATH=str(CLIENT_SRC))
+        result = harness.run(JOB, workspace, url, GOVERNOR_URL=live.url)
     assert result.returncode == 0, result.stderr[-6000:]
     assert not GOVERNOR_TOOLS & model.tool_names()  # no plugin here
     [log_path] = harness.session_logs()
