@@ -24,11 +24,22 @@ from governor.models import (
     SigningKey,
 )
 from governor.services.tokens import token_create, token_revoke
+from reviews.models import Passkey
 
 
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 1
+    readonly_fields = ("passkeys",)
+
+    @admin.display(description="passkeys")
+    def passkeys(self, membership: Membership) -> str:
+        """Which reviewers can sign their decisions (issue 18): their passkeys, by name."""
+        if membership.user_id is None:
+            return ""
+        names = list(Passkey.objects.filter(user_id=membership.user_id, removed_at__isnull=True)
+                     .order_by("created_at").values_list("name", flat=True))
+        return ", ".join(names) if names else "none (cannot sign)"
 
 
 class DraftRouteInline(admin.StackedInline):

@@ -327,3 +327,23 @@ def test_issue_18_a_signature_of_another_decision_or_a_used_nonce_is_refused(
     again = rita.post(form["action"], fields)
     assert again.status_code in (400, 409)
     assert DecisionSignature.objects.count() == 1
+
+
+# --- operators ---------------------------------------------------------------------------------
+
+
+def test_issue_18_operators_see_in_the_admin_which_reviewers_have_a_passkey(
+    rita: Client, soft: SoftAuthenticator, review_project: Project
+) -> None:
+    user = get_user_model().objects.create_user("ruth", password="ruth-password-1")
+    Membership.objects.create(user=user, project=review_project, role=Role.REVIEWER)
+    assert register(rita, soft, "blue security key").status_code == 201
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "root-pass-1")
+    operator = Client()
+    operator.force_login(root)
+    project_page = operator.get(f"/admin/governor/project/{review_project.pk}/change/")
+    html = project_page.content.decode()
+    assert "blue security key" in html and "none (cannot sign)" in html
+    listing = operator.get("/admin/reviews/passkey/").content.decode()
+    assert "blue security key" in listing and "rita" in listing
+    assert operator.get("/admin/reviews/passkey/add/").status_code == 403
