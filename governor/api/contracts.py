@@ -11,8 +11,8 @@ from ninja import Router, Status
 from governor.api.auth import agent_token
 from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
+from governor.domain import attempts
 from governor.domain import contracts as contract_domain
-from governor.domain import messages
 from governor.models import Session
 from governor.services import contracts, reviews, selectors
 from governor.services.access import session_for_token
@@ -117,7 +117,7 @@ def turn_stop(request: HttpRequest, session_id: str) -> dict[str, Any]:
 ABSTAIN_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
     "type": "object", "required": ["reason"], "additionalProperties": False,
     "properties": {"reason": {"type": "string", "minLength": 1,
-                              "maxLength": messages.MAX_ABSTAIN_REASON_CHARS}}}}}}}
+                              "maxLength": attempts.MAX_ABSTAIN_REASON_CHARS}}}}}}}
 
 
 @router.post("/sessions/{session_id}/abstain", response={200: dict, **ERROR_RESPONSES},

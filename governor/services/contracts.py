@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from governor.domain import attempts, coverage, drafting, lifecycle, messages
 from governor.domain import contracts as domain
-from governor.domain import coverage, drafting, lifecycle, messages
 from governor.domain.checks import (
     VerificationRecord,
     evaluate_checks,
@@ -82,13 +82,9 @@ def _assessment(proposal: domain.Proposal) -> dict[str, Any]:
     return coverage.assess(proposal.objective, proposal.claims, proposal.checks)
 
 
-IMPORTED = ("this session was imported: its log is history, shown and folded but never "
-            "evaluated, attested or continued by this server")
-
-
 def _refuse_imported(session: Session) -> None:
     if session.imported:
-        raise Conflict(IMPORTED)
+        raise Conflict(messages.IMPORTED)
 
 
 def contract_assess(*, session: Session, body: Any, kind: str = "general") -> dict[str, Any]:
@@ -213,10 +209,10 @@ def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
                 )
         number = len(folded["attempts"]) + 1
         maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
-        attempt = messages.attempt_payload(contract_id=contract["contractId"], attempt=number,
+        attempt = attempts.attempt_payload(contract_id=contract["contractId"], attempt=number,
                                            trigger=trigger, results=results, tree=judged)
         governor_event_append(session=session, state=state, type=lifecycle.ATTEMPT, data=attempt)
-        decision, reason = messages.decide_attempt(results, number, maximum)
+        decision, reason = attempts.decide_attempt(results, number, maximum)
         terminal = None
         if decision == "repair":
             message = messages.repair_message(results, number, maximum)
@@ -239,7 +235,7 @@ def _terminal_write(*, session: Session, state: SessionState, contract: dict[str
     """Write the terminal and sign it, naming the runs its deciding attempt counted (`runs`)
     and the profile receipts they ran — not the profiles as they are now — and the tree the
     attempt judged (`tree`, its reference)."""
-    terminal = messages.terminal_payload(contract_id=contract["contractId"], status=status,
+    terminal = attempts.terminal_payload(contract_id=contract["contractId"], status=status,
                                          reason=reason, attempt_receipt=attempt_receipt)
     event = governor_event_append(session=session, state=state, type=lifecycle.TERMINAL,
                                   data=terminal)
@@ -251,23 +247,22 @@ def _terminal_write(*, session: Session, state: SessionState, contract: dict[str
 
 
 def turn_stop(*, session: Session) -> dict[str, Any]:
-    """§7: the agent wants to stop. Allow when nothing is active; otherwise attempt and steer."""
-    if session.imported:
-        return {"action": "allow", "message": IMPORTED}
-    state = SessionState.objects.defer("trace").get(session=session)
-    folded, contract = _current(state)
-    if contract is None or folded["terminal"] is not None:
-        if reviews.review_pending(session) is not None:
-            return {"action": "allow", "message": messages.REVIEW_PENDING_ALLOW_MESSAGE}
-        return {"action": "allow", "message": ""}
+    """§7: the agent wants to stop. Allow when nothing is active; otherwise attempt and steer
+    (`governor/domain/attempts.py` decides)."""
+    contract_open = False
+    if not session.imported:
+        folded, contract = _current(SessionState.objects.defer("trace").get(session=session))
+        contract_open = contract is not None and folded["terminal"] is None
+    allowed = attempts.turn_stop_without_attempt(
+        imported=session.imported, contract_open=contract_open,
+        review_pending=(not session.imported and not contract_open
+                        and reviews.review_pending(session) is not None))
+    if allowed is not None:
+        return allowed
     outcome = attempt_record(session=session, trigger="turn-stop")
-    if outcome.replayed:  # a terminal was written between our read and the lock
-        return {"action": "allow", "message": ""}
-    answer: dict[str, Any] = {"action": "steer", "message": outcome.message,
-                              "attempt": outcome.attempt}
-    if outcome.terminal is not None:
-        answer["terminal"] = outcome.terminal
-    return answer
+    return attempts.turn_stop_after_attempt(message=outcome.message, attempt=outcome.attempt,
+                                            terminal=outcome.terminal,
+                                            replayed=outcome.replayed)
 
 
 def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
@@ -278,7 +273,7 @@ def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
             raise Conflict("there is no contract in this session to abstain from")
         if folded["terminal"] is not None:
             return _terminal_answer(folded)
-        text = messages.abstain_reason(reason)
+        text = attempts.abstain_reason(reason)
         terminal = _terminal_write(session=session, state=state, contract=contract,
                                    status="abstained", reason=text, attempt_receipt=None)
     return AttemptResult(attempt=None, terminal=terminal, decision="abstained",

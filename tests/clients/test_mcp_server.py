@@ -19,8 +19,8 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
 
+from governor.domain import attempts
 from governor.domain import contracts as contract_domain
-from governor.domain import messages
 from tests.api.test_contracts import readme_contract
 from tests.clients.conftest import CLIENT_SRC, agent_env
 from tests.conftest import INTENT
@@ -255,7 +255,7 @@ def test_the_tools_state_exactly_the_limits_of_the_servers_openapi_schema(
         "minimum": 1, "maximum": contract_domain.MAX_ATTEMPTS_CAP}
     assert bounds(proposal["objective"]) == {"maxLength": contract_domain.MAX_OBJECTIVE_BYTES}
     assert bounds(body("abstain")["reason"]) == {
-        "minLength": 1, "maxLength": messages.MAX_ABSTAIN_REASON_CHARS}
+        "minLength": 1, "maxLength": attempts.MAX_ABSTAIN_REASON_CHARS}
 
     async def scenario(client: ClientSession, initialized: Any) -> None:
         tools = {tool.name: tool.input_schema["properties"]

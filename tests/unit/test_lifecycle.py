@@ -9,6 +9,14 @@ from typing import Any
 
 import pytest
 
+from governor.domain.attempts import (
+    abstain_reason,
+    attempt_payload,
+    decide_attempt,
+    terminal_payload,
+    turn_stop_after_attempt,
+    turn_stop_without_attempt,
+)
 from governor.domain.canonical import receipt
 from governor.domain.contracts import ContractError, contract_document, validate_proposal
 from governor.domain.lifecycle import (
@@ -21,13 +29,10 @@ from governor.domain.lifecycle import (
     state_name,
 )
 from governor.domain.messages import (
+    IMPORTED,
     REVIEW_PENDING_ALLOW_MESSAGE,
-    abstain_reason,
-    attempt_payload,
-    decide_attempt,
     repair_message,
     terminal_message,
-    terminal_payload,
 )
 
 PASS = {"id": "a", "kind": "file_exists", "passed": True, "evidence": "a exists."}
@@ -374,3 +379,28 @@ def test_rule_7_abstain_reason_is_trimmed_and_1_to_2000_chars() -> None:
         with pytest.raises(ContractError) as caught:
             abstain_reason(bad)
         assert caught.value.errors[0]["path"] == "reason"
+
+
+def test_rule_7_turn_stop_allows_without_an_attempt_only_when_nothing_is_open() -> None:
+    assert turn_stop_without_attempt(imported=True, contract_open=True,
+                                     review_pending=False) == {"action": "allow",
+                                                               "message": IMPORTED}
+    assert turn_stop_without_attempt(imported=False, contract_open=False,
+                                     review_pending=True) == {
+        "action": "allow", "message": REVIEW_PENDING_ALLOW_MESSAGE}
+    assert turn_stop_without_attempt(imported=False, contract_open=False,
+                                     review_pending=False) == {"action": "allow", "message": ""}
+    assert turn_stop_without_attempt(imported=False, contract_open=True,
+                                     review_pending=False) is None
+
+
+def test_rule_7_turn_stop_steers_after_its_attempt_unless_a_terminal_came_first() -> None:
+    attempt = {"receipt": "sha256:" + "a" * 64}
+    terminal = {"status": "certified"}
+    assert turn_stop_after_attempt(message="repair", attempt=attempt, terminal=None,
+                                   replayed=False) == {"action": "steer", "message": "repair",
+                                                       "attempt": attempt}
+    assert turn_stop_after_attempt(message="done", attempt=attempt, terminal=terminal,
+                                   replayed=False)["terminal"] == terminal
+    assert turn_stop_after_attempt(message="done", attempt=attempt, terminal=terminal,
+                                   replayed=True) == {"action": "allow", "message": ""}

@@ -1,0 +1,125 @@
+"""SEMANTICS §7: deciding an attempt and a turn-stop, and the attempt and terminal payloads with
+their receipts. The texts the agent receives are in `governor/domain/messages.py`.
+
+Payloads (event data) and what their receipts cover:
+
+    attempt   {contractId, attempt, trigger, passed, results, receipt}
+              receipt = receipt("attempt", the payload without "receipt")
+    terminal  {contractId, status, reason, attemptReceipt?, receipt}
+              receipt = receipt("terminal", the payload without "receipt"); the signature the
+              service adds later is over the receipt, so it is never part of the payload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from governor.domain import messages
+from governor.domain.canonical import receipt
+from governor.domain.contracts import ContractError
+
+Decision = Literal["certified", "exhausted", "repair"]
+TRIGGERS = ("manual", "turn-stop")
+MAX_ABSTAIN_REASON_CHARS = 2000
+
+
+def decide_attempt(
+    results: Sequence[Mapping[str, Any]], attempt_number: int, max_attempts: int
+) -> tuple[Decision, str]:
+    """All checks passed → certified; failed on the last allowed attempt → exhausted (the failed
+    checks are the reason); otherwise repair."""
+    if not results:
+        raise ValueError("an attempt evaluates at least one check")
+    failed = messages.failed(results)
+    if not failed:
+        return (
+            "certified",
+            f"All {len(results)} checks passed on attempt {attempt_number}/{max_attempts}.",
+        )
+    listing = "; ".join(f"{r['id']}: {r['evidence']}" for r in failed)
+    summary = (
+        f"{len(failed)} of {len(results)} checks failed on attempt {attempt_number}/{max_attempts}"
+    )
+    if attempt_number >= max_attempts:
+        return "exhausted", f"{summary}, the last allowed attempt. Failed checks — {listing}"
+    return "repair", f"{summary}. Failed checks — {listing}"
+
+
+def turn_stop_without_attempt(*, imported: bool, contract_open: bool,
+                              review_pending: bool) -> dict[str, Any] | None:
+    """§7, the agent wants to stop: allowed without an attempt when the session is imported
+    history or no contract is open (saying so when a proposal still waits for review); None
+    when an attempt must decide."""
+    if imported:
+        return {"action": "allow", "message": messages.IMPORTED}
+    if not contract_open:
+        return {"action": "allow",
+                "message": messages.REVIEW_PENDING_ALLOW_MESSAGE if review_pending else ""}
+    return None
+
+
+def turn_stop_after_attempt(*, message: str, attempt: Mapping[str, Any] | None,
+                            terminal: Mapping[str, Any] | None,
+                            replayed: bool) -> dict[str, Any]:
+    """§7: after the turn-stop's attempt the agent is steered with its message (and the terminal
+    when the attempt ended the contract); a terminal written by another call in between allows."""
+    if replayed:
+        return {"action": "allow", "message": ""}
+    answer: dict[str, Any] = {"action": "steer", "message": message, "attempt": attempt}
+    if terminal is not None:
+        answer["terminal"] = terminal
+    return answer
+
+
+def attempt_payload(
+    *, contract_id: str, attempt: int, trigger: str, results: Sequence[Mapping[str, Any]],
+    tree: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """`reliability/attempt` data with its receipt. `tree` is the workspace tree its checks
+    judged (SEMANTICS §10.2), None when it could not be hashed (then every check failed)."""
+    if trigger not in TRIGGERS:
+        raise ValueError(f"attempt trigger {trigger!r} is not one of {TRIGGERS}")
+    payload: dict[str, Any] = {
+        "contractId": contract_id,
+        "attempt": attempt,
+        "trigger": trigger,
+        "passed": bool(results) and not messages.failed(results),
+        "results": [dict(result) for result in results],
+        "tree": dict(tree) if tree is not None else None,
+    }
+    payload["receipt"] = receipt("attempt", payload)
+    return payload
+
+
+def terminal_payload(
+    *, contract_id: str, status: str, reason: str, attempt_receipt: str | None = None
+) -> dict[str, Any]:
+    """`reliability/terminal` data with its receipt (abstained terminals have no attempt)."""
+    if status not in ("certified", "exhausted", "abstained"):
+        raise ValueError(f"terminal status {status!r} is unknown")
+    payload: dict[str, Any] = {"contractId": contract_id, "status": status, "reason": reason}
+    if attempt_receipt is not None:
+        payload["attemptReceipt"] = attempt_receipt
+    payload["receipt"] = receipt("terminal", payload)
+    return payload
+
+
+def abstain_reason(raw: Any) -> str:
+    """§7: an abstain reason, trimmed, 1..2000 characters."""
+    if type(raw) is not str:
+        raise ContractError([{"path": "reason", "message": "must be a string"}])
+    reason = raw.strip()
+    if not reason:
+        raise ContractError([{"path": "reason", "message": "must not be empty or blank"}])
+    if len(reason) > MAX_ABSTAIN_REASON_CHARS:
+        raise ContractError(
+            [
+                {
+                    "path": "reason",
+                    "message": f"is longer than {MAX_ABSTAIN_REASON_CHARS} characters "
+                    f"({len(reason)})",
+                }
+            ]
+        )
+    return reason
