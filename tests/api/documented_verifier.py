@@ -12,6 +12,8 @@ from typing import Any
 
 import rfc8785
 from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 GENESIS = "0" * 64
@@ -188,4 +190,67 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
             or (head["session"], head["seq"], head["hash"]) != (session, last["seq"],
                                                                  last["hash"])):
         found.append(f"seq {last['seq']}: the signed head does not cover the last event")
+    return found + signed_decision_problems(objects)
+
+
+def b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def b64url_encode(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+REVIEW_STAGES = {"reliability/intent-review": "intent", "reliability/contract-review": "evidence"}
+
+
+def signed_decision_problems(objects: list[dict[str, Any]]) -> list[str]:
+    """"Signed decisions": every signature entry of a decision event against its assertion
+    line and reviewer key (ES256 keys only here; the reviewers in the tests use P-256)."""
+    found = []
+    keys = {obj["credentialId"]: obj for obj in objects if obj["kind"] == "reviewer-key"}
+    assertions = {(obj["seq"], obj["credentialId"]): obj for obj in objects
+                  if obj["kind"] == "assertion"}
+    counters: dict[str, int] = {}
+    for event in (obj for obj in objects if obj["kind"] == "event"):
+        if event["type"] not in REVIEW_STAGES:
+            continue
+        data = event["data"]
+        for entry in data.get("signatures", []):
+            where = f"seq {event['seq']}"
+            line = assertions.get((event["seq"], entry["credentialId"]))
+            key = keys.get(entry["credentialId"])
+            if line is None or key is None or key["userId"] != entry["userId"]:
+                found.append(f"{where}: no assertion or reviewer key for the signature")
+                continue
+            fields = ("credentialId", "authenticatorData", "clientDataJSON", "signature")
+            if receipt("review-assertion", {name: line[name] for name in fields}) != entry[
+                    "assertion"]:
+                found.append(f"{where}: the assertion is not the one the event names")
+            statement = {"proposalReceipt": data["proposalReceipt"],
+                         "stage": REVIEW_STAGES[event["type"]], "decision": data["decision"],
+                         "reviewer": entry["userId"], "nonce": entry["nonce"]}
+            challenge = bytes.fromhex(receipt("review-signature", statement)[len("sha256:"):])
+            auth_data = b64url_decode(line["authenticatorData"])
+            client_data = b64url_decode(line["clientDataJSON"])
+            collected = json.loads(client_data)
+            if (collected["type"] != "webauthn.get"
+                    or collected["challenge"] != b64url_encode(challenge)):
+                found.append(f"{where}: the assertion was not made for this decision")
+            if (auth_data[:32] != hashlib.sha256(key["rpId"].encode()).digest()
+                    or auth_data[32] & 0x05 != 0x05):
+                found.append(f"{where}: another relying party, or the user was not verified")
+            public = serialization.load_der_public_key(b64url_decode(key["spki"]))
+            assert isinstance(public, ec.EllipticCurvePublicKey) and key["algorithm"] == -7
+            try:
+                public.verify(b64url_decode(line["signature"]),
+                              auth_data + hashlib.sha256(client_data).digest(),
+                              ec.ECDSA(hashes.SHA256()))
+            except InvalidSignature:
+                found.append(f"{where}: the signature does not verify")
+            count = int.from_bytes(auth_data[33:37], "big")
+            last = counters.get(entry["credentialId"], 0)
+            if (count or last) and count <= last:
+                found.append(f"{where}: the signature counter did not rise")
+            counters[entry["credentialId"]] = count
     return found

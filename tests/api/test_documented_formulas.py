@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from governor.models import Project
+from governor.services.keys import key_active, private_key
 from governor.services.reviews import review_decide
+from governor.verify import serialise_line
 from reviews.models import Review
 from tests.api import documented_verifier
 from tests.api.test_code_verification import add_profile
@@ -20,6 +22,10 @@ from tests.api.test_contracts import Agent, readme_contract
 from tests.api.test_export_and_verify import export_text, finished_run
 from tests.api.test_review_api import INTENT
 from tests.conftest import AgentClient
+from tests.pages import propose, reviewer_client
+from tests.pages.test_passkeys import ORIGIN, register, signed_press
+from tests.passkey_authenticator import SoftAuthenticator
+from tests.signed_exports import decision_events, reseal
 
 ROOT = Path(__file__).resolve().parents[2]
 ALLOWED = set(sys.stdlib_module_names) | {"rfc8785", "cryptography", "__future__"}
@@ -113,3 +119,33 @@ def test_a_verifier_written_from_the_docs_checks_the_certified_tree_and_its_mani
     text = "".join(documented_verifier.rfc8785.dumps(obj).decode() + "\n" for obj in objects)
     assert documented_verifier.problems(text, keys) == [
         f"manifest of {manifest['tree']}: its entries make another tree"]
+
+
+def test_a_verifier_written_from_the_docs_checks_signed_decisions(
+    agent: AgentClient, workspace: Path, project: Project, reviewer: Any, settings: Any
+) -> None:
+    """docs/api.md "Signed decisions": both stages approved with a reviewer's passkey (a software
+    authenticator through the pages), checked from the page alone; an altered decision, re-sealed
+    with the server's key, is found at its seq."""
+    settings.WEBAUTHN_RP_ID, settings.WEBAUTHN_ORIGIN = "localhost", ORIGIN
+    project.review_mode = "required"
+    project.save(update_fields=["review_mode"])
+    rita = reviewer_client("rita", "rita-password-1")
+    soft = SoftAuthenticator(rp_id="localhost", origin=ORIGIN)
+    assert register(rita, soft).status_code == 201
+    session_id, intent = propose(agent, workspace)
+    assert signed_press(rita, intent, "Approve", soft).status_code == 302
+    evidence = Review.objects.get(session_id=session_id, stage="evidence")
+    assert signed_press(rita, evidence, "Approve", soft).status_code == 302
+    text = export_text(agent, session_id)
+    keys = documented_verifier.keys_from_endpoint(agent.get("/keys").content)
+    objects = [json.loads(line) for line in text.splitlines()]
+    assert [obj["kind"] for obj in objects].count("assertion") == 2
+    assert documented_verifier.problems(text, keys) == []
+
+    altered = decision_events(objects)[-1]
+    altered["data"]["decision"] = "rejected"
+    forged = reseal(objects, private_key(key_active()))
+    text = "".join(serialise_line(obj) + "\n" for obj in forged)
+    assert documented_verifier.problems(text, keys) == [
+        f"seq {altered['seq']}: the assertion was not made for this decision"]
