@@ -39,7 +39,6 @@ from governor.domain.attestation import (
     HEAD_PREDICATE_TYPE,
     AttestationError,
     decode_public_key,
-    encode_public_key,
     head_subject_name,
     key_id,
     subject_name,
@@ -48,12 +47,12 @@ from governor.domain.attestation import (
 )
 from governor.domain.canonical import (
     JSONValueError,
-    canonical_bytes,
     canonical_equal,
     loads_strict,
     receipt,
 )
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
+from governor.domain.export import FORMAT, serialise_line, tree_ref
 from governor.domain.fields import FieldsInvalid
 from governor.domain.passkey import (
     Decision,
@@ -74,7 +73,6 @@ from governor.domain.tree import (
     validate_exclusions,
 )
 
-FORMAT = "reliability-governor-export/3"
 FORMAT_V2 = "reliability-governor-export/2"
 """The format before signed decisions (no reviewer-key or assertion lines): still verified."""
 FORMAT_V1 = "reliability-governor-export/1"
@@ -123,84 +121,6 @@ UNTRUSTED_REVIEWER_KEYS = (
     "no --reviewer-keys given: the signed decisions were checked only against the reviewer keys "
     "inside the export, and whoever runs the server could have registered a passkey in a "
     "reviewer's name; pass --reviewer-keys with the keys each reviewer published")
-
-
-# --- writing the format (the server's export route and the tests use these) -------------------
-
-
-def serialise_line(line: Mapping[str, Any]) -> str:
-    """The exact text of one export line, without its "\\n"."""
-    return canonical_bytes(line).decode("utf-8")
-
-
-def header_line(
-    *, session: str, project: str, harness: Mapping[str, Any] | None, exported_at: int
-) -> dict[str, Any]:
-    return {
-        "kind": "header",
-        "format": FORMAT,
-        "session": session,
-        "project": project,
-        "harness": harness,
-        "exportedAt": exported_at,
-    }
-
-
-def event_line(
-    *,
-    session: str,
-    seq: int,
-    type: str,
-    time: int,
-    origin: str,
-    data: Any,
-    prev: str,
-    hash: str,
-    meta: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    line = {
-        "kind": "event",
-        "session": session,
-        "seq": seq,
-        "type": type,
-        "time": time,
-        "origin": origin,
-        "data": data,
-        "prev": prev,
-        "hash": hash,
-    }
-    for key, value in (meta or {}).items():
-        if key not in META_KEYS:
-            raise ValueError(f"event meta: {key!r} is not one of {list(META_KEYS)}")
-        line[key] = value
-    return line
-
-
-def attestation_line(*, seq: int, envelope: Mapping[str, Any]) -> dict[str, Any]:
-    return {"kind": "attestation", "seq": seq, "envelope": dict(envelope)}
-
-
-def key_line(public_key: Ed25519PublicKey) -> dict[str, Any]:
-    return {
-        "kind": "key",
-        "keyid": key_id(public_key),
-        "algorithm": "ed25519",
-        "publicKey": encode_public_key(public_key),
-    }
-
-
-def manifest_line(*, tree: str, exclusions: Sequence[str],
-                  entries: Iterable[ManifestEntry]) -> dict[str, Any]:
-    """The manifest of a certified tree: every file and symlink (path, mode, blob id) and the
-    exclusion patterns it was hashed with."""
-    return {"kind": "manifest", "tree": tree, "exclusions": list(exclusions),
-            "entries": [{"path": path, "mode": mode, "blob": blob}
-                        for path, mode, blob in entries]}
-
-
-def head_line(*, session: str, seq: int, hash: str, envelope: Mapping[str, Any]) -> dict[str, Any]:
-    return {"kind": "head", "session": session, "seq": seq, "hash": hash,
-            "envelope": dict(envelope)}
 
 
 # --- verifying ---------------------------------------------------------------------------------
@@ -687,17 +607,6 @@ def contract_id_of(event_type: str, data: Any) -> str | None:
     the stored contract itself)."""
     value = data.get("contractId") if type(data) is dict else None
     return value if type(value) is str else None
-
-
-def tree_ref(value: Any) -> tuple[str, str] | None:
-    """(tree id, exclusions digest) of a tree reference `{"id", "exclusions"}` in event data;
-    None when there is none (events recorded before trees were) or it is not one."""
-    if type(value) is not dict or set(value) != {"id", "exclusions"}:
-        return None
-    tree, digest = value["id"], value["exclusions"]
-    if type(tree) is not str or not tree.startswith(TREE_ID_PREFIX) or type(digest) is not str:
-        return None
-    return tree, digest
 
 
 def parse_key_line(obj: Any) -> tuple[str, Ed25519PublicKey]:

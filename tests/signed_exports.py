@@ -17,8 +17,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from governor.domain.attestation import key_id, sign
 from governor.domain.canonical import receipt
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
+from governor.domain.export import serialise_line
 from governor.domain.passkey import REVIEW_STAGES, assertion_digest, b64url, challenge, statement
-from governor.verify import RECEIPTED_EVENTS, serialise_line
+from governor.verify import RECEIPTED_EVENTS
 from tests.passkey_authenticator import SoftAuthenticator
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.db import transaction
 from django.utils import timezone
 
-from governor import verify
 from governor.domain import attestation
+from governor.domain.export import key_line
 from governor.models import SigningKey
 
 
@@ -59,4 +59,4 @@ def public_keys() -> list[dict[str, Any]]:
 def export_key_lines(keyids: set[str]) -> list[dict[str, Any]]:
     """Key lines of an export (increasing keyid) for the keys its attestations name."""
     rows = SigningKey.objects.filter(keyid__in=keyids).order_by("keyid")
-    return [verify.key_line(attestation.decode_public_key(key.public_key)) for key in rows]
+    return [key_line(attestation.decode_public_key(key.public_key)) for key in rows]

@@ -10,8 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from governor import verify
-from governor.domain import harness
+from governor.domain import export, harness
 from governor.domain.canonical import check_json_value
 from governor.domain.chain import GENESIS
 from governor.domain.lifecycle import ATTEMPT, TERMINAL
@@ -149,7 +148,7 @@ def export_lines(session: Session) -> Iterator[str]:
     """The export of ARCHITECTURE §6, one canonical JSON text per line, as `governor.verify`
     checks it: with the manifest of every tree a signed terminal certified (SEMANTICS §10.2)."""
     session_id = str(session.id)
-    yield verify.serialise_line(verify.header_line(
+    yield export.serialise_line(export.header_line(
         session=session_id, project=session.project.slug, harness=session.header,
         exported_at=now_ms()))
     events = Event.objects.filter(session=session).order_by("seq")
@@ -158,7 +157,7 @@ def export_lines(session: Session) -> Iterator[str]:
     certified: set[tuple[str, str]] = set()
     signed: dict[int, list[dict[str, Any]]] = {}  # decision events with passkey signatures
     for event in events.iterator(chunk_size=2000):
-        yield verify.serialise_line(verify.event_line(
+        yield export.serialise_line(export.event_line(
             session=session_id, seq=event.seq, type=event.type, time=event.time,
             origin=event.origin, data=event.data, prev=event.prev_hash, hash=event.hash,
             meta=event.meta))
@@ -166,7 +165,7 @@ def export_lines(session: Session) -> Iterator[str]:
         if event.type in REVIEW_STAGES and event.data.get("signatures"):
             signed[event.seq] = event.data["signatures"]
         if event.type == ATTEMPT:
-            attempt_trees[str(event.data.get("receipt"))] = verify.tree_ref(event.data.get("tree"))
+            attempt_trees[str(event.data.get("receipt"))] = export.tree_ref(event.data.get("tree"))
         elif (event.type == TERMINAL and event.data.get("status") == "certified"
               and event.origin == Origin.GOVERNOR and not (event.meta or {}).get("imported")):
             tree = attempt_trees.get(event.data.get("attemptReceipt") or "")
@@ -178,19 +177,19 @@ def export_lines(session: Session) -> Iterator[str]:
     keyids = set()
     for attestation in attestations.order_by("event__seq"):
         keyids.add(attestation.keyid)
-        yield verify.serialise_line(
-            verify.attestation_line(seq=attestation.event.seq, envelope=attestation.envelope))
+        yield export.serialise_line(
+            export.attestation_line(seq=attestation.event.seq, envelope=attestation.envelope))
     head_keyid, head_envelope = head_sign(session=session, seq=last_seq, head=head)
     for key in keys.export_key_lines(keyids | {head_keyid}):
-        yield verify.serialise_line(key)
+        yield export.serialise_line(key)
     for line in passkeys.export_lines(signed):
-        yield verify.serialise_line(line)
+        yield export.serialise_line(line)
     for tree_id, digest in sorted(certified):
         stored = WorkspaceTree.objects.filter(project=session.project, tree_id=tree_id,
                                               exclusions_digest=digest).first()
         if stored is not None:  # without it the export does not verify, as it should not
-            yield verify.serialise_line(verify.manifest_line(
+            yield export.serialise_line(export.manifest_line(
                 tree=tree_id, exclusions=stored.exclusions,
                 entries=[ManifestEntry(*entry) for entry in stored.manifest]))
-    yield verify.serialise_line(verify.head_line(
+    yield export.serialise_line(export.head_line(
         session=session_id, seq=last_seq, hash=head, envelope=head_envelope))

@@ -16,8 +16,9 @@ from django.db import DatabaseError, connection, transaction
 from governor.domain.attestation import key_id, sign
 from governor.domain.canonical import loads_strict, receipt
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
+from governor.domain.export import key_line, serialise_line
 from governor.models import Event, Project
-from governor.verify import key_line, serialise_line, verify_export
+from governor.verify import verify_export
 from tests.api.test_code_verification import add_profile
 from tests.api.test_contracts import Agent, readme_contract
 from tests.conftest import AgentClient

@@ -22,6 +22,7 @@ from governor.domain.attestation import (
     verify_envelope,
     workspace_tree_of,
 )
+from governor.domain.export import manifest_line, serialise_line
 from governor.domain.tree import (
     ManifestEntry,
     TreeError,
@@ -29,7 +30,7 @@ from governor.domain.tree import (
     hash_tree,
     manifest_tree_id,
 )
-from governor.verify import check_tree, manifest_line, serialise_line, verify_export
+from governor.verify import check_tree, verify_export
 from tests.unit.test_offline_verify import (
     CHECKS,
     PASSED,

@@ -114,6 +114,10 @@ def test_pages_read_through_the_services_never_through_the_api() -> None:
     assert ("pages", "governor.api") not in picture()
 
 
+def test_the_services_write_the_export_with_the_domain_not_the_command_line_verifier() -> None:
+    assert ("governor.services", "governor.verify") not in picture()
+
+
 if __name__ == "__main__":
     for (source, destination), count in sorted(picture().items(),
                                                key=lambda item: LAYERS.index(item[0][0])):

@@ -16,19 +16,17 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from governor.domain.attestation import build_head_statement, build_statement, key_id, sign
 from governor.domain.canonical import JSONValueError, loads_strict, receipt
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
-from governor.domain.review import decision_payload
-from governor.verify import (
+from governor.domain.export import (
     FORMAT,
-    Report,
     attestation_line,
     event_line,
     head_line,
     header_line,
     key_line,
-    load_trusted_keys,
     serialise_line,
-    verify_export,
 )
+from governor.domain.review import decision_payload
+from governor.verify import Report, load_trusted_keys, verify_export
 
 REPO = Path(__file__).resolve().parents[2]
 SESSION = "3f2b8c1e-7d4a-4e9b-a1c2-5d6e7f8a9b0c"

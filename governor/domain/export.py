@@ -1,0 +1,103 @@
+"""The export format (ARCHITECTURE §6, docs/api.md): one canonical JSON text per line. The
+server's export (`governor/services/sessions.py` `export_lines`) writes it with these; the
+offline verifier (`governor/verify.py`) reads it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from governor.domain.attestation import encode_public_key, key_id
+from governor.domain.canonical import canonical_bytes
+from governor.domain.chain import META_KEYS
+from governor.domain.tree import TREE_ID_PREFIX, ManifestEntry
+
+FORMAT = "reliability-governor-export/3"
+
+
+def serialise_line(line: Mapping[str, Any]) -> str:
+    """The exact text of one export line, without its "\\n"."""
+    return canonical_bytes(line).decode("utf-8")
+
+
+def header_line(
+    *, session: str, project: str, harness: Mapping[str, Any] | None, exported_at: int
+) -> dict[str, Any]:
+    return {
+        "kind": "header",
+        "format": FORMAT,
+        "session": session,
+        "project": project,
+        "harness": harness,
+        "exportedAt": exported_at,
+    }
+
+
+def event_line(
+    *,
+    session: str,
+    seq: int,
+    type: str,
+    time: int,
+    origin: str,
+    data: Any,
+    prev: str,
+    hash: str,
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    line = {
+        "kind": "event",
+        "session": session,
+        "seq": seq,
+        "type": type,
+        "time": time,
+        "origin": origin,
+        "data": data,
+        "prev": prev,
+        "hash": hash,
+    }
+    for key, value in (meta or {}).items():
+        if key not in META_KEYS:
+            raise ValueError(f"event meta: {key!r} is not one of {list(META_KEYS)}")
+        line[key] = value
+    return line
+
+
+def attestation_line(*, seq: int, envelope: Mapping[str, Any]) -> dict[str, Any]:
+    return {"kind": "attestation", "seq": seq, "envelope": dict(envelope)}
+
+
+def key_line(public_key: Ed25519PublicKey) -> dict[str, Any]:
+    return {
+        "kind": "key",
+        "keyid": key_id(public_key),
+        "algorithm": "ed25519",
+        "publicKey": encode_public_key(public_key),
+    }
+
+
+def manifest_line(*, tree: str, exclusions: Sequence[str],
+                  entries: Iterable[ManifestEntry]) -> dict[str, Any]:
+    """The manifest of a certified tree: every file and symlink (path, mode, blob id) and the
+    exclusion patterns it was hashed with."""
+    return {"kind": "manifest", "tree": tree, "exclusions": list(exclusions),
+            "entries": [{"path": path, "mode": mode, "blob": blob}
+                        for path, mode, blob in entries]}
+
+
+def head_line(*, session: str, seq: int, hash: str, envelope: Mapping[str, Any]) -> dict[str, Any]:
+    return {"kind": "head", "session": session, "seq": seq, "hash": hash,
+            "envelope": dict(envelope)}
+
+
+def tree_ref(value: Any) -> tuple[str, str] | None:
+    """(tree id, exclusions digest) of a tree reference `{"id", "exclusions"}` in event data;
+    None when there is none (events recorded before trees were) or it is not one."""
+    if type(value) is not dict or set(value) != {"id", "exclusions"}:
+        return None
+    tree, digest = value["id"], value["exclusions"]
+    if type(tree) is not str or not tree.startswith(TREE_ID_PREFIX) or type(digest) is not str:
+        return None
+    return tree, digest
