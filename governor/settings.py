@@ -330,7 +330,7 @@ CELERY_BEAT_SCHEDULE = {
 # "governor_blobs"): the filesystem under var/blobs by default, an S3-compatible store when
 # GOVERNOR_BLOB_STORE=s3 (bucket, endpoint and region from GOVERNOR_S3_*; credentials from the
 # usual AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY environment or instance role).
-GOVERNOR_BLOB_DIR = VAR_DIR / "blobs"
+GOVERNOR_BLOB_DIR = Path(os.environ.get("GOVERNOR_BLOB_DIR") or VAR_DIR / "blobs").resolve()
 
 
 def blob_storage(kind: str) -> dict[str, object]:

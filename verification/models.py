@@ -85,6 +85,8 @@ class VerificationRun(models.Model):
     profile = models.ForeignKey(VerifierProfile, on_delete=models.PROTECT, related_name="runs")
     profile_receipt = models.CharField(max_length=71)
     definition = JSONTextField(help_text="The profile definition this run executes.")
+    tree = models.CharField(max_length=80, blank=True,
+                            help_text="A snapshot session's snapshot the run runs on (§11.3).")
     state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)

@@ -19,14 +19,19 @@ from django.utils import timezone
 
 from governor.domain import lifecycle
 from governor.domain.canonical import receipt
-from governor.domain.workspace import Workspace
-from governor.models import Session, SessionState
+from governor.models import Session, SessionState, WorkspaceKind
 from governor.services.errors import Conflict, NotFound, Unavailable
 from governor.services.events import (
     governor_event_append,
     session_locked,
 )
-from governor.services.trees import TreeUnavailable, session_tree, tree_reference
+from governor.services.trees import (
+    TreeUnavailable,
+    session_tree,
+    session_workspace,
+    tree_named,
+    tree_reference,
+)
 from verification import tasks
 from verification.models import RunState, VerificationRun, VerifierProfile
 from verification.sandbox import empty_stream_record, run_sandboxed
@@ -38,17 +43,19 @@ LEASE_OWNER_EXPIRY = "expiry"  # the lease holder while a lost run is being ende
 
 # --- runs ---------------------------------------------------------------------------------------
 
-def run_request(*, session: Session, profile_id: Any) -> VerificationRun:
-    """Queue a run of the named profile. The agent names a profile, never a command."""
+def run_request(*, session: Session, profile_id: Any, tree: Any = None) -> VerificationRun:
+    """Queue a run of the named profile. The agent names a profile, never a command; a snapshot
+    session also names its latest snapshot (`tree`, §11.3), which the run runs on."""
     if session.imported:
         raise Conflict("this session was imported: its log is history and runs no verifiers")
+    tree_named(session, tree)
     profile = VerifierProfile.objects.filter(project=session.project,
                                              profile_id=profile_id).first()
     if profile is None:
         raise NotFound(f"no verifier profile {profile_id!r} in project {session.project.slug}")
     run = VerificationRun.objects.create(session=session, profile=profile,
                                          profile_receipt=profile.receipt,
-                                         definition=profile.definition())
+                                         definition=profile.definition(), tree=tree or "")
     try:
         tasks.run_verification.apply_async(args=(str(run.pk),), retry=False)
     except Exception as exc:  # noqa: BLE001 - whatever the transport raises, the run cannot start
@@ -216,20 +223,25 @@ def run_execute(run: VerificationRun) -> None:
     # Only the directory bound when the session was created (run_sandboxed refuses any other);
     # both hashes and the sandbox use the one descriptor opened and checked here.
     session = run.session
-    with Workspace(session.workspace_path, session.workspace_identity) as workspace:
-        try:
+    snapshot = session.workspace_kind == WorkspaceKind.SNAPSHOT
+    writes = run.definition["sandboxMode"] == "workspace-write"
+    try:
+        with session_workspace(session, run.tree or None, writable=writes,
+                               latest=False) as workspace:
             before = tree_reference(session_tree(session, workspace))
-        except TreeUnavailable as exc:
-            run_finish(run=run, record=infrastructure_record(run, str(exc)), detail=str(exc))
-            return
-        result = run_sandboxed(run.definition, session.workspace_path,
-                               session.workspace_identity, directory=workspace.directory,
-                               write_bytes=settings.GOVERNOR_RUN_WRITE_BYTES)
-        detail = result.detail
-        try:
-            after: dict[str, str] | None = tree_reference(session_tree(session, workspace))
-        except TreeUnavailable as exc:
-            after, detail = None, f"{detail}; {exc}" if detail else str(exc)
+            result = run_sandboxed(run.definition, workspace.root, workspace.recorded_identity,
+                                   directory=workspace.directory,
+                                   write_bytes=settings.GOVERNOR_RUN_WRITE_BYTES)
+            detail = result.detail
+            try:
+                after: dict[str, str] | None = (
+                    before if snapshot and writes  # §10.2: a private copy, its writes discarded
+                    else tree_reference(session_tree(session, workspace)))
+            except TreeUnavailable as exc:
+                after, detail = None, f"{detail}; {exc}" if detail else str(exc)
+    except TreeUnavailable as exc:
+        run_finish(run=run, record=infrastructure_record(run, str(exc)), detail=str(exc))
+        return
     record = bound_to_trees(result.record(), before, after)
     if record["failureKind"] == "tree-changed":
         detail = (f"the workspace tree changed while the run ran: {before['id']} before, "

@@ -71,7 +71,9 @@ def _begin(request: HttpRequest, session_id: str, kind: str) -> Status[dict[str,
     token = agent_token(request)
     session = session_for_token(token, session_id)
     body, _ = json_body(request)
-    result = contracts.contract_begin(session=session, token=token, body=body, kind=kind)
+    tree = body.pop("tree", None)  # a snapshot session's start tree (§11.3)
+    result = contracts.contract_begin(session=session, token=token, body=body, kind=kind,
+                                      tree=tree)
     answer: dict[str, Any] = {"status": result.status, "assessment": result.assessment}
     if result.status == "review-required":
         return Status(200, answer)
@@ -105,13 +107,26 @@ def _outcome(result: contracts.AttemptResult) -> dict[str, Any]:
 
 @router.post("/sessions/{session_id}/verify", response={200: dict, **ERROR_RESPONSES})
 def verify(request: HttpRequest, session_id: str) -> dict[str, Any]:
-    return _outcome(contracts.attempt_record(session=_session(request, session_id),
-                                             trigger="manual"))
+    session = _session(request, session_id)
+    return _outcome(contracts.attempt_record(session=session, trigger="manual",
+                                             tree=_tree_named(request)))
+
+
+def _tree_named(request: HttpRequest) -> Any:
+    """A snapshot session's `{"tree": …}` (§11.3); path sessions send no body."""
+    if not request.body:
+        return None
+    body, _ = json_body(request)
+    unknown = sorted(set(body) - {"tree"})
+    if unknown:
+        raise Invalid("; ".join(f"{key}: unknown field" for key in unknown),
+                      details=[{"path": key, "message": "unknown field"} for key in unknown])
+    return body.get("tree")
 
 
 @router.post("/sessions/{session_id}/turn-stop", response={200: dict, **ERROR_RESPONSES})
 def turn_stop(request: HttpRequest, session_id: str) -> dict[str, Any]:
-    return contracts.turn_stop(session=_session(request, session_id))
+    return contracts.turn_stop(session=_session(request, session_id), tree=_tree_named(request))
 
 
 ABSTAIN_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {

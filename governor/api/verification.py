@@ -30,19 +30,22 @@ def code_profiles(request: HttpRequest) -> dict[str, Any]:
 
 RUN_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
     "type": "object", "required": ["profile"],
-    "properties": {"profile": {"type": "string", "description": "a profile id"}}}}}}}
+    "properties": {"profile": {"type": "string", "description": "a profile id"},
+                   "tree": {"type": "string",
+                            "description": "a snapshot session's latest snapshot"}}}}}}}
 
 
 @router.post("/sessions/{session_id}/code-verifications",
              response={202: dict, **ERROR_RESPONSES}, openapi_extra=RUN_BODY)
 def request_run(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
     session = session_for_token(agent_token(request), session_id)
-    body, _ = json_body(request)  # any field but `profile` is ignored: no commands, no options
+    # Any field but `profile` and a snapshot session's `tree` is ignored: no commands, options.
+    body, _ = json_body(request)
     profile = body.get("profile")
     if not isinstance(profile, str) or not profile:
         raise Invalid("profile: required, the id of one of the project's verifier profiles",
                       details=[{"path": "profile", "message": "required"}])
-    run = services.run_request(session=session, profile_id=profile)
+    run = services.run_request(session=session, profile_id=profile, tree=body.get("tree"))
     return Status(202, {"id": str(run.pk), "state": run.state})
 
 

@@ -353,6 +353,24 @@ class Workspace:
         self._check_file(path, followed, data, opened.st_mode)
         return data
 
+    def link_text(self, relative: str) -> bytes:
+        """The text of the symlink at `relative`, never followed, checked against the tree."""
+        segments = self._segments(relative)
+        directories = [self._open_root()]
+        try:
+            try:
+                name, path, _followed = self._walk(directories, segments, follow_last=False)
+                target = os.readlink(name, dir_fd=directories[-1])
+            except (FileNotFoundError, NotADirectoryError):
+                raise WorkspaceError("not found") from None
+            except OSError as exc:
+                raise WorkspaceError(f"is not a symlink ({exc.strerror})") from None
+        finally:
+            for directory in directories:
+                os.close(directory)
+        self._check_symlink(path, target)
+        return os.fsencode(target)
+
     def read_text(self, relative: str, *, max_bytes: int) -> str:
         """Rule 4.6: a regular file of at most `max_bytes`, strict UTF-8 (a BOM is kept as
         content), without NUL."""

@@ -55,12 +55,14 @@ def contract_activate(
     coverage_receipt: str,
     contract_id: str | None = None,
     approved_authorship: dict[str, Any] | None = None,
+    tree: Any = None,
     **review_refs: str,
 ) -> dict[str, Any]:
     """Write the contract event and sign it. Called inside `session_locked`.
     A reviewed contract keeps the authorship its reviewers approved (`approved_authorship`).
-    Its `startTree` is the workspace tree now (§10.2); a workspace that cannot be hashed
-    refuses the activation (nothing is written)."""
+    Its `startTree` is the workspace tree now (§10.2; a snapshot session's: the snapshot `tree`
+    names, else — a reviewed contract activated at approval — its latest); a workspace that
+    cannot be hashed refuses the activation (nothing is written)."""
     draft = None
     if proposal.draft_receipt is not None:  # §9: the draft named at begin, found by receipt
         used_by = draft_receipt_used(session, proposal.draft_receipt)
@@ -70,7 +72,7 @@ def contract_activate(
                            + (f"already opened contract {used_by}" if used_by
                               else "is not a draft of this session"))
     try:
-        start_tree = session_tree_reference(session)
+        start_tree = session_tree_reference(session, tree)
     except TreeUnavailable as exc:
         # Invalid, not Conflict: the API answers 422 and a reviewer's page says "Nothing was
         # decided." with the reason.

@@ -13,6 +13,7 @@ recomputes the id, so a store that returns other bytes is an outage, never a wro
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 import re
@@ -201,3 +202,9 @@ def blobs_collect(*, now: Any = None, grace_seconds: int | None = None) -> dict[
                 deleted += 1
                 freed += size
     return {"kept": kept, "deleted": deleted, "bytes": freed}
+
+
+def blob_store_bytes(project: Project, blob: str, data: bytes) -> bool:
+    """Keep `data`, already known to be `blob`, in the project's store (the server's own read of
+    a tree it hashed); True when it was new."""
+    return blob_put(project, blob, io.BytesIO(data))

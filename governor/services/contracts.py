@@ -15,7 +15,6 @@ from governor.domain.checks import (
     runs_counted,
     unjudged_results,
 )
-from governor.domain.workspace import Workspace
 from governor.models import (
     AgentToken,
     AuthoringMode,
@@ -38,6 +37,8 @@ from governor.services.profiles import profile_receipts, required_profile_ids
 from governor.services.trees import (
     TreeUnavailable,
     session_tree,
+    session_workspace,
+    tree_named,
     tree_reference,
 )
 
@@ -137,9 +138,12 @@ def _auxiliary(project: Project) -> bool:
     return project.authoring_mode == AuthoringMode.AUXILIARY_MODEL
 
 
-def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str) -> BeginResult:
-    """Begin a contract proposed with `token`: active at once, or waiting for review."""
+def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str,
+                   tree: Any = None) -> BeginResult:
+    """Begin a contract proposed with `token`: active at once, or waiting for review. A snapshot
+    session names its latest snapshot (`tree`, §11.3): the contract's start tree."""
     _refuse_imported(session)
+    tree_named(session, tree)
     project = session.project
     review_required = project.review_mode == ReviewMode.REQUIRED
     proposal = _proposal(project, body, kind=kind, require_intent=review_required)
@@ -165,6 +169,7 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str)
         contract = contract_activate(
             session=session, state=state, proposal=proposal, started_at_seq=started_at_seq,
             version=domain.CONTRACT_VERSION_REVIEW_OFF, coverage_receipt=assessment["receipt"],
+            tree=tree,
         )
     return BeginResult(status="active", contract=contract, assessment=assessment)
 
@@ -185,9 +190,11 @@ def _terminal_answer(folded: lifecycle.LifecycleState) -> AttemptResult:
                          results=results)
 
 
-def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
-    """Evaluate every check now and record the attempt; end the contract when it decides."""
+def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> AttemptResult:
+    """Evaluate every check now and record the attempt; end the contract when it decides. A
+    snapshot session's checks read the snapshot `tree` names (its latest, §11.3)."""
     _refuse_imported(session)
+    tree_named(session, tree)
     with session_locked(session) as state:
         folded, contract = _current(state)
         if contract is None:
@@ -196,17 +203,16 @@ def attempt_record(*, session: Session, trigger: str) -> AttemptResult:
             return _terminal_answer(folded)
         project = session.project
         evidence, current_profiles = DatabaseEvidence(session, state), profile_receipts(project)
-        with Workspace(session.workspace_path, session.workspace_identity) as workspace:
-            try:
+        try:
+            with session_workspace(session, tree) as workspace:
                 judged = tree_reference(session_tree(session, workspace))
-            except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
-                judged, results = None, unjudged_results(contract, str(exc))
-            else:
                 results = evaluate_checks(
                     contract, evidence=evidence, workspace=workspace, tree=judged,
                     current_profile_receipts=current_profiles,
                     max_file_bytes=project.max_file_bytes,
                 )
+        except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
+            judged, results = None, unjudged_results(contract, str(exc))
         number = len(folded["attempts"]) + 1
         maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
         attempt = attempts.attempt_payload(contract_id=contract["contractId"], attempt=number,
@@ -246,7 +252,7 @@ def _terminal_write(*, session: Session, state: SessionState, contract: dict[str
     return terminal
 
 
-def turn_stop(*, session: Session) -> dict[str, Any]:
+def turn_stop(*, session: Session, tree: Any = None) -> dict[str, Any]:
     """§7: the agent wants to stop. Allow when nothing is active; otherwise attempt and steer
     (`governor/domain/attempts.py` decides)."""
     contract_open = False
@@ -259,7 +265,7 @@ def turn_stop(*, session: Session) -> dict[str, Any]:
                         and reviews.review_pending(session) is not None))
     if allowed is not None:
         return allowed
-    outcome = attempt_record(session=session, trigger="turn-stop")
+    outcome = attempt_record(session=session, trigger="turn-stop", tree=tree)
     return attempts.turn_stop_after_attempt(message=outcome.message, attempt=outcome.attempt,
                                             terminal=outcome.terminal,
                                             replayed=outcome.replayed)

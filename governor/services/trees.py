@@ -11,6 +11,8 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,12 @@ from django.conf import settings
 
 from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import StatCache, Tree, TreeError, validate_exclusions
-from governor.domain.workspace import Workspace, WorkspaceError
-from governor.models import Project, Session, WorkspaceTree
+from governor.domain.workspace import Workspace, WorkspaceError, identity_at
+from governor.models import Project, Session, WorkspaceKind, WorkspaceTree
+from governor.services.blobs import blob_store_bytes, blobs_touch
+from governor.services.errors import Invalid, ServiceError, Unavailable
+from governor.services.materialise import MODE_SYMLINK, materialised
+from governor.services.snapshots import snapshot_by_tree, snapshot_current, snapshot_latest
 
 log = logging.getLogger(__name__)
 
@@ -77,19 +83,23 @@ def stat_cache_save(session: Session, cache: StatCache) -> None:
         raise
 
 
-def tree_record(project: Project, tree: Tree, exclusions: list[str]) -> WorkspaceTree:
+def tree_record(project: Project, tree: Tree,
+                exclusions: list[str]) -> tuple[WorkspaceTree, bool]:
     """The tree's manifest, written once per (project, tree id, exclusions digest); built only
-    when it is written."""
-    record, _created = WorkspaceTree.objects.get_or_create(
+    when it is written (then True)."""
+    return WorkspaceTree.objects.get_or_create(
         project=project, tree_id=tree.id, exclusions_digest=tree.exclusions_digest,
         defaults={"exclusions": exclusions, "files": tree.files, "bytes": tree.size,
                   "manifest": lambda: [list(entry) for entry in tree.manifest]})
-    return record
 
 
 def session_tree(session: Session, workspace: Workspace) -> Tree:
     """Hash the session's workspace through `workspace` (which then reads only this tree), with
-    the project's exclusions and limits, and record its manifest. Raises TreeUnavailable."""
+    the project's exclusions and limits, and record its manifest. Raises TreeUnavailable.
+    A snapshot session's workspace is a materialised snapshot (`session_workspace`): hashed
+    without a stat cache, and it must hash to the snapshot's id."""
+    if isinstance(workspace, SnapshotWorkspace):
+        return _snapshot_tree(session, workspace)
     project = session.project
     try:
         exclusions = list(validate_exclusions(project.tree_exclusions, "tree_exclusions"))
@@ -104,11 +114,97 @@ def session_tree(session: Session, workspace: Workspace) -> Tree:
     if cache.directories.keys() != loaded.keys() or any(
             record is not loaded[prefix] for prefix, record in cache.directories.items()):
         stat_cache_save(session, cache)
-    tree_record(project, tree, exclusions)
+    if tree_record(project, tree, exclusions)[1]:
+        tree_blobs_keep(project, tree, workspace)
     return tree
 
 
-def session_tree_reference(session: Session) -> dict[str, Any]:
-    """The reference of the session's workspace tree as it is now (hashed and recorded)."""
+def tree_blobs_keep(project: Project, tree: Tree, workspace: Workspace) -> None:
+    """§11 "the server keeps the trees it judges": store the blobs of a newly recorded path
+    tree the project's store lacks, read through the descriptor it was hashed through (each read
+    checked against the tree). A blob that cannot be kept is logged: the verdict stands, only
+    its replay from the store would be missing that file."""
+    manifest = tree.manifest
+    present = blobs_touch(project, {entry.blob for entry in manifest})
+    for entry in manifest:
+        if entry.blob in present:
+            continue
+        try:
+            if entry.mode == MODE_SYMLINK:
+                data = workspace.link_text(entry.path)
+            else:
+                data = workspace.read_bytes(entry.path, max_bytes=settings.GOVERNOR_MAX_BLOB_BYTES)
+            blob_store_bytes(project, entry.blob, data)
+        except (WorkspaceError, ServiceError) as exc:
+            log.warning("tree %s: blob %s of %r is not kept: %s", tree.id, entry.blob,
+                        entry.path, exc)
+            continue
+        present.add(entry.blob)
+
+
+class SnapshotWorkspace(Workspace):
+    """A snapshot materialised privately: the tree it must hash to is `expected`."""
+
+    def __init__(self, root: str, identity: str, expected: WorkspaceTree) -> None:
+        super().__init__(root, identity)
+        self.expected = expected
+
+
+def _snapshot_tree(session: Session, workspace: SnapshotWorkspace) -> Tree:
+    expected = workspace.expected
+    try:
+        tree = workspace.hash(exclusions=expected.exclusions, cache=None,
+                              max_files=session.project.tree_max_files,
+                              max_bytes=session.project.tree_max_bytes)
+    except (TreeError, WorkspaceError) as exc:
+        raise TreeUnavailable(f"the snapshot cannot be materialised: {exc}") from None
+    if (tree.id, tree.exclusions_digest) != (expected.tree_id, expected.exclusions_digest):
+        raise TreeUnavailable(f"the snapshot materialised as {tree.id}, not {expected.tree_id}: "
+                              "the blob store or cache holds other bytes")
+    return tree
+
+
+def tree_named(session: Session, tree: Any) -> None:
+    """§11.3: a snapshot session's begin, turn-stop and runs name its latest snapshot (`tree`);
+    a path session's name none (the server hashes its directory itself)."""
+    if session.workspace_kind == WorkspaceKind.SNAPSHOT:
+        snapshot_current(session, tree)
+    elif tree is not None:
+        message = "only a snapshot session names a tree; a path session's is hashed by the server"
+        raise Invalid(f"tree: {message}", details=[{"path": "tree", "message": message}])
+
+
+@contextmanager
+def session_workspace(session: Session, tree: Any = None, *, writable: bool = False,
+                      latest: bool = True) -> Iterator[Workspace]:
+    """The workspace a check or run of `session` reads: a path session's bound directory; for
+    a snapshot session, the snapshot `tree` names (its latest, unless `latest` is False: a run
+    queued before a newer upload still runs on its own) materialised in a private directory,
+    deleted afterwards. Raises TreeUnavailable when it cannot be built."""
+    if session.workspace_kind != WorkspaceKind.SNAPSHOT:
+        with Workspace(session.workspace_path, session.workspace_identity) as workspace:
+            yield workspace
+        return
+    record = (snapshot_current(session, tree) if latest else snapshot_by_tree(session, tree)).tree
+    with ExitStack() as stack:
+        try:
+            root = stack.enter_context(materialised(record.project_id, record.manifest,
+                                                    writable=writable))
+            workspace = stack.enter_context(SnapshotWorkspace(root, identity_at(root), record))
+        except (OSError, Unavailable) as exc:
+            raise TreeUnavailable(f"the snapshot {record.tree_id} cannot be materialised: "
+                                  f"{getattr(exc, 'message', exc)}") from None
+        yield workspace
+
+
+def session_tree_reference(session: Session, tree: Any = None) -> dict[str, Any]:
+    """The reference of the session's workspace tree as it is now (hashed and recorded); for a
+    snapshot session, of the snapshot `tree` names (its latest)."""
+    if session.workspace_kind == WorkspaceKind.SNAPSHOT:
+        named = snapshot_latest(session) if tree is None else snapshot_current(session, tree)
+        if named is None:
+            raise TreeUnavailable("the session has no snapshot yet")
+        record = named.tree
+        return {"id": record.tree_id, "exclusions": record.exclusions_digest}
     with Workspace(session.workspace_path, session.workspace_identity) as workspace:
         return tree_reference(session_tree(session, workspace))
