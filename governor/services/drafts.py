@@ -29,6 +29,7 @@ from governor.services.events import (
     governor_event_append,
     session_locked,
 )
+from governor.services.provider_streams import SSEDecoder, StreamResult, stream_reader
 from verification.models import VerifierProfile
 
 log = logging.getLogger(__name__)
@@ -101,13 +102,13 @@ def _status_error(response: httpx.Response, key: str) -> domain.DraftError:
                              f"{suffix}; no retry or fallback is made")
 
 
-def provider_call(route: domain.Route, text: str, key: str) -> domain.StreamResult:
+def provider_call(route: domain.Route, text: str, key: str) -> StreamResult:
     """One streamed request; the answer text, finish reason and usage, or DraftError."""
     url, headers, payload = domain.provider_request(route, text)
     headers.update(domain.credential_headers(route.provider, key))
     host = domain.base_url_host(route.base_url)
     deadline = time.monotonic() + route.timeout_seconds
-    decoder, reader = domain.SSEDecoder(), domain.stream_reader(route.provider)
+    decoder, reader = SSEDecoder(), stream_reader(route.provider)
     received = 0
 
     def timed_out() -> domain.DraftError:
