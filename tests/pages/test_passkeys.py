@@ -8,11 +8,13 @@ of another decision, a nonce used twice)."""
 from __future__ import annotations
 
 import json
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.test import Client
 
 from governor.domain.passkey import assertion_digest, b64url, load_reviewer_keys
@@ -22,7 +24,7 @@ from governor.verify import verify_export
 from reviews.models import DecisionSignature, Passkey, Review, Stage, Status
 from tests.conftest import AgentClient
 from tests.html_forms import forms_on
-from tests.pages import decision_form, press, propose, reviewer_client
+from tests.pages import contract_body, decision_form, press, propose, reviewer_client
 from tests.passkey_authenticator import SoftAuthenticator
 
 ORIGIN = "http://localhost:8000"
@@ -347,3 +349,40 @@ def test_issue_18_operators_see_in_the_admin_which_reviewers_have_a_passkey(
     listing = operator.get("/admin/reviews/passkey/").content.decode()
     assert "blue security key" in listing and "rita" in listing
     assert operator.get("/admin/reviews/passkey/add/").status_code == 403
+
+
+def test_issue_18_a_carried_approval_is_never_automatic_when_signatures_are_required(
+    rita: Client, agent: AgentClient, workspace: Path, review_project: Project,
+    soft: SoftAuthenticator
+) -> None:
+    """SEMANTICS §13: re-approving an unchanged intent in one step still needs its signature."""
+    require_signatures(review_project)
+    assert register(rita, soft).status_code == 201
+    session_id, first = propose(agent, workspace)
+    assert signed_press(rita, first, "Approve", soft).status_code == 302
+    evidence = Review.objects.get(session_id=session_id, stage=Stage.EVIDENCE)
+    assert signed_press(rita, evidence, "Request revision", soft,
+                        feedback="Name pipx too.").status_code == 302
+    again = agent.post(f"/sessions/{session_id}/contracts", contract_body(checks=3))
+    assert again.status_code == 202, again.content
+    second = Review.objects.get(pk=again.json()["review"]["id"])
+    html = rita.get(url(second)).content.decode()
+    assert "Approve again" in html
+    unsigned = press(rita, url(second), "Approve again", html=html)
+    assert unsigned.status_code == 409
+    assert "requires every approval to be signed" in unsigned.content.decode()
+    assert Review.objects.get(pk=second.pk).status == Status.PENDING
+    assert signed_press(rita, second, "Approve again", soft).status_code == 302
+    data = decision_event(second)
+    first.refresh_from_db()
+    assert data["carriedFrom"] == [first.decision_receipt] and len(data["signatures"]) == 1
+    assert verified(second).ok
+
+
+def test_issue_18_the_project_command_requires_signed_approvals(review_project: Project) -> None:
+    call_command("governor_project", "set", review_project.slug, "--signed-approvals",
+                 "required", stdout=StringIO())
+    assert Project.objects.get(pk=review_project.pk).require_signed_approvals is True
+    call_command("governor_project", "set", review_project.slug, "--signed-approvals", "off",
+                 stdout=StringIO())
+    assert Project.objects.get(pk=review_project.pk).require_signed_approvals is False

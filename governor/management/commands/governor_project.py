@@ -37,6 +37,9 @@ class Command(BaseCommand):
                      "required_approvals"):
             change.add_argument("--" + name.replace("_", "-"), type=int)
         change.add_argument("--workspace-root", action="append")
+        change.add_argument("--signed-approvals", choices=["required", "off"],
+                            help="required: every approval must be signed with the reviewer's "
+                                 "passkey")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -57,6 +60,8 @@ class Command(BaseCommand):
             }
             if options.get("workspace_root"):
                 changes["workspace_roots"] = options["workspace_root"]
+            if options.get("signed_approvals"):
+                changes["require_signed_approvals"] = options["signed_approvals"] == "required"
             if not changes:
                 raise CommandError("nothing to set")
             project_set(project=project, **changes)
