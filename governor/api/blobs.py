@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from pydantic import Field
@@ -36,6 +37,24 @@ class SnapshotOut(Schema):
     files: int
     bytes: int
     number: int
+
+
+class ProjectOut(Schema):
+    slug: str
+    tree_exclusions: list[str]
+    tree_max_files: int
+    tree_max_bytes: int
+    max_blob_bytes: int
+
+
+@router.get("/project", response={200: ProjectOut, **ERROR_RESPONSES})
+def project(request: HttpRequest) -> dict[str, Any]:
+    """What an agent needs to compute the tree the server computes (SEMANTICS §10.1): the
+    project's exclusions, and the caps a snapshot must keep."""
+    current = agent_token(request).project
+    return {"slug": current.slug, "tree_exclusions": list(current.tree_exclusions),
+            "tree_max_files": current.tree_max_files, "tree_max_bytes": current.tree_max_bytes,
+            "max_blob_bytes": settings.GOVERNOR_MAX_BLOB_BYTES}
 
 
 @router.post("/blobs/missing", response={200: MissingOut, **ERROR_RESPONSES})

@@ -33,11 +33,13 @@ TOOLS = {"reliability_assess", "reliability_begin", "reliability_begin_code",
 Scenario = Callable[[ClientSession, Any], Awaitable[None]]
 
 
-def run_mcp(live: Live, workspace: Path, scenario: Scenario) -> None:
-    """Spawn the MCP server for `workspace` and run `scenario` with a connected client."""
+def run_mcp(live: Live, workspace: Path, scenario: Scenario, *,
+            workspace_arg: str | None = None) -> None:
+    """Spawn the MCP server for `workspace` (`--workspace workspace_arg`, e.g. snapshot:DIR)
+    and run `scenario` with a connected client."""
     server = StdioServerParameters(
         command=sys.executable, args=["-m", "governor_client", "mcp", "--workspace",
-                                      str(workspace)],
+                                      workspace_arg or str(workspace)],
         env={key: value for key, value in agent_env(live).items()
              if key.startswith(("GOVERNOR_", "PYTHON"))} | {"PYTHONPATH": str(CLIENT_SRC)},
         cwd=str(workspace))

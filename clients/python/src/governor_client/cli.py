@@ -24,6 +24,7 @@ from governor_client.config import Config
 from governor_client.errors import ConfigurationError, GovernorError
 from governor_client.harness import ModelInfo
 from governor_client.session import AgentSession, review_outcome
+from governor_client.snapshot import UploadInProgress
 from governor_client.workspace import Workspace
 
 Command = Callable[[AgentSession, argparse.Namespace], Any]
@@ -156,6 +157,37 @@ def cmd_run(agent: AgentSession, args: argparse.Namespace) -> Any:
     return run
 
 
+def cmd_snapshot(agent: AgentSession, args: argparse.Namespace) -> Any:
+    if args.background:  # a hook's: skip when another upload of this workspace is running
+        try:
+            return agent.upload(wait=0)
+        except UploadInProgress:
+            return {"skipped": "another upload of this workspace is running"}
+    return agent.upload()
+
+
+def progress_bar(sent: int, blobs: int, sent_bytes: int, total: int) -> None:
+    """The upload's progress on stderr: a bar on a terminal, a line at the end otherwise."""
+    done = sent_bytes / total if total else 1.0
+    line = (f"[{'#' * int(done * 30):<30}] {sent}/{blobs} blobs, "
+            f"{sent_bytes / 1e6:.1f}/{total / 1e6:.1f} MB")
+    if sys.stderr.isatty():
+        print(f"\rgovernor-agent: uploading {line}", end="" if sent < blobs else "\n",
+              file=sys.stderr, flush=True)
+    elif sent == blobs:
+        _progress(f"uploaded {line}")
+
+
+def workspace_mode(value: str) -> tuple[str, bool]:
+    """GOVERNOR_WORKSPACE / --workspace: a directory, or `snapshot` (the current directory) or
+    `snapshot:DIR`, for a governor that shares no disk with this machine (SEMANTICS §11)."""
+    if value == "snapshot":
+        return ".", True
+    if value.startswith("snapshot:"):
+        return value.removeprefix("snapshot:") or ".", True
+    return value, False
+
+
 def cmd_export(agent: AgentSession, args: argparse.Namespace) -> Any:
     text = agent.client.export_session(agent.ensure())
     if args.output == "-":
@@ -170,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="governor-agent",
         description="Agent side of the Reliability Governor. Needs GOVERNOR_URL and "
                     "GOVERNOR_TOKEN or GOVERNOR_TOKEN_FILE in the environment.")
-    workspace_help = "the workspace directory (default: GOVERNOR_WORKSPACE or .)"
+    workspace_help = ("the workspace directory, or snapshot[:DIR] to upload it to a governor "
+                      "that shares no disk (default: GOVERNOR_WORKSPACE or .)")
     parser.add_argument("--workspace", default=os.environ.get("GOVERNOR_WORKSPACE") or ".",
                         help=workspace_help)
     # Also accepted after the command (`governor-agent mcp --workspace DIR`).
@@ -231,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     export = add("export", cmd_export, "the session's JSONL export (for python -m "
                                        "governor.verify)")
     export.add_argument("--output", "-o", default="-")
+    snapshot = add("snapshot", cmd_snapshot, "upload the workspace as the session's newest "
+                                             "snapshot (only the files the governor lacks; for "
+                                             "a governor that shares no disk: "
+                                             "GOVERNOR_WORKSPACE=snapshot)")
+    snapshot.add_argument("--background", action="store_true",
+                          help="do nothing when an upload of this workspace is running")
     add("mcp", None, "serve the governor's tools over MCP (stdio)")
     hook = add("hook", None, "handle a coding agent's hook event (JSON on stdin)")
     hook.add_argument("agent", choices=sorted(hooks.DIALECTS))
@@ -247,8 +286,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(error.as_dict()), file=sys.stderr)
         return 2
     with GovernorClient(config) as client:
-        agent = AgentSession(client, Workspace(args.workspace),
-                             external_id=getattr(args, "external_id", None))
+        directory, snapshot = workspace_mode(args.workspace)
+        agent = AgentSession(client, Workspace(directory),
+                             external_id=getattr(args, "external_id", None),
+                             snapshot=snapshot or args.command == "snapshot",
+                             progress=progress_bar)
         if args.command == "mcp":
             from governor_client import mcp_server  # the MCP SDK is slow to import: only here
 

@@ -258,10 +258,11 @@ class GovernorClient:
         raise GovernorError(200, "UNEXPECTED", "an empty draft request was accepted")
 
     def begin(self, session_id: str, body: ContractBody | Mapping[str, Any], *,
-              kind: Kind = "general") -> BeginResult:
+              kind: Kind = "general", tree: str | None = None) -> BeginResult:
         route = "code-contracts" if kind == "code" else "contracts"
         return cast(BeginResult, self._json("POST", f"/sessions/{session_id}/{route}",
-                                            json=dict(body), retry=Retry.UNSENT))
+                                            json={**dict(body), **(_tree(tree) or {})},
+                                            retry=Retry.UNSENT))
 
     def review(self, session_id: str, *, wait: int = 0) -> ReviewAnswer:
         """The latest review; with `wait` (≤60 s) held until the pending proposal is decided."""
@@ -274,14 +275,40 @@ class GovernorClient:
         return cast(ReviewAnswer, self._json("DELETE", f"/sessions/{session_id}/review",
                                              retry=Retry.UNSENT))
 
-    def verify(self, session_id: str) -> Outcome:
-        """A manual attempt: evaluates every check now (it counts against the repair budget)."""
+    def verify(self, session_id: str, *, tree: str | None = None) -> Outcome:
+        """A manual attempt: evaluates every check now (it counts against the repair budget). A
+        snapshot session names its latest snapshot (`tree`)."""
         return cast(Outcome, self._json("POST", f"/sessions/{session_id}/verify",
-                                        retry=Retry.UNSENT))
+                                        json=_tree(tree), retry=Retry.UNSENT))
 
-    def turn_stop(self, session_id: str) -> TurnStop:
+    def turn_stop(self, session_id: str, *, tree: str | None = None) -> TurnStop:
         return cast(TurnStop, self._json("POST", f"/sessions/{session_id}/turn-stop",
-                                         retry=Retry.UNSENT))
+                                         json=_tree(tree), retry=Retry.UNSENT))
+
+    # --- snapshots (SEMANTICS §11) -------------------------------------------------------------
+
+    def project(self) -> dict[str, Any]:
+        """The token's project as an agent needs it: `tree_exclusions` and the tree caps."""
+        return cast(dict[str, Any], self._json("GET", "/project", retry=Retry.REPEATABLE))
+
+    def blobs_missing(self, blobs: list[str]) -> list[str]:
+        answer = self._json("POST", "/blobs/missing", json={"blobs": blobs},
+                            retry=Retry.REPEATABLE)
+        return cast(list[str], answer["missing"])
+
+    def put_blob(self, blob: str, data: bytes) -> bool:
+        """Store a blob (idempotent); True when the server did not have it."""
+        response = self._request("PUT", f"/blobs/{blob}", content=data, retry=Retry.REPEATABLE,
+                                 headers={"Content-Type": "application/octet-stream"})
+        return response.status_code == 201
+
+    def create_snapshot(self, session_id: str, entries: list[dict[str, Any]], *,
+                        base: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {"entries": entries}
+        if base is not None:
+            body["base"] = base
+        return cast(dict[str, Any], self._json("POST", f"/sessions/{session_id}/snapshots",
+                                               json=body, retry=Retry.REPEATABLE))
 
     def abstain(self, session_id: str, reason: str) -> Outcome:
         return cast(Outcome, self._json("POST", f"/sessions/{session_id}/abstain",
@@ -293,10 +320,11 @@ class GovernorClient:
         answer = self._json("GET", "/code-profiles", retry=Retry.REPEATABLE)
         return cast(list[Profile], answer["profiles"])
 
-    def request_verification(self, session_id: str, profile: str) -> VerificationRun:
+    def request_verification(self, session_id: str, profile: str, *,
+                             tree: str | None = None) -> VerificationRun:
         return cast(VerificationRun, self._json(
-            "POST", f"/sessions/{session_id}/code-verifications", json={"profile": profile},
-            retry=Retry.UNSENT))
+            "POST", f"/sessions/{session_id}/code-verifications",
+            json={"profile": profile, **(_tree(tree) or {})}, retry=Retry.UNSENT))
 
     def verification(self, run_id: str, *, wait: int = 0) -> VerificationRun:
         wait = max(0, min(wait, MAX_WAIT_SECONDS))
@@ -306,6 +334,11 @@ class GovernorClient:
 
     def keys(self) -> list[PublicKey]:
         return cast(list[PublicKey], self._json("GET", "/keys", retry=Retry.REPEATABLE)["keys"])
+
+
+def _tree(tree: str | None) -> dict[str, str] | None:
+    """A snapshot session's `{"tree": …}`; a path session sends no body."""
+    return None if tree is None else {"tree": tree}
 
 
 def _retry_after(response: httpx.Response) -> int:

@@ -18,6 +18,13 @@ as its next instruction.
 |                                | turn-stop; on steer: block, and the steer opens the next turn |
 | SessionEnd (Claude)            | turn/end (aborted) of an unfinished turn                     |
 
+With `GOVERNOR_WORKSPACE=snapshot` (or `snapshot:DIR`) the governor shares no disk with the
+agent (SEMANTICS §11): the session is bound `{"kind": "snapshot"}`, each PostToolUse starts a
+background upload of the workspace (`governor-agent snapshot --background`, one at a time), and
+a Stop uploads what is left before its turn-stop names the tree. A Stop that cannot finish the
+upload within its budget is blocked with "upload in progress", counted as a stop at which the
+governor could not be asked.
+
 Never stalls the agent: every event is first spooled in the workspace (`.governor/`), then sent
 with short timeouts; what could not be sent goes, in order and once (the batch keeps its
 idempotency key), before anything newer at the next contact. A stop is decided within about
@@ -33,6 +40,7 @@ import contextlib
 import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -112,6 +120,11 @@ class Hook:
         self.payload = payload
         root = (env.get(dialect.project_dir_env) if dialect.project_dir_env else None) \
             or payload.get("cwd") or os.getcwd()
+        # GOVERNOR_WORKSPACE=snapshot[:DIR]: the governor shares no disk (SEMANTICS §11).
+        mode = env.get("GOVERNOR_WORKSPACE", "")
+        self.snapshot = mode == "snapshot" or mode.startswith("snapshot:")
+        if mode.startswith("snapshot:") and mode.removeprefix("snapshot:"):
+            root = mode.removeprefix("snapshot:")
         self.workspace = Workspace(Path(str(root)))
         self.env = env
         self.agent: AgentSession | None = None
@@ -126,8 +139,22 @@ class Hook:
                 connect_timeout=CONNECT_TIMEOUT_SECONDS, retries=1 if stop else 0,
                 budget=STOP_BUDGET_SECONDS if stop else EVENT_BUDGET_SECONDS)
             external_id = f"{self.dialect.name}:{self.payload.get('session_id') or 'unknown'}"
-            self.agent = AgentSession(client, self.workspace, external_id=external_id)
+            self.agent = AgentSession(client, self.workspace, external_id=external_id,
+                                      snapshot=self.snapshot)
+            # A stop waits for a background upload only within its budget, then says so.
+            self.agent.upload_wait = STOP_BUDGET_SECONDS / 2
         return self.agent
+
+    def upload_in_background(self) -> None:
+        """Snapshot mode: upload the workspace after a tool use in a process of its own, so a
+        stop sends only the remainder (one upload at a time: a busy one makes this one skip)."""
+        log = self.workspace.root / ".governor" / "upload.log"
+        with open(log, "ab") as output:
+            subprocess.Popen(  # noqa: S603 - this interpreter, this package, fixed arguments
+                [sys.executable, "-m", "governor_client", "--workspace",
+                 f"snapshot:{self.workspace.root}", "snapshot", "--background"],
+                stdin=subprocess.DEVNULL, stdout=output, stderr=output,
+                env=dict(self.env), start_new_session=True, close_fds=True)
 
     def model(self) -> ModelInfo:
         name = self.payload.get("model")
@@ -183,6 +210,8 @@ class Hook:
         self.queue_then_send(harness.tool(
             name, self.payload.get("tool_input", {}), output, model=self.model(), error=error,
             call_id=str(call_id) if call_id else None))
+        if self.snapshot:
+            self.upload_in_background()
         if is_governor_tool(name):
             self.session().status()  # a contract may have begun or ended: remember which
 

@@ -19,6 +19,7 @@ from governor_client import harness
 from governor_client.client import MAX_WAIT_SECONDS, GovernorClient
 from governor_client.errors import GovernorError
 from governor_client.harness import Record, TraceBook
+from governor_client.snapshot import Progress, upload
 from governor_client.types import (
     AssessResult,
     BeginResult,
@@ -29,7 +30,7 @@ from governor_client.types import (
     TurnStop,
     VerificationRun,
 )
-from governor_client.workspace import LocalState, PendingBatch, Workspace
+from governor_client.workspace import STATE_DIR, LocalState, PendingBatch, Workspace
 
 NEXT = {
     "active": "The contract is active. Do the work, then call reliability_verify; claim "
@@ -56,12 +57,31 @@ MAX_REBUILDS = 5
 
 class AgentSession:
     def __init__(self, client: GovernorClient, workspace: Workspace, *,
-                 external_id: str | None = None) -> None:
+                 external_id: str | None = None, snapshot: bool = False,
+                 progress: Progress | None = None) -> None:
         """`external_id` pins the session (a hook passes the coding agent's own session id);
-        without it the workspace's current session is used, or a new one is started."""
+        without it the workspace's current session is used, or a new one is started.
+        `snapshot`: the governor shares no disk with this machine (SEMANTICS §11): the session
+        is bound {"kind": "snapshot"}, and the workspace is uploaded before every begin, check,
+        run and stop, which then name the tree uploaded."""
         self.client = client
         self.workspace = workspace
         self.external_id = external_id
+        self.snapshot = snapshot
+        self.progress = progress
+        self.upload_wait: float | None = None  # a hook's stop waits only within its budget
+
+    def upload(self, *, wait: float | None = None) -> dict[str, Any]:
+        """Upload the workspace as the session's newest snapshot (only what changed), waiting at
+        most `wait` seconds for an upload of this workspace already running."""
+        session_id = self.ensure()
+        return upload(self.client, session_id, self.workspace.root,
+                      state_dir=self.workspace.root / STATE_DIR, progress=self.progress,
+                      wait=wait if wait is not None else self.upload_wait)
+
+    def _tree(self) -> str | None:
+        """In snapshot mode, the tree just uploaded; None for a path session."""
+        return str(self.upload()["tree"]) if self.snapshot else None
 
     # --- the session ---------------------------------------------------------------------------
 
@@ -93,20 +113,21 @@ class AgentSession:
             # repeated with the same id, and the server answers with the same session.
             self.workspace.save(state)
             assert state.external_id is not None
-            info = self.client.create_session(self.workspace.root, external_id=state.external_id)
-            if info["workspace"].get("path") != str(self.workspace.root) \
+            bound = None if self.snapshot else self.workspace.root
+            info = self.client.create_session(bound, external_id=state.external_id)
+            if info["workspace"].get("path") != str(bound or "") \
                     and state.external_id == self.external_id:
                 # The id names a session bound to another directory, whose files its checks
                 # read: this directory gets a session of its own.
                 state.external_id = self.own_external_id()
                 self.workspace.save(state)
                 assert state.external_id is not None
-                info = self.client.create_session(self.workspace.root,
-                                                  external_id=state.external_id)
-            if info["workspace"].get("path") != str(self.workspace.root):
+                info = self.client.create_session(bound, external_id=state.external_id)
+            if info["workspace"].get("path") != str(bound or ""):
                 raise GovernorError(None, "WORKSPACE_MISMATCH", (
                     f"session {info['id']} (external id {state.external_id!r}) is bound to "
-                    f"{info['workspace'].get('path')}, not to {self.workspace.root}"))
+                    f"{info['workspace'].get('path') or 'snapshots'}, not to "
+                    f"{bound or 'snapshots'}"))
             state.session_id = info["id"]
             state.next_seq = info["next_seq"]
             state.book = TraceBook() if info["next_seq"] == 0 else None
@@ -220,7 +241,7 @@ class AgentSession:
     def begin(self, body: Mapping[str, Any], *, kind: Kind = "general") -> BeginResult:
         session_id = self.ensure()
         self.flush()  # the contract starts after everything the agent did so far
-        answer = self.client.begin(session_id, body, kind=kind)
+        answer = self.client.begin(session_id, body, kind=kind, tree=self._tree())
         if answer["status"] == "active":
             self._remember("active", answer.get("contract", {}).get("contractId"))
         elif answer["status"] == "review-pending":
@@ -240,14 +261,14 @@ class AgentSession:
     def verify(self) -> Outcome:
         session_id = self.ensure()
         self.flush()
-        outcome = self.client.verify(session_id)
+        outcome = self.client.verify(session_id, tree=self._tree())
         self._remember_outcome(outcome["terminal"])
         return outcome
 
     def turn_stop(self) -> TurnStop:
         session_id = self.ensure()
         self.flush()
-        answer = self.client.turn_stop(session_id)
+        answer = self.client.turn_stop(session_id, tree=self._tree())
         if "terminal" in answer:
             self._remember_outcome(answer["terminal"])
         elif answer["action"] == "steer":
@@ -272,7 +293,7 @@ class AgentSession:
     def request_verification(self, profile: str) -> VerificationRun:
         session_id = self.ensure()
         self.flush()  # the run must come after the edits it verifies
-        return self.client.request_verification(session_id, profile)
+        return self.client.request_verification(session_id, profile, tree=self._tree())
 
     def run_polls(self, run_id: str, limit: float) -> Iterator[VerificationRun]:
         """Yields the run after each long poll until it finished or `limit` seconds passed."""

@@ -1,0 +1,217 @@
+"""Uploading a directory as a snapshot (SEMANTICS §11.1): the agent's workspace on a machine that
+shares no disk with the governor.
+
+The tree is computed by stock git — the reference the server's ids are defined by (§10.1) — in a
+private repository `.governor/snapshot.git` beside the session state, with the command §10.1
+gives and the project's exclusions (asked from the server, so both sides compute the same tree).
+Git's index there is the stat cache: a re-upload reads only what changed. Only the blobs the
+server lacks are sent, in parallel, each read from the workspace and checked against its id
+(a file that changed since it was hashed aborts the upload: hash again); then the manifest, as
+the changed entries over the last snapshot this workspace sent (`base`) when there is one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from governor_client.client import GovernorClient
+from governor_client.errors import GovernorError
+
+GIT_DIR = "snapshot.git"
+LAST_SNAPSHOT = "snapshot.json"
+UPLOAD_LOCK = "upload.lock"
+MODES = frozenset({"100644", "100755", "120000"})
+MISSING_PER_REQUEST = 10_000
+# §10.1: git's own conversions and the machine's configuration never touch the bytes hashed.
+GIT_CONFIG = ("-c", "core.autocrlf=false", "-c", "core.fileMode=true", "-c", "core.symlinks=true",
+              "-c", "core.ignorecase=false", "-c", "core.precomposeunicode=false",
+              "-c", "core.safecrlf=false", "-c", "core.quotepath=false")
+ATTRIBUTES = "* -text -filter -ident -working-tree-encoding\n"
+
+Progress = Callable[[int, int, int, int], None]  # blobs sent, blobs to send, bytes, total bytes
+
+
+class SnapshotError(GovernorError):
+    def __init__(self, message: str) -> None:
+        super().__init__(None, "SNAPSHOT", message)
+
+
+@dataclass(frozen=True)
+class LocalTree:
+    id: str  # gittree:sha256:<hex>
+    entries: dict[str, tuple[str, str]]  # path -> (mode, blob id)
+
+
+def _git(git_dir: Path, root: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    git = shutil.which("git")
+    if git is None:
+        raise SnapshotError("git is not installed: a snapshot's tree is computed by git (2.29 or "
+                            "later, for SHA-256 object names)")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C")
+    result = subprocess.run(  # noqa: S603 - git with fixed arguments and pathspecs
+        [git, f"--git-dir={git_dir}", f"--work-tree={root}", *GIT_CONFIG, *args],
+        cwd=root, env=env, input=stdin, capture_output=True, check=False)
+    if result.returncode != 0:
+        raise SnapshotError(f"git {args[0]} failed: "
+                            f"{result.stderr.decode('utf-8', 'replace').strip()}")
+    return result.stdout
+
+
+def local_tree(root: Path, exclusions: list[str], state_dir: Path) -> LocalTree:
+    """The tree of `root` as SEMANTICS §10.1 defines it, with its entries."""
+    git_dir = state_dir / GIT_DIR
+    if not (git_dir / "HEAD").exists():
+        _git(git_dir, root, "init", "-q", "--object-format=sha256")
+        (git_dir / "info").mkdir(exist_ok=True)
+        (git_dir / "info" / "attributes").write_text(ATTRIBUTES)
+    pathspecs = [".", ":!/.governor", *(f":(exclude,glob){p}" for p in exclusions)]
+    _git(git_dir, root, "add", "-A", "-f", "--", *pathspecs)
+    entries: dict[str, tuple[str, str]] = {}
+    for record in _git(git_dir, root, "ls-files", "-s", "-z").split(b"\0"):
+        if not record:
+            continue
+        meta, _, raw_path = record.partition(b"\t")
+        mode, blob, _stage = meta.decode().split(" ")
+        path = raw_path.decode("utf-8", "surrogateescape")
+        if mode not in MODES:
+            raise SnapshotError(f"{path!r} cannot be part of a snapshot (git mode {mode}: a "
+                                "nested repository?)")
+        entries[path] = (mode, blob)
+    tree = _git(git_dir, root, "write-tree").decode().strip()
+    return LocalTree("gittree:sha256:" + tree, entries)
+
+
+def _content(root: Path, path: str, mode: str, blob: str) -> bytes:
+    full = root / path
+    data = os.fsencode(os.readlink(full)) if mode == "120000" else full.read_bytes()
+    digest = hashlib.sha256(b"blob %d\0" % len(data))
+    digest.update(data)
+    if digest.hexdigest() != blob:
+        raise SnapshotError(f"{path!r} changed while the snapshot was being uploaded: upload again")
+    return data
+
+
+def _last(state_dir: Path, session_id: str) -> dict[str, Any] | None:
+    try:
+        last = json.loads((state_dir / LAST_SNAPSHOT).read_text())
+    except (OSError, ValueError):
+        return None
+    return last if isinstance(last, dict) and last.get("session") == session_id else None
+
+
+def _remember(state_dir: Path, session_id: str, tree: LocalTree) -> None:
+    fd, name = tempfile.mkstemp(dir=state_dir, prefix=".snapshot-", suffix=".json")
+    with os.fdopen(fd, "w") as handle:
+        json.dump({"session": session_id, "tree": tree.id, "entries": tree.entries}, handle)
+    os.replace(name, state_dir / LAST_SNAPSHOT)
+
+
+class UploadInProgress(SnapshotError):
+    """Another process of this workspace is uploading (a hook's background upload)."""
+
+
+@contextmanager
+def upload_lock(state_dir: Path, wait: float | None) -> Iterator[None]:
+    """One upload per workspace at a time (git's index is not shared). `wait`: seconds to wait
+    for the one running (None: as long as it takes)."""
+    fd = os.open(state_dir / UPLOAD_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if deadline is None else fcntl.LOCK_NB))
+                break
+            except BlockingIOError:
+                if deadline is None or time.monotonic() >= deadline:
+                    raise UploadInProgress("upload in progress: another upload of this "
+                                           "workspace has not finished yet") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+def upload(client: GovernorClient, session_id: str, root: Path, *, state_dir: Path,
+           progress: Progress | None = None, workers: int = 8,
+           wait: float | None = None) -> dict[str, Any]:
+    """Upload `root` as the session's newest snapshot; its answer `{tree, files, bytes, …}` plus
+    `sent_blobs` and `sent_bytes`. An unchanged tree is not sent again. Waits at most `wait`
+    seconds for an upload of the same workspace already running (UploadInProgress)."""
+    with upload_lock(state_dir, wait):
+        return _upload(client, session_id, root, state_dir=state_dir, progress=progress,
+                       workers=workers)
+
+
+def _upload(client: GovernorClient, session_id: str, root: Path, *, state_dir: Path,
+            progress: Progress | None, workers: int) -> dict[str, Any]:
+    exclusions = list(client.project()["tree_exclusions"])
+    tree = local_tree(root, exclusions, state_dir)
+    last = _last(state_dir, session_id)
+    if last is not None and last.get("tree") == tree.id:
+        return {"tree": tree.id, "files": len(tree.entries), "sent_blobs": 0, "sent_bytes": 0,
+                "unchanged": True}
+    blobs: dict[str, tuple[str, str]] = {}
+    for path, (mode, blob) in tree.entries.items():
+        blobs.setdefault(blob, (path, mode))
+    wanted = sorted(blobs)
+    missing: list[str] = []
+    for start in range(0, len(wanted), MISSING_PER_REQUEST):
+        missing += client.blobs_missing(wanted[start:start + MISSING_PER_REQUEST])
+    sizes = {blob: _size(root, *blobs[blob]) for blob in missing}
+    total, sent, sent_bytes = sum(sizes.values()), 0, 0
+
+    def send(blob: str) -> int:
+        path, mode = blobs[blob]
+        data = _content(root, path, mode, blob)
+        client.put_blob(blob, data)
+        return len(data)
+
+    if progress is not None:
+        progress(0, len(missing), 0, total)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for size in pool.map(send, missing):
+            sent, sent_bytes = sent + 1, sent_bytes + size
+            if progress is not None:
+                progress(sent, len(missing), sent_bytes, total)
+    base = None
+    entries = [{"path": p, "mode": m, "blob": b} for p, (m, b) in tree.entries.items()]
+    if last is not None and isinstance(last.get("entries"), Mapping):
+        before: Mapping[str, Any] = last["entries"]
+        changed: list[dict[str, Any]] = [
+            {"path": p, "mode": m, "blob": b} for p, (m, b) in tree.entries.items()
+            if tuple(before.get(p) or ()) != (m, b)]
+        deleted = [{"path": p, "mode": "100644", "blob": None}
+                   for p in before if p not in tree.entries]
+        base, entries = last["tree"], changed + deleted
+    try:
+        answer = client.create_snapshot(session_id, entries, base=base)
+    except GovernorError as error:
+        if base is None or error.status != 404:
+            raise
+        answer = client.create_snapshot(  # the base is gone (another session?): send it whole
+            session_id, [{"path": p, "mode": m, "blob": b}
+                         for p, (m, b) in tree.entries.items()])
+    if answer["tree"] != tree.id:
+        raise SnapshotError(f"the server computed {answer['tree']} for the tree git computed as "
+                            f"{tree.id}")
+    _remember(state_dir, session_id, tree)
+    return {**answer, "sent_blobs": sent, "sent_bytes": sent_bytes}
+
+
+def _size(root: Path, path: str, mode: str) -> int:
+    full = root / path
+    return len(os.fsencode(os.readlink(full))) if mode == "120000" else full.lstat().st_size
