@@ -27,7 +27,7 @@ from governor.services.tokens import token_create, token_revoke
 from reviews.models import Passkey
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(admin.TabularInline[Membership, Project]):
     model = Membership
     extra = 1
     readonly_fields = ("passkeys",)
@@ -42,7 +42,7 @@ class MembershipInline(admin.TabularInline):
         return ", ".join(names) if names else "none (cannot sign)"
 
 
-class DraftRouteInline(admin.StackedInline):
+class DraftRouteInline(admin.StackedInline[DraftRoute, Project]):
     """SEMANTICS §9: the exact route of `auxiliary-model` authoring. The key itself is never
     entered here: only the environment variable or file that holds it."""
 
@@ -56,7 +56,7 @@ class DraftRouteInline(admin.StackedInline):
               "timeout_seconds", "max_input_bytes", "credential_env", "credential_file")
 
 
-class ProjectForm(forms.ModelForm):
+class ProjectForm(forms.ModelForm[Project]):
     """Every setting says what it does; the webhook secret is typed like a password and never
     shown again (left empty, the current one is kept)."""
 
@@ -95,7 +95,7 @@ class ProjectForm(forms.ModelForm):
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(admin.ModelAdmin[Project]):
     form = ProjectForm
     list_display = ("slug", "name", "review_mode", "authoring", "max_attempts",
                     "required_approvals")
@@ -110,7 +110,7 @@ class ProjectAdmin(admin.ModelAdmin):
         return f"{obj.authoring_mode} (caller-declared)"
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(admin.ModelAdmin[Any]):
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
@@ -122,7 +122,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(AgentToken)
-class AgentTokenAdmin(admin.ModelAdmin):
+class AgentTokenAdmin(admin.ModelAdmin[AgentToken]):
     list_display = ("name", "prefix", "project", "created_at", "last_used_at", "revoked_at")
     list_filter = ("project",)
     fields = ("project", "name", "owner", "prefix", "created_at", "last_used_at", "revoked_at")

@@ -18,7 +18,7 @@ from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import validate_exclusions
 
 
-class JSONTextField(models.TextField):
+class JSONTextField(models.TextField[Any, Any]):
     """JSON kept as text. PostgreSQL's jsonb cannot hold U+0000, which real agent logs contain;
     JSON text escapes it, so every database stores every lossless JSON value."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib.auth.decorators import login_required
@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import path
 from django.views.decorators.http import require_GET
+from django_htmx.middleware import HtmxDetails
 
 from governor.domain import conversation, lifecycle
 from governor.models import AgentToken, Event, Project, Session
@@ -25,6 +26,13 @@ from reviews.models import Review
 from verification.models import RunState, VerificationRun
 
 app_name = "sessions"
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request as django-htmx's middleware leaves it: `request.htmx` says whether htmx sent it
+    and which element it targets."""
+
+    htmx: HtmxDetails
 
 EVENTS_PER_PAGE = 200
 SHORT_HASH_CHARS = 12
@@ -142,9 +150,9 @@ def _contract(status: dict[str, Any]) -> dict[str, Any] | None:
 
 @login_required
 @require_GET
-def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def session_timeline(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_for_member(request.user, session_id)
-    if request.htmx and request.htmx.target == "runs":  # type: ignore[attr-defined]
+    if request.htmx and request.htmx.target == "runs":
         return render(request, "sessions/partials/runs.html", {"session": session,
                                                                **_runs(session)})
     status = session_status(session)
@@ -188,8 +196,8 @@ class SessionFilter(forms.Form):
 
     def __init__(self, data: Any, projects: QuerySet[Project]) -> None:
         super().__init__(data)
-        self.fields["project"].queryset = projects  # type: ignore[attr-defined]
-        self.fields["token"].queryset = (  # type: ignore[attr-defined]
+        cast("forms.ModelChoiceField[Project]", self.fields["project"]).queryset = projects
+        cast("forms.ModelChoiceField[AgentToken]", self.fields["token"]).queryset = (
             AgentToken.objects.filter(project__in=projects).select_related("project"))
 
     def filter(self, sessions: QuerySet[Any, Any]) -> QuerySet[Any, Any]:

@@ -13,7 +13,11 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse, urlsplit
 
+import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
+
+# Django's generic classes (ModelAdmin[Project], TextField[Any, Any]) as django-stubs types them.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("GOVERNOR_VAR_DIR", BASE_DIR / "var")).resolve()

@@ -13,7 +13,7 @@ from reviews.models import Passkey
 
 
 @admin.register(Passkey)
-class PasskeyAdmin(admin.ModelAdmin):
+class PasskeyAdmin(admin.ModelAdmin[Passkey]):
     list_display = ("user", "name", "created_at", "last_used_at", "removed_at", "sign_count")
     list_filter = (("removed_at", admin.EmptyFieldListFilter),)
     search_fields = ("user__username", "name")

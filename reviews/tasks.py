@@ -7,7 +7,7 @@ import logging
 import urllib.request
 from typing import Any
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.core.mail import send_mail
 from django.dispatch import receiver
 
@@ -43,7 +43,7 @@ def notify_reviewers(review_id: str) -> int:
 
 @shared_task(bind=True, max_retries=6, retry_backoff=True, retry_backoff_max=600,
              retry_jitter=True)
-def post_webhook(self, review_id: str) -> int:  # type: ignore[no-untyped-def]
+def post_webhook(self: Task[[str], int], review_id: str) -> int:
     review = Review.objects.select_related("session__project").get(pk=review_id)
     project = review.session.project
     body, headers = notifications.signed_request(project.webhook_secret,

@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from governor.domain.review import ReviewError, plan_changes
-from governor.pages import check_parameters, user_requests
+from governor.pages import HtmxHttpRequest, check_parameters, user_requests
 from governor.services import passkeys
 from governor.services import reviews as review_services
 from governor.services.access import review_for_reviewer, reviewed_projects
@@ -36,14 +36,14 @@ REVISIONS_READ = 20  # the earlier proposals of a session searched for feedback 
 
 @login_required
 @require_GET
-def inbox(request: HttpRequest) -> HttpResponse:
+def inbox(request: HtmxHttpRequest) -> HttpResponse:
     pending = (Review.objects.select_related("session__project").defer("plan")
                .filter(status=Status.PENDING, expires_at__gt=timezone.now(),
                        session__project__in=reviewed_projects(request.user))
                .order_by("-created_at"))
     # A page at a time: the inbox stays fast with a thousand proposals waiting (benchmark B6).
     page = Paginator(pending, INBOX_PAGE_SIZE).get_page(request.GET.get("page"))
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return render(request, "reviews/partials/inbox_list.html",
                       {"reviews": page.object_list, "page": page})
     decided = (Review.objects.select_related("session__project", "decided_by").defer("plan")
@@ -71,7 +71,7 @@ def _next_review(review: Review) -> Review | None:
     return None
 
 
-def _panel(request: HttpRequest, review: Review, *, form: DecisionForm | None = None,
+def _panel(request: HtmxHttpRequest, review: Review, *, form: DecisionForm | None = None,
            refusal: str = "", refusal_title: str = "", just_decided: bool = False,
            confirming: bool = False) -> dict[str, Any]:
     approvals = list(review.approvals.values_list("user_id", flat=True))
@@ -128,10 +128,10 @@ def _proposal(review: Review) -> dict[str, Any]:
     }
 
 
-def _render(request: HttpRequest, review: Review, *, status: int = 200,
+def _render(request: HtmxHttpRequest, review: Review, *, status: int = 200,
             **panel: Any) -> HttpResponse:
     context = _panel(request, review, **panel)
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return render(request, DECISION_PANEL, context, status=status)
     return render(request, "reviews/detail.html",
                   {**context, **_proposal(review), "revision": _revision(review)}, status=status)
@@ -147,7 +147,7 @@ def _current(review: Review) -> Review:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def detail(request: HttpRequest, review_id: str) -> HttpResponse:
+def detail(request: HtmxHttpRequest, review_id: str) -> HttpResponse:
     review = review_for_reviewer(request.user, review_id)
     if request.method == "GET":
         return _render(request, _current(review))
@@ -172,7 +172,7 @@ def detail(request: HttpRequest, review_id: str) -> HttpResponse:
         return _render(request, review, form=form, status=400, refusal=str(exc),
                        refusal_title="Nothing was decided.")
     review.refresh_from_db()
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         return _render(request, review, just_decided=True)
     messages.success(request, _outcome(review))
     return redirect("reviews:detail", review_id=review.pk)

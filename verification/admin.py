@@ -24,7 +24,7 @@ def operated_projects(request: HttpRequest) -> QuerySet[Project]:
                                   memberships__role=Role.OPERATOR)
 
 
-class ProfileForm(forms.ModelForm):
+class ProfileForm(forms.ModelForm[VerifierProfile]):
     argv = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}),
                            help_text='JSON array, e.g. ["pytest", "-q"]')
     env = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False,
@@ -99,7 +99,7 @@ class ProfileForm(forms.ModelForm):
         return cleaned
 
 
-class ProfileVersionInline(admin.TabularInline):
+class ProfileVersionInline(admin.TabularInline[ProfileVersion, VerifierProfile]):
     model = ProfileVersion
     extra = 0
     can_delete = False
@@ -110,7 +110,7 @@ class ProfileVersionInline(admin.TabularInline):
 
 
 @admin.register(VerifierProfile)
-class VerifierProfileAdmin(admin.ModelAdmin):
+class VerifierProfileAdmin(admin.ModelAdmin[VerifierProfile]):
     form = ProfileForm
     list_display = ("profile_id", "project", "required", "sandbox_mode", "timeout_ms", "receipt")
     # Only the projects whose profiles the operator sees: another project's name is not listed.
@@ -143,7 +143,7 @@ class VerifierProfileAdmin(admin.ModelAdmin):
 
 
 @admin.register(VerificationRun)
-class VerificationRunAdmin(admin.ModelAdmin):
+class VerificationRunAdmin(admin.ModelAdmin[VerificationRun]):
     list_display = ("id", "profile", "session", "state", "created_at", "finished_at")
     list_filter = ("state",)
     readonly_fields = [f.name for f in VerificationRun._meta.fields]

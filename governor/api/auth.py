@@ -15,6 +15,6 @@ class AgentBearer(HttpBearer):
 
 
 def agent_token(request: HttpRequest) -> AgentToken:
-    token = request.auth  # type: ignore[attr-defined]
+    token = getattr(request, "auth", None)  # set by AgentBearer
     assert isinstance(token, AgentToken)
     return token

@@ -166,7 +166,7 @@ def verify_envelope(
         except InvalidSignature:
             raise AttestationError(f"{where}: bad signature for key {keyid}") from None
     try:
-        statement = loads_strict(payload)
+        statement: dict[str, Any] = loads_strict(payload)
     except JSONValueError as exc:
         raise AttestationError(f"envelope payload: {exc}") from None
     if canonical_bytes(statement) != payload:

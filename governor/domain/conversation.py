@@ -58,9 +58,10 @@ def _arguments(raw: Any) -> str:
     """Tool arguments as indented JSON when they parse, else exactly as sent."""
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
+            parsed = json.loads(raw)
         except ValueError:
             return raw
+        return json.dumps(parsed, indent=2, ensure_ascii=False)
     return json.dumps(raw, indent=2, ensure_ascii=False)
 
 

@@ -96,15 +96,16 @@ class ProfileError(FieldsInvalid):
 
 def _text(errors: FieldErrors, path: str, value: Any, low: int, high: int) -> str | None:
     """`value` if it is a string of `low`..`high` characters with no NUL, else None (recorded)."""
-    if string_field(errors, path, value) is None:
+    text = string_field(errors, path, value)
+    if text is None:
         return None
-    if "\x00" in value:
+    if "\x00" in text:
         errors.add(path, "must not contain a NUL character")
         return None
-    if not low <= len(value) <= high:
-        errors.add(path, f"must be {low}..{high} characters long (got {len(value)})")
+    if not low <= len(text) <= high:
+        errors.add(path, f"must be {low}..{high} characters long (got {len(text)})")
         return None
-    return value
+    return text
 
 
 def _integer(errors: FieldErrors, path: str, value: Any, low: int, high: int) -> int | None:

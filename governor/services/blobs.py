@@ -96,7 +96,7 @@ def blobs_touch(project: Project, ids: Iterable[str]) -> set[str]:
     return present
 
 
-class _Spooled(File):
+class _Spooled(File[bytes]):
     """A spooled upload; FileSystemStorage moves it into place by its path (one rename)."""
 
     def temporary_file_path(self) -> str:
@@ -163,7 +163,7 @@ def blob_read(project: Project | int, blob: str) -> bytes:
     fails or returns other bytes."""
     try:
         with store().open(blob_name(project, blob), "rb") as handle:
-            data = handle.read()
+            data: bytes = handle.read()
     except Exception as exc:
         raise _outage(f"read of {blob}", exc) from None
     digest = hashlib.sha256(b"blob %d\0" % len(data))
