@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from django.http import HttpRequest
@@ -17,7 +16,7 @@ from governor.models import Session
 from governor.services import contracts, reviews, selectors
 from governor.services.access import session_for_token
 from governor.services.errors import Invalid
-from governor.services.waits import wait_slot
+from governor.services.waits import long_poll
 
 router = Router(tags=["contracts"])
 
@@ -45,8 +44,6 @@ PROPOSAL_BODY = {
         }}},
     }
 }
-MAX_WAIT_SECONDS = 60
-POLL_SECONDS = 0.1
 
 
 def _session(request: HttpRequest, session_id: str) -> Session:
@@ -153,19 +150,10 @@ def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> dict[s
     the pending proposal is decided or replaced by the next stage's."""
     token = agent_token(request)
     session = session_for_token(token, session_id)
-    wait = max(0, min(wait, MAX_WAIT_SECONDS))
-    with wait_slot(token, wait):
-        review = reviews.review_latest(session)
-        deadline = time.monotonic() + wait
-        while (review is not None and review.status == "pending"
-               and time.monotonic() < deadline):
-            time.sleep(POLL_SECONDS)
-            latest = reviews.review_latest(session)
-            changed = (latest is not None
-                       and (latest.pk, latest.status) != (review.pk, review.status))
-            review = latest
-            if changed:
-                break
+    first = reviews.review_latest(session)
+    review = long_poll(token, wait, lambda: reviews.review_latest(session),
+                       lambda latest: (latest is None or latest.status != "pending"
+                                       or first is None or latest.pk != first.pk))
     return {"review": reviews.review_status(review) if review else None}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from django.http import HttpRequest
@@ -14,13 +13,11 @@ from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
 from governor.services import selectors
 from governor.services.access import run_for_token, session_for_token
 from governor.services.errors import Invalid
-from governor.services.waits import wait_slot
+from governor.services.waits import long_poll
 from verification import services
-from verification.models import RunState
+from verification.models import RunState, VerificationRun
 
 router = Router(tags=["verification"])
-MAX_WAIT_SECONDS = 60
-POLL_SECONDS = 0.05
 
 
 @router.get("/code-profiles", response={200: dict, **ERROR_RESPONSES})
@@ -53,14 +50,12 @@ def request_run(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]
 def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str, Any]:
     token = agent_token(request)
     run = run_for_token(token, run_id)
-    wait = max(0, min(wait, MAX_WAIT_SECONDS))
-    with wait_slot(token, wait):
-        deadline = time.monotonic() + wait
-        while True:
-            if run.state != RunState.FINISHED:
-                services.runs_expire_lost(run_id=run.pk)
-                run.refresh_from_db()
-            if run.state == RunState.FINISHED or time.monotonic() >= deadline:
-                return run.as_dict()
-            time.sleep(POLL_SECONDS)
+
+    def read() -> VerificationRun:
+        if run.state != RunState.FINISHED:
+            services.runs_expire_lost(run_id=run.pk)
             run.refresh_from_db()
+        return run
+
+    return long_poll(token, wait, read, lambda current: current.state == RunState.FINISHED
+                     ).as_dict()

@@ -5,9 +5,11 @@ process, on SQLite and PostgreSQL alike."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -22,6 +24,10 @@ from governor.services.errors import TooManyWaits
 ABANDONED_AFTER = timedelta(seconds=30)
 # A wait whose deadline just passed is still answering: its slot is free in a moment.
 FINISHING = timedelta(seconds=5)
+MAX_WAIT_SECONDS = 60
+POLL_SECONDS = 0.05
+
+T = TypeVar("T")
 
 
 def _claim(token: AgentToken, seconds: int) -> WaitSlot | None:
@@ -60,3 +66,18 @@ def wait_slot(token: AgentToken, seconds: int) -> Iterator[None]:
         yield
     finally:
         WaitSlot.objects.filter(pk=held.pk).delete()
+
+
+def long_poll(token: AgentToken, wait: int, read: Callable[[], T],
+              settled: Callable[[T], bool]) -> T:
+    """The one long poll (`?wait=`): `read()` until `settled` says its value is the answer or
+    `wait` seconds (clamped to 0..MAX_WAIT_SECONDS) have passed, every POLL_SECONDS, holding
+    one of the token's wait slots meanwhile."""
+    wait = max(0, min(wait, MAX_WAIT_SECONDS))
+    with wait_slot(token, wait):
+        deadline = time.monotonic() + wait
+        value = read()
+        while not settled(value) and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+            value = read()
+    return value
