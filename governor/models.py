@@ -79,6 +79,9 @@ class Project(models.Model):
     workspace_roots = models.JSONField(
         default=list, blank=True, help_text="Absolute directories agents may bind sessions under."
     )
+    server_workspace_roots = models.BooleanField(
+        default=False, help_text="Agents may also bind sessions under the server's "
+                                 "GOVERNOR_WORKSPACE_ROOTS (on for the demo project).")
     extra_event_types = models.JSONField(
         default=list, blank=True, help_text="Event types beyond the Harness catalog to accept."
     )

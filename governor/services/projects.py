@@ -66,7 +66,7 @@ def bootstrap() -> Bootstrap | None:
     root.mkdir(parents=True, exist_ok=True)
     with transaction.atomic():
         project = project_create(slug=DEMO_SLUG, name="Demo project")
-        project_set(project=project, workspace_roots=[str(root)])
+        project_set(project=project, workspace_roots=[str(root)], server_workspace_roots=True)
         profile_save(project=project, raw=SAMPLE_PROFILE)
         user_model = get_user_model()
         user = user_model.objects.filter(username="admin").first()

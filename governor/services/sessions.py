@@ -35,7 +35,7 @@ from governor.services.events import AppendResult, events_append, now_ms
 
 def allowed_roots(project: Project) -> list[Path]:
     roots = list(project.workspace_roots or [])
-    if project.slug == "demo":
+    if project.server_workspace_roots:
         roots += settings.GOVERNOR_WORKSPACE_ROOTS
     return [Path(os.path.realpath(root)) for root in roots]
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from governor.models import AgentToken
+from governor.models import AgentToken, Project
+from governor.services.projects import bootstrap
 from governor.services.tokens import token_revoke
 from tests.conftest import AgentClient
 
@@ -97,3 +99,24 @@ def test_openapi_declares_every_error_response(agent: AgentClient) -> None:
     schema = agent.client.get("/api/v1/openapi.json").json()
     append = schema["paths"]["/api/v1/sessions/{session_id}/events"]["post"]
     assert {"401", "404", "409", "413", "422"} <= set(append["responses"])
+
+
+def test_the_servers_workspace_roots_count_only_for_a_project_with_the_setting(
+    agent: AgentClient, project: Project, tmp_path_factory: Any, settings: Any
+) -> None:
+    served = tmp_path_factory.mktemp("served")  # outside the project's own root
+    (served / "work").mkdir()
+    settings.GOVERNOR_WORKSPACE_ROOTS = [str(served)]
+    body = {"workspace": {"kind": "path", "path": str(served / "work")}}
+    assert agent.post("/sessions", body).status_code == 422
+    project.server_workspace_roots = True
+    project.save(update_fields=["server_workspace_roots"])
+    assert agent.post("/sessions", body).status_code == 201
+
+
+def test_bootstrap_gives_the_demo_project_the_servers_workspace_roots(
+    db: Any, settings: Any, tmp_path: Path
+) -> None:
+    settings.VAR_DIR = tmp_path
+    made = bootstrap()
+    assert made is not None and made.project.server_workspace_roots is True
