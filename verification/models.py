@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import models
 
-from governor.domain.profiles import profile_definition, validate_profile
+from governor.domain.profiles import STORED_FIELDS, profile_definition, validate_profile
 from governor.models import JSONTextField, Project, Session
 
 
@@ -47,12 +47,14 @@ class VerifierProfile(models.Model):
     def __str__(self) -> str:
         return f"{self.project.slug}/{self.profile_id}"
 
+    def as_input(self) -> dict[str, Any]:
+        """The profile as operator input (`validate_profile` reads it)."""
+        stored = {name: getattr(self, name) for name in STORED_FIELDS}
+        return {**stored, "id": self.profile_id, "rootfs": self.rootfs or None}
+
     def definition(self) -> dict[str, Any]:
         """Everything that changes how it runs (the receipt covers exactly this)."""
-        return profile_definition(validate_profile({
-            "id": self.profile_id, "description": self.description, "argv": self.argv,
-            "timeout_ms": self.timeout_ms, "sandbox_mode": self.sandbox_mode, "env": self.env,
-            "limits": self.limits, "rootfs": self.rootfs or None}))
+        return profile_definition(validate_profile(self.as_input()))
 
 
 class ProfileVersion(models.Model):

@@ -86,6 +86,8 @@ FIELDS = frozenset(
     }
 )
 REQUIRED_FIELDS = ("id", "description", "argv")
+# What a stored profile keeps under the same names (its `id` is the model's `profile_id`).
+STORED_FIELDS = tuple(sorted(FIELDS - {"id"}))
 
 
 class ProfileError(FieldsInvalid):

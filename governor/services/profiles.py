@@ -7,7 +7,13 @@ from typing import Any
 
 from django.db import transaction
 
-from governor.domain.profiles import LIMITS, profile_definition, profile_receipt, validate_profile
+from governor.domain.profiles import (
+    LIMITS,
+    STORED_FIELDS,
+    profile_definition,
+    profile_receipt,
+    validate_profile,
+)
 from governor.models import Project
 from verification.models import ProfileVersion, VerifierProfile
 
@@ -26,15 +32,9 @@ def required_profile_ids(project: Project) -> list[str]:
 def profile_as_input(profile: VerifierProfile) -> dict[str, Any]:
     """The profile in the operator's file format (snake_case, as `validate_profile` reads it)."""
     definition = profile.definition()
-    return {
-        "id": profile.profile_id, "description": profile.description, "argv": profile.argv,
-        "timeout_ms": profile.timeout_ms, "sandbox_mode": profile.sandbox_mode,
-        "required": profile.required, "env": profile.env,
-        "limits": {name: definition["limits"][camel]
-                   for name, (_d, _lo, _hi, camel) in LIMITS.items()},
-        "rootfs": profile.rootfs or None,
-        "show_output_to_reviewers": profile.show_output_to_reviewers,
-    }
+    return {**profile.as_input(),
+            "limits": {name: definition["limits"][camel]
+                       for name, (_d, _lo, _hi, camel) in LIMITS.items()}}
 
 
 def profile_save(*, project: Project, raw: dict[str, Any]) -> tuple[VerifierProfile, bool]:
@@ -43,13 +43,8 @@ def profile_save(*, project: Project, raw: dict[str, Any]) -> tuple[VerifierProf
     validated = validate_profile(raw)
     definition = profile_definition(validated)
     receipt = profile_receipt(definition)
-    fields = {
-        "description": validated["description"], "argv": validated["argv"],
-        "timeout_ms": validated["timeout_ms"], "sandbox_mode": validated["sandbox_mode"],
-        "required": validated["required"], "env": validated["env"],
-        "limits": validated["limits"], "rootfs": validated["rootfs"] or "",
-        "show_output_to_reviewers": validated["show_output_to_reviewers"], "receipt": receipt,
-    }
+    fields = {**{name: validated[name] for name in STORED_FIELDS},
+              "rootfs": validated["rootfs"] or "", "receipt": receipt}
     with transaction.atomic():
         profile = (VerifierProfile.objects.select_for_update()
                    .filter(project=project, profile_id=validated["id"]).first())
