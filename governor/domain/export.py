@@ -12,6 +12,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from governor.domain.attestation import encode_public_key, key_id
 from governor.domain.canonical import canonical_bytes
 from governor.domain.chain import META_KEYS
+from governor.domain.passkey import ASSERTION_FIELDS, b64url, cose_to_spki
 from governor.domain.tree import TREE_ID_PREFIX, ManifestEntry
 
 FORMAT = "reliability-governor-export/3"
@@ -76,6 +77,22 @@ def key_line(public_key: Ed25519PublicKey) -> dict[str, Any]:
         "algorithm": "ed25519",
         "publicKey": encode_public_key(public_key),
     }
+
+
+def reviewer_key_line(*, credential_id: str, user_id: int, username: str, rp_id: str,
+                      cose: bytes) -> dict[str, Any]:
+    """A reviewer's passkey public key (issue 18): the COSE key as registered, and the same key
+    as a DER SubjectPublicKeyInfo, which `cryptography` loads."""
+    algorithm, spki = cose_to_spki(cose)
+    return {"kind": "reviewer-key", "credentialId": credential_id, "userId": user_id,
+            "username": username, "rpId": rp_id, "algorithm": algorithm, "cose": b64url(cose),
+            "spki": b64url(spki)}
+
+
+def assertion_line(*, seq: int, assertion: Mapping[str, str]) -> dict[str, Any]:
+    """A reviewer's passkey assertion over the decision event at `seq`."""
+    return {"kind": "assertion", "seq": seq,
+            **{name: assertion[name] for name in ASSERTION_FIELDS}}
 
 
 def manifest_line(*, tree: str, exclusions: Sequence[str],

@@ -123,8 +123,8 @@ def cose_to_spki(cose: bytes) -> tuple[int, bytes]:
         elif alg == -8 and key.get(1) == 1 and key.get(-1) == 6:
             public = ed25519.Ed25519PublicKey.from_public_bytes(key[-2])
         elif alg == -257 and key.get(1) == 3:
-            public = rsa.RSAPublicNumbers(int.from_bytes(key[-2], "big"),
-                                          int.from_bytes(key[-1], "big")).public_key()
+            public = rsa.RSAPublicNumbers(e=int.from_bytes(key[-2], "big"),  # RFC 8230
+                                          n=int.from_bytes(key[-1], "big")).public_key()
         else:
             raise PasskeyError(f"COSE key: key type or curve does not fit algorithm {alg}")
     except (KeyError, TypeError, ValueError) as exc:

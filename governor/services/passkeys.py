@@ -25,6 +25,7 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
+from governor.domain import export
 from governor.domain import passkey as proof
 from governor.services.errors import Invalid, NotFound
 from reviews.models import DecisionSignature, Passkey, Review, Status
@@ -246,12 +247,10 @@ def event_signatures(rows: Iterable[DecisionSignature]) -> list[dict[str, Any]]:
 
 def reviewer_key(passkey: Passkey) -> dict[str, Any]:
     """A reviewer's public key as an export line (and as `--reviewer-keys` lists it)."""
-    cose = bytes(passkey.public_key)
-    algorithm, spki = proof.cose_to_spki(cose)
-    return {"kind": "reviewer-key", "credentialId": passkey.credential_id,
-            "userId": passkey.user_id, "username": passkey.user.get_username(),
-            "rpId": passkey.rp_id, "algorithm": algorithm, "cose": proof.b64url(cose),
-            "spki": proof.b64url(spki)}
+    return export.reviewer_key_line(
+        credential_id=passkey.credential_id, user_id=passkey.user_id,
+        username=passkey.user.get_username(), rp_id=passkey.rp_id,
+        cose=bytes(passkey.public_key))
 
 
 def export_lines(signed: dict[int, list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
@@ -265,7 +264,7 @@ def export_lines(signed: dict[int, list[dict[str, Any]]]) -> Iterator[dict[str, 
                           key=lambda key: key.credential_id):
         yield reviewer_key(passkey)
     for row in rows:
-        yield {"kind": "assertion", "seq": nonces[row.nonce],
-               "credentialId": row.passkey.credential_id,
-               "authenticatorData": row.authenticator_data,
-               "clientDataJSON": row.client_data_json, "signature": row.signature}
+        yield export.assertion_line(seq=nonces[row.nonce], assertion={
+            "credentialId": row.passkey.credential_id,
+            "authenticatorData": row.authenticator_data,
+            "clientDataJSON": row.client_data_json, "signature": row.signature})

@@ -36,6 +36,10 @@ otto = users.create_user("otto", "otto@example.com", "otto-password-1")
 Membership.objects.create(user=otto, project=other, role=Role.REVIEWER)
 """
 
+SIGNED_APPROVALS = """
+Project.objects.filter(pk=demo.pk).update(require_signed_approvals=True)
+"""
+
 
 @dataclass
 class Server:

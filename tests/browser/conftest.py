@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tests.browser import DESKTOP, PEOPLE, Server
+from tests.browser import DESKTOP, PEOPLE, SIGNED_APPROVALS, Server
 from tests.live import live_server
 
 
@@ -24,6 +24,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with live_server(tmp_path_factory.mktemp("browser")) as live, live.client() as agent:
         live.manage("collectstatic", "--no-input", "-v", "0")
         live.manage("shell", "-c", PEOPLE)
+        yield Server(live, agent)
+
+
+@pytest.fixture(scope="session")
+def localhost_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server reached as `localhost`, as passkeys need (an IP address cannot be a WebAuthn
+    relying-party id), whose demo project requires signed approvals."""
+    with live_server(tmp_path_factory.mktemp("localhost"), host="localhost") as live, \
+            live.client() as agent:
+        live.manage("collectstatic", "--no-input", "-v", "0")
+        live.manage("shell", "-c", PEOPLE + SIGNED_APPROVALS)
         yield Server(live, agent)
 
 

@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser import Server, assert_accessible, log_in
+from tests.browser.test_passkeys import add_passkey, virtual_authenticator
 from tests.browser.test_reviewer_experience import propose_after_work
 from tests.live import ROOT
 from tests.pages import contract_body
@@ -56,3 +57,15 @@ def test_the_pages_of_the_reviewing_guide(server: Server, page: Page) -> None:
     shot(page, "review-conversation", "#conversation")
     page.get_by_role("link", name="Sessions").click()
     shot(page, "sessions-list")
+
+
+def test_the_passkey_pages_of_the_reviewing_guide(localhost_server: Server, page: Page) -> None:
+    server = localhost_server
+    virtual_authenticator(page)
+    log_in(page, server, "rita", "rita-password-1")
+    add_passkey(page, server, "work laptop")
+    shot(page, "review-passkeys")
+    _, review_id = server.propose()
+    page.goto(f"{server.url}/reviews/{review_id}/")
+    expect(page.get_by_text("Your decision is signed with your passkey")).to_be_visible()
+    shot(page, "review-signed-decision", "#decision")
