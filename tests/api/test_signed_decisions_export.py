@@ -7,11 +7,13 @@ authenticator would."""
 from __future__ import annotations
 
 import json
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.core.management import call_command
 
 from governor.domain.canonical import loads_strict
 from governor.domain.passkey import REVIEW_STAGES, assertion_digest, b64url, challenge, statement
@@ -161,3 +163,16 @@ def test_issue_18_a_reviewer_keys_file_that_is_not_a_list_of_keys_is_refused(
     result = check(signed, signed.objects, tmp_path)
     assert result.returncode == 1
     assert result.stdout.startswith("FAIL: reviewer keys file: must be a non-empty JSON list")
+
+
+def test_issue_18_the_management_command_says_who_approved_what(
+    signed: Signed, tmp_path: Path
+) -> None:
+    path = tmp_path / "export.jsonl"
+    path.write_text("".join(serialise_line(obj) + "\n" for obj in signed.objects))
+    out, err = StringIO(), StringIO()
+    call_command("governor_verify", str(path), "--server-keys", stdout=out, stderr=err)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("OK: session") and len(lines) == 3
+    assert all(line.endswith("(rita), signed with their passkey") for line in lines[1:])
+    assert "WARNING: no --reviewer-keys given" in err.getvalue()

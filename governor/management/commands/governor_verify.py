@@ -33,3 +33,5 @@ class Command(BaseCommand):
         self.stdout.write(report.summary())
         if not report.ok:
             raise CommandError("verification failed")
+        for decision in report.decisions:  # who decided what, passkey-signed or not
+            self.stdout.write(f"  {decision}")
