@@ -371,7 +371,8 @@ class SignedDecisions:
             trusted = self.trusted.get(credential_id)
             if trusted is None:
                 raise Problem(f"{who}: the credential is not among --reviewer-keys", seq=seq)
-            if trusted != key:
+            if (trusted.user_id, trusted.rp_id, trusted.algorithm, trusted.spki) != (
+                    key.user_id, key.rp_id, key.algorithm, key.spki):  # a username may change
                 raise Problem(f"{who}: the export's key for the credential is not the one in "
                               "--reviewer-keys (the key was swapped)", seq=seq)
         if key.user_id != user_id:

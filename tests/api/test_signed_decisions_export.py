@@ -176,3 +176,13 @@ def test_issue_18_the_management_command_says_who_approved_what(
     assert lines[0].startswith("OK: session") and len(lines) == 3
     assert all(line.endswith("(rita), signed with their passkey") for line in lines[1:])
     assert "WARNING: no --reviewer-keys given" in err.getvalue()
+
+
+def test_issue_18_a_reviewer_renamed_since_publishing_their_keys_still_verifies(
+    signed: Signed, tmp_path: Path
+) -> None:
+    published = json.loads(signed.reviewer_keys.read_text())
+    published[0]["username"] = "rita-before-her-rename"
+    signed.reviewer_keys.write_text(json.dumps(published))
+    result = check(signed, signed.objects, tmp_path)
+    assert result.returncode == 0, result.stdout
