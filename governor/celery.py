@@ -4,7 +4,10 @@ import os
 
 from celery import Celery
 
+from governor.startup import prepare
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governor.settings")
+prepare()  # a worker started on its own (`celery -A governor.celery worker`) chooses here
 
 app = Celery("governor")
 app.config_from_object("django.conf:settings", namespace="CELERY")

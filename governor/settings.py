@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse, urlsplit
@@ -16,14 +15,15 @@ from urllib.parse import parse_qs, unquote, urlparse, urlsplit
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 
+from governor.startup import var_dir
+
 # Django's generic classes (ModelAdmin[Project], TextField[Any, Any]) as django-stubs types them.
 django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("GOVERNOR_VAR_DIR", BASE_DIR / "var")).resolve()
-# Owner-only, as the database and the secret key inside it (governor.system_checks refuses
-# wider modes).
-VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+# Created owner-only at start-up (governor/startup.py), with the database and the secret key
+# inside it (governor.system_checks refuses wider modes).
+VAR_DIR = var_dir(os.environ)
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -81,14 +81,7 @@ def database_from_url(url: str) -> dict[str, object]:
 
 
 def sqlite_database(path: Path) -> dict[str, object]:
-    # Created owner-only before SQLite first opens it: it holds the private signing keys, and
-    # SQLite gives the -wal and -shm files the database's mode.
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise ImproperlyConfigured(f"SQLite database {path}: {exc.strerror}") from None
+    # The embedded database file is created owner-only at start-up (governor/startup.py).
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(path),
@@ -115,35 +108,25 @@ def secret_key() -> str:
         if not value:
             raise ImproperlyConfigured(f"SECRET_KEY_FILE={key_file!r} is empty")
         return value
-    generated = VAR_DIR / "secret_key"
-    if not generated.exists():
-        fd = os.open(generated, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secrets.token_urlsafe(64))
-    return generated.read_text().strip()
-
-
-def redis_answers(host: str = "127.0.0.1", port: int = 6379) -> bool:
+    generated = VAR_DIR / "secret_key"  # written once at start-up (governor/startup.py)
     try:
-        with socket.create_connection((host, port), timeout=0.3) as conn:
-            conn.sendall(b"PING\r\n")
-            return conn.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
+        return generated.read_text().strip()
+    except FileNotFoundError:
+        # Not started through an entry point (a bare import): a key for this process only.
+        return secrets.token_urlsafe(64)
 
 
 def broker_choice() -> tuple[str, str]:
-    """ARCHITECTURE §3: the configured broker, else local Redis if it answers, else files."""
+    """ARCHITECTURE §3: the configured broker, else the one start-up chose (local Redis if it
+    answered, else files), else files."""
     configured = os.environ.get("GOVERNOR_BROKER_URL", "").strip()
-    if configured:
-        if not configured.startswith(("redis://", "rediss://", "filesystem://", "memory://")):
-            raise ImproperlyConfigured(
-                f"GOVERNOR_BROKER_URL={configured!r}: expected redis://, rediss:// or filesystem://"
-            )
-        return configured, "configured by GOVERNOR_BROKER_URL"
-    if redis_answers():
-        return "redis://127.0.0.1:6379/0", "Redis answered on 127.0.0.1:6379"
-    return "filesystem://", f"Redis did not answer; embedded filesystem broker under {VAR_DIR}"
+    if not configured:
+        return "filesystem://", f"no broker configured; embedded filesystem broker under {VAR_DIR}"
+    if not configured.startswith(("redis://", "rediss://", "filesystem://", "memory://")):
+        raise ImproperlyConfigured(
+            f"GOVERNOR_BROKER_URL={configured!r}: expected redis://, rediss:// or filesystem://"
+        )
+    return configured, os.environ.get("GOVERNOR_BROKER_CHOICE", "configured by GOVERNOR_BROKER_URL")
 
 
 DEBUG = env_bool("DEBUG", False)
@@ -264,9 +247,7 @@ GOVERNOR_MAX_WAITS_PER_TOKEN = env_int("GOVERNOR_MAX_WAITS_PER_TOKEN", 4, minimu
 BROKER_URL, BROKER_REASON = broker_choice()
 CELERY_BROKER_URL = BROKER_URL
 if BROKER_URL.startswith("filesystem://"):
-    BROKER_DIR = VAR_DIR / "broker"
-    (BROKER_DIR / "queue").mkdir(parents=True, exist_ok=True)
-    (BROKER_DIR / "processed").mkdir(parents=True, exist_ok=True)
+    BROKER_DIR = VAR_DIR / "broker"  # its folders are created at start-up
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),

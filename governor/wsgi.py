@@ -3,7 +3,10 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 from django.core.wsgi import get_wsgi_application
 
+from governor.startup import prepare
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governor.settings")
+prepare()
 application = get_wsgi_application()
 
 # A bare `gunicorn governor.wsgi:application` refuses to serve while a secret is open to others,

@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
 from governor import settings as settings_module
+from governor.startup import prepare
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,3 +64,50 @@ def test_bad_setting_stops_manage_py_with_its_name(tmp_path: Path) -> None:
     result = _manage(env, "check")
     assert result.returncode != 0
     assert "DEBUG='perhaps'" in result.stderr
+
+
+def test_settings_import_creates_no_file_and_opens_no_socket(tmp_path: Path) -> None:
+    """STYLE 7: the settings only read the environment; start-up does the rest."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("DATABASE_URL", "SECRET_KEY", "SECRET_KEY_FILE", "GOVERNOR_BROKER_URL",
+                          "GOVERNOR_BROKER_CHOICE")}
+    env["GOVERNOR_VAR_DIR"] = str(tmp_path / "var")
+    probe = ("import socket\n"
+             "def refuse(*args, **kwargs): raise SystemExit('a socket was opened')\n"
+             "socket.create_connection = refuse\n"
+             "socket.socket.connect = refuse\n"
+             "from governor import settings\n"
+             "print(settings.BROKER_URL)\n")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "filesystem://"
+    assert not (tmp_path / "var").exists()
+
+
+def test_start_up_creates_the_var_directory_database_and_key_owner_only(tmp_path: Path) -> None:
+    env: dict[str, str] = {"GOVERNOR_VAR_DIR": str(tmp_path / "var")}
+    prepare(env, redis=("127.0.0.1", 9))  # nothing listens on port 9
+    var = tmp_path / "var"
+    assert var.stat().st_mode & 0o777 == 0o700
+    for name in ("governor.sqlite3", "secret_key"):
+        assert (var / name).stat().st_mode & 0o777 == 0o600
+    key = (var / "secret_key").read_text()
+    assert len(key) > 50
+    prepare(env, redis=("127.0.0.1", 9))
+    assert (var / "secret_key").read_text() == key  # written once
+
+
+def test_start_up_chooses_the_broker_once_for_every_process_it_starts(tmp_path: Path) -> None:
+    quiet: dict[str, str] = {"GOVERNOR_VAR_DIR": str(tmp_path)}
+    prepare(quiet, redis=("127.0.0.1", 9))
+    assert quiet["GOVERNOR_BROKER_URL"] == "filesystem://"
+    assert "did not answer" in quiet["GOVERNOR_BROKER_CHOICE"]
+    assert (tmp_path / "broker" / "queue").is_dir()
+    answered: dict[str, str] = {"GOVERNOR_VAR_DIR": str(tmp_path)}
+    prepare(answered)  # the Redis server of the test machine
+    assert answered["GOVERNOR_BROKER_URL"] == "redis://127.0.0.1:6379/0"
+    configured = {"GOVERNOR_VAR_DIR": str(tmp_path), "GOVERNOR_BROKER_URL": "redis://queue:6379/2"}
+    prepare(configured)
+    assert configured["GOVERNOR_BROKER_URL"] == "redis://queue:6379/2"
+    assert "GOVERNOR_BROKER_CHOICE" not in configured
