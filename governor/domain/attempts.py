@@ -13,11 +13,12 @@ Payloads (event data) and what their receipts cover:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from governor.domain import messages
 from governor.domain.canonical import receipt
 from governor.domain.contracts import ContractError
+from governor.domain.documents import AttemptDocument, TerminalDocument
 
 Decision = Literal["certified", "exhausted", "repair"]
 TRIGGERS = ("manual", "turn-stop")
@@ -75,7 +76,7 @@ def turn_stop_after_attempt(*, message: str, attempt: Mapping[str, Any] | None,
 def attempt_payload(
     *, contract_id: str, attempt: int, trigger: str, results: Sequence[Mapping[str, Any]],
     tree: Mapping[str, str] | None,
-) -> dict[str, Any]:
+) -> AttemptDocument:
     """`reliability/attempt` data with its receipt. `tree` is the workspace tree its checks
     judged (SEMANTICS §10.2), None when it could not be hashed (then every check failed)."""
     if trigger not in TRIGGERS:
@@ -89,12 +90,12 @@ def attempt_payload(
         "tree": dict(tree) if tree is not None else None,
     }
     payload["receipt"] = receipt("attempt", payload)
-    return payload
+    return cast(AttemptDocument, payload)
 
 
 def terminal_payload(
     *, contract_id: str, status: str, reason: str, attempt_receipt: str | None = None
-) -> dict[str, Any]:
+) -> TerminalDocument:
     """`reliability/terminal` data with its receipt (abstained terminals have no attempt)."""
     if status not in ("certified", "exhausted", "abstained"):
         raise ValueError(f"terminal status {status!r} is unknown")
@@ -102,7 +103,7 @@ def terminal_payload(
     if attempt_receipt is not None:
         payload["attemptReceipt"] = attempt_receipt
     payload["receipt"] = receipt("terminal", payload)
-    return payload
+    return cast(TerminalDocument, payload)
 
 
 def abstain_reason(raw: Any) -> str:

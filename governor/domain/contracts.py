@@ -42,9 +42,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from governor.domain.canonical import JSONValueError, canonical_bytes, check_json_value, receipt
+from governor.domain.documents import ContractDocument
 from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
 
 MAX_OBJECTIVE_BYTES = 4096
@@ -655,7 +656,7 @@ def contract_document(
     contract_proposal_receipt: str | None = None,
     contract_review_receipt: str | None = None,
     start_tree: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> ContractDocument:
     """The stored contract (the `reliability/contract` event data), with its receipt::
 
         {contractId, version, kind: "general"|"code", objective, claims, checks, maxAttempts,
@@ -706,7 +707,7 @@ def contract_document(
     if start_tree is not None:
         document["startTree"] = start_tree
     document["receipt"] = contract_receipt(document)
-    return document
+    return cast(ContractDocument, document)
 
 
 def contract_receipt(document: dict[str, Any]) -> str:

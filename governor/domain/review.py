@@ -18,9 +18,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from governor.domain.canonical import receipt
+from governor.domain.documents import ReviewDecisionDocument
 from governor.domain.fields import FieldsInvalid
 
 MAX_FEEDBACK_CHARS = 2000
@@ -79,7 +80,7 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
                      decided_by: dict[str, Any], feedback: str = "",
                      intent_proposal_receipt: str | None = None,
                      carried_from: list[str] | None = None,
-                     signatures: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                     signatures: list[dict[str, Any]] | None = None) -> ReviewDecisionDocument:
     """The review event's data: who decided what about which receipt; never the feedback.
     `carried_from`: the earlier decision receipts that approvals of this exact receipt carried
     (SEMANTICS §13); `signatures`: the deciding reviewers' passkey signatures (issue 18)."""
@@ -99,7 +100,7 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
     if signatures:
         payload["signatures"] = signatures
     payload["receipt"] = receipt(review_kind, payload)
-    return payload
+    return cast(ReviewDecisionDocument, payload)
 
 
 def _by_id(items: Any) -> dict[str, dict[str, Any]]:

@@ -9,6 +9,7 @@ from typing import Any
 
 from governor.domain import contracts as domain
 from governor.domain import drafting, lifecycle
+from governor.domain.documents import ContractDocument
 from governor.models import Event, Origin, Project, Session, SessionState
 from governor.services.attestations import attest
 from governor.services.errors import Conflict, Invalid
@@ -57,7 +58,7 @@ def contract_activate(
     approved_authorship: dict[str, Any] | None = None,
     tree: Any = None,
     **review_refs: str,
-) -> dict[str, Any]:
+) -> ContractDocument:
     """Write the contract event and sign it. Called inside `session_locked`.
     A reviewed contract keeps the authorship its reviewers approved (`approved_authorship`).
     Its `startTree` is the workspace tree now (§10.2; a snapshot session's: the snapshot `tree`
@@ -91,7 +92,7 @@ def contract_activate(
     return document
 
 
-def _profiles_used(project: Project, contract: dict[str, Any]) -> list[str]:
+def _profiles_used(project: Project, contract: ContractDocument) -> list[str]:
     current = profile_receipts(project)
     named = {check.get("profile") for check in contract["checks"]
              if check.get("kind") == "code_verification_succeeded"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from governor.domain import attestation
@@ -15,9 +15,9 @@ def attest(
     *,
     session: Session,
     event: Event,
-    contract: dict[str, Any],
+    contract: Mapping[str, Any],
     profile_receipts: Sequence[str] = (),
-    terminal: dict[str, Any] | None = None,
+    terminal: Mapping[str, Any] | None = None,
     run_receipts: Sequence[str] = (),
     tree: str | None = None,
 ) -> Attestation:

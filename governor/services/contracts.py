@@ -3,7 +3,7 @@ becomes active in `governor/services/activation.py`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +15,7 @@ from governor.domain.checks import (
     runs_counted,
     unjudged_results,
 )
+from governor.domain.documents import ContractDocument, TerminalDocument
 from governor.models import (
     AgentToken,
     AuthoringMode,
@@ -46,15 +47,15 @@ from governor.services.trees import (
 @dataclass
 class BeginResult:
     status: str  # "active" | "review-pending" | "review-required"
-    contract: dict[str, Any] | None = None
+    contract: ContractDocument | None = None
     assessment: dict[str, Any] | None = None
     review: dict[str, Any] | None = None
 
 
 @dataclass
 class AttemptResult:
-    attempt: dict[str, Any] | None
-    terminal: dict[str, Any] | None
+    attempt: Mapping[str, Any] | None  # an AttemptDocument, or one as recorded
+    terminal: Mapping[str, Any] | None
     decision: str
     message: str
     replayed: bool = False
@@ -237,7 +238,7 @@ def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> Attem
 def _terminal_write(*, session: Session, state: SessionState, contract: dict[str, Any],
                     status: str, reason: str, attempt_receipt: str | None,
                     runs: Sequence[VerificationRecord] = (),
-                    tree: dict[str, str] | None = None) -> dict[str, Any]:
+                    tree: dict[str, str] | None = None) -> TerminalDocument:
     """Write the terminal and sign it, naming the runs its deciding attempt counted (`runs`)
     and the profile receipts they ran — not the profiles as they are now — and the tree the
     attempt judged (`tree`, its reference)."""

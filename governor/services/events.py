@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time as clock
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -213,7 +213,7 @@ def _fold_governor_events(
 
 
 def governor_event_append(
-    *, session: Session, state: SessionState, type: str, data: dict[str, Any]
+    *, session: Session, state: SessionState, type: str, data: Mapping[str, Any]
 ) -> Event:
     """Append one governor event inside `session_locked`, which saves the projection; the
     lifecycle is advanced here."""

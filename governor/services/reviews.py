@@ -17,6 +17,7 @@ from django.utils import timezone
 from governor.domain import contracts as contract_domain
 from governor.domain import lifecycle
 from governor.domain import review as domain
+from governor.domain.documents import ReviewDecisionDocument
 from governor.models import AgentToken, Session, SessionState
 from governor.services import passkeys
 from governor.services.access import is_reviewer
@@ -117,7 +118,7 @@ def review_status(review: Review, *, include_feedback: bool = True) -> dict[str,
 def _decide(review: Review, state: SessionState, *, decision: str, decided_by: dict[str, Any],
             feedback: str = "", user: Any = None,
             carried_from: list[str] | None = None,
-            signatures: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+            signatures: list[dict[str, Any]] | None = None) -> ReviewDecisionDocument:
     decision = Status(decision).value  # plain str: enum members are not JSON values
     intent_receipt = None
     if review.stage == Stage.EVIDENCE:
@@ -226,7 +227,7 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
     return review
 
 
-def _advance(review: Review, state: SessionState, decision: dict[str, Any]) -> None:
+def _advance(review: Review, state: SessionState, decision: ReviewDecisionDocument) -> None:
     """After an approval: the intent stage opens the evidence stage; the evidence stage
     activates the contract (version 5) through the one activation service."""
     plan = dict(review.plan)
