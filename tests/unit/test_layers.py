@@ -47,7 +47,7 @@ def layer(module: str) -> str | None:
         if second in ("domain", "verify", "services", "api"):
             return f"governor.{second}"
         return "pages" if second == "pages" else "governor"
-    if parts[0] == "reviews" and second in ("views", "forms", "urls"):
+    if parts[0] == "reviews" and (second in ("forms", "urls") or second.endswith("views")):
         return "pages"
     return parts[0]
 
