@@ -240,11 +240,16 @@ GOVERNOR_MAX_BATCH = 1000
 GOVERNOR_WORKSPACE_ROOTS = [
     root for root in os.environ.get("GOVERNOR_WORKSPACE_ROOTS", "").split(":") if root
 ]
-# Each long poll (`?wait=`) holds a server thread: one token holds at most this many at once.
+# One token holds at most this many long polls (`?wait=`) at once.
 GOVERNOR_MAX_WAITS_PER_TOKEN = env_int("GOVERNOR_MAX_WAITS_PER_TOKEN", 4, minimum=1,
                                        maximum=1000)
 
 BROKER_URL, BROKER_REASON = broker_choice()
+# A long poll re-reads at least this often, woken or not (governor.services.notify): what a lost
+# wake-up can cost. Without Redis only waiters in the committing process are woken.
+GOVERNOR_WAIT_RECHECK_MS = env_int(
+    "GOVERNOR_WAIT_RECHECK_MS", 2000 if BROKER_URL.startswith("redis") else 250,
+    minimum=10, maximum=60_000)
 CELERY_BROKER_URL = BROKER_URL
 if BROKER_URL.startswith("filesystem://"):
     BROKER_DIR = VAR_DIR / "broker"  # its folders are created at start-up

@@ -25,6 +25,7 @@ from governor.services.events import (
     governor_event_append,
     session_locked,
 )
+from governor.services.notify import announce_on_commit, run_topic
 from governor.services.trees import (
     TreeUnavailable,
     session_tree,
@@ -158,6 +159,7 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
         locked.finished_at = timezone.now()
         locked.save(update_fields=["state", "result", "output_tail", "detail", "event_seq",
                                    "finished_at"])
+        announce_on_commit(run_topic(run.pk))
 
 
 def infrastructure_record(run: VerificationRun, why: str) -> dict[str, Any]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja import Router, Status
 
-from governor.api.auth import agent_token
+from governor.api.auth import AgentBearerAsync, agent_token
 from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
 from governor.domain import attempts
@@ -16,7 +17,8 @@ from governor.models import Session
 from governor.services import contracts, reviews, selectors
 from governor.services.access import session_for_token
 from governor.services.errors import Invalid
-from governor.services.waits import long_poll
+from governor.services.notify import review_topic
+from governor.services.waits import long_poll, off_thread
 
 router = Router(tags=["contracts"])
 
@@ -144,16 +146,26 @@ def abstain(request: HttpRequest, session_id: str) -> dict[str, Any]:
     return _outcome(contracts.contract_abstain(session=session, reason=body.get("reason")))
 
 
-@router.get("/sessions/{session_id}/review", response={200: dict, **WAIT_RESPONSES})
-def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> dict[str, Any]:
-    """The latest review of the session. With `wait`, holds the request (at most 60 s) until
-    the pending proposal is decided or replaced by the next stage's."""
+@router.get("/sessions/{session_id}/review", response={200: dict, **WAIT_RESPONSES},
+            auth=AgentBearerAsync())
+async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> dict[str, Any]:
+    """The latest review of the session. With `wait`, holds the request (at most 60 s, holding
+    no server thread) until the pending proposal is decided, expires or is replaced by the next
+    stage's."""
     token = agent_token(request)
-    session = session_for_token(token, session_id)
-    first = reviews.review_latest(session)
-    review = long_poll(token, wait, lambda: reviews.review_latest(session),
-                       lambda latest: (latest is None or latest.status != "pending"
-                                       or first is None or latest.pk != first.pk))
+    session = await off_thread(request, session_for_token, token, session_id)
+    review = await off_thread(request, reviews.review_latest, session)  # expires a due one
+    if wait > 0:  # a slot even when nothing is pending: the cap counts every `wait`
+        pending = review if review is not None and review.status == "pending" else None
+        seen = (pending.pk, pending.status) if pending else None
+        await long_poll(
+            request, token=token, seconds=wait, topic=review_topic(session.pk),
+            read=lambda: reviews.review_newest(session),
+            settled=lambda latest: (pending is None or latest is None
+                                    or (latest.pk, latest.status) != seen
+                                    or timezone.now() >= pending.expires_at))
+        if pending is not None:
+            review = await off_thread(request, reviews.review_latest, session)
     return {"review": reviews.review_status(review) if review else None}
 
 

@@ -7,13 +7,15 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from governor.api.auth import agent_token
+from governor.api.auth import AgentBearerAsync, agent_token
 from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
+from governor.models import AgentToken
 from governor.services import selectors
 from governor.services.access import run_for_token, session_for_token
 from governor.services.errors import Invalid
-from governor.services.waits import long_poll
+from governor.services.notify import run_topic
+from governor.services.waits import long_poll, off_thread
 from verification import services
 from verification.models import RunState, VerificationRun
 
@@ -46,16 +48,27 @@ def request_run(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]
     return Status(202, {"id": str(run.pk), "state": run.state})
 
 
-@router.get("/code-verifications/{run_id}", response={200: dict, **WAIT_RESPONSES})
-def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str, Any]:
-    token = agent_token(request)
+def _run_now(token: AgentToken, run_id: str) -> VerificationRun:
+    """The run as it stands, after ending it if it was lost (the read that needs it; the
+    periodic task does the same for every run)."""
     run = run_for_token(token, run_id)
+    if run.state != RunState.FINISHED and services.runs_expire_lost(run_id=run.pk):
+        run.refresh_from_db()
+    return run
 
-    def read() -> VerificationRun:
+
+@router.get("/code-verifications/{run_id}", response={200: dict, **WAIT_RESPONSES},
+            auth=AgentBearerAsync())
+async def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str, Any]:
+    """The run. With `wait`, holds the request (at most 60 s, holding no server thread) until
+    it has finished."""
+    token = agent_token(request)
+    run = await off_thread(request, _run_now, token, run_id)
+    if wait > 0:  # a slot even when it has finished: the cap counts every `wait`
+        await long_poll(
+            request, token=token, seconds=wait, topic=run_topic(run.pk),
+            read=lambda: VerificationRun.objects.values_list("state", flat=True).get(pk=run.pk),
+            settled=lambda state: state == RunState.FINISHED)
         if run.state != RunState.FINISHED:
-            services.runs_expire_lost(run_id=run.pk)
-            run.refresh_from_db()
-        return run
-
-    return long_poll(token, wait, read, lambda current: current.state == RunState.FINISHED
-                     ).as_dict()
+            run = await off_thread(request, _run_now, token, run_id)
+    return await off_thread(request, run.as_dict)

@@ -27,6 +27,7 @@ from governor.services.events import (
     governor_event_append,
     session_locked,
 )
+from governor.services.notify import announce_on_commit, review_topic
 from reviews.models import Approval, Review, Stage, Status
 
 EVENT_TYPES: dict[str, str] = {Stage.INTENT: lifecycle.INTENT_REVIEW,
@@ -85,6 +86,7 @@ def _create(session: Session, stage: str, proposal: dict[str, Any], plan: dict[s
         expires_at=timezone.now() + ttl,
     )
     transaction.on_commit(lambda: proposal_waiting.send(sender=Review, review=review))
+    announce_on_commit(review_topic(session.pk))
     return review
 
 
@@ -137,6 +139,7 @@ def _decide(review: Review, state: SessionState, *, decision: str, decided_by: d
     review.feedback = feedback
     review.save(update_fields=["status", "decided_by", "decided_at", "decision_receipt",
                                "feedback"])
+    announce_on_commit(review_topic(review.session_id))
     return payload
 
 
@@ -270,6 +273,11 @@ def review_cancel(*, session: Session) -> Review:
 
 def review_latest(session: Session) -> Review | None:
     review_pending(session)  # expires a due one first
+    return review_newest(session)
+
+
+def review_newest(session: Session) -> Review | None:
+    """The session's newest review as stored (a due expiry not applied): reads only."""
     return Review.objects.filter(session=session).order_by("-created_at").first()
 
 

@@ -1,23 +1,33 @@
-"""Long polls hold a server thread each, so a token holds at most GOVERNOR_MAX_WAITS_PER_TOKEN
-of them at once. The slots are rows under a unique constraint: one count for every thread and
-process, on SQLite and PostgreSQL alike."""
+"""Long polls. A waiting request holds no server thread and no database connection: it awaits
+a wake-up (governor.services.notify) and re-reads, with a bounded re-check as the safety net.
+Still, a token holds at most GOVERNOR_MAX_WAITS_PER_TOKEN of them at once. The slots are rows
+under a unique constraint: one count for every thread and process, on SQLite and PostgreSQL
+alike."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.core.handlers.asgi import ASGIRequest
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Min
+from django.http import HttpRequest
 from django.utils import timezone
 
 from governor.models import AgentToken, WaitSlot
 from governor.services.errors import TooManyWaits
+from governor.services.notify import Listener
+
+T = TypeVar("T")
 
 # A slot outlives its wait only when the process holding it died (its `finally` never ran);
 # after this much longer it counts as free again.
@@ -25,15 +35,19 @@ ABANDONED_AFTER = timedelta(seconds=30)
 # A wait whose deadline just passed is still answering: its slot is free in a moment.
 FINISHING = timedelta(seconds=5)
 MAX_WAIT_SECONDS = 60
-POLL_SECONDS = 0.05
-
-T = TypeVar("T")
 
 
 def _claim(token: AgentToken, seconds: int) -> WaitSlot | None:
+    """Writes only when a slot looks free (a refusal is a read: a flood of waits from one token
+    does not queue on the database's write lock); the unique constraint decides races."""
     now = timezone.now()
-    WaitSlot.objects.filter(token=token, until__lt=now - ABANDONED_AFTER).delete()
+    held = dict(WaitSlot.objects.filter(token=token).values_list("slot", "until"))
+    if any(until < now - ABANDONED_AFTER for until in held.values()):
+        WaitSlot.objects.filter(token=token, until__lt=now - ABANDONED_AFTER).delete()
+        held = {slot: until for slot, until in held.items() if until >= now - ABANDONED_AFTER}
     for slot in range(settings.GOVERNOR_MAX_WAITS_PER_TOKEN):
+        if slot in held:
+            continue
         try:
             with transaction.atomic():
                 return WaitSlot.objects.create(token=token, slot=slot,
@@ -43,13 +57,11 @@ def _claim(token: AgentToken, seconds: int) -> WaitSlot | None:
     return None
 
 
-@contextmanager
-def wait_slot(token: AgentToken, seconds: int) -> Iterator[None]:
-    """Hold one of `token`'s wait slots while a long poll of up to `seconds` runs, released on
-    every way out; refuse with TooManyWaits when all are held. No slot for `seconds` = 0."""
+def slot_claim(token: AgentToken, seconds: int) -> WaitSlot | None:
+    """One of `token`'s wait slots for a long poll of up to `seconds` (None for 0 s); refuse with
+    TooManyWaits when all are held."""
     if seconds <= 0:
-        yield
-        return
+        return None
     held = _claim(token, seconds)
     if held is None:
         now = timezone.now()
@@ -62,22 +74,67 @@ def wait_slot(token: AgentToken, seconds: int) -> Iterator[None]:
             f"this token already holds {settings.GOVERNOR_MAX_WAITS_PER_TOKEN} long polls "
             "(wait=), the most one token may hold at once (GOVERNOR_MAX_WAITS_PER_TOKEN); retry "
             f"in {retry_after} s (Retry-After), or read without wait", retry_after=retry_after)
-    try:
-        yield
-    finally:
+    return held
+
+
+def slot_release(held: WaitSlot | None) -> None:
+    if held is not None:
         WaitSlot.objects.filter(pk=held.pk).delete()
 
 
-def long_poll(token: AgentToken, wait: int, read: Callable[[], T],
-              settled: Callable[[T], bool]) -> T:
-    """The one long poll (`?wait=`): `read()` until `settled` says its value is the answer or
-    `wait` seconds (clamped to 0..MAX_WAIT_SECONDS) have passed, every POLL_SECONDS, holding
-    one of the token's wait slots meanwhile."""
-    wait = max(0, min(wait, MAX_WAIT_SECONDS))
-    with wait_slot(token, wait):
-        deadline = time.monotonic() + wait
-        value = read()
-        while not settled(value) and time.monotonic() < deadline:
-            time.sleep(POLL_SECONDS)
-            value = read()
-    return value
+@contextmanager
+def wait_slot(token: AgentToken, seconds: int) -> Iterator[None]:
+    """Hold a wait slot while a long poll of up to `seconds` runs, released on every way out."""
+    held = slot_claim(token, seconds)
+    try:
+        yield
+    finally:
+        slot_release(held)
+
+
+# The threads long polls read on (served over ASGI), each keeping its database connection.
+# Plain executor threads: sync_to_async would carry the request's context, and with it the
+# request thread's connection.
+READ_THREADS = 8
+_readers = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="long-poll-read")
+
+
+def _pooled(function: Callable[[], T]) -> T:
+    """A read on a reader thread, which keeps its database connection between reads; a
+    connection that failed is closed, so the next read opens a fresh one."""
+    try:
+        return function()
+    except DatabaseError:
+        connection.close()
+        raise
+
+
+def off_thread(request: HttpRequest, function: Callable[..., T], *args: Any) -> Awaitable[T]:
+    """`function(*args)` for an async view. Served over ASGI it runs on a reader thread, so the
+    request holds no connection of its own while it waits; under WSGI (and the test client) on
+    the request's thread, as every other read of the request."""
+    if isinstance(request, ASGIRequest):
+        return asyncio.get_running_loop().run_in_executor(
+            _readers, _pooled, lambda: function(*args))
+    return sync_to_async(function)(*args)
+
+
+async def long_poll(request: HttpRequest, *, token: AgentToken, seconds: int, topic: str,
+                    read: Callable[[], T], settled: Callable[[T], bool]) -> T:
+    """The one long poll (`?wait=`): `read()` until `settled(answer)` or `seconds` (clamped to
+    0..MAX_WAIT_SECONDS) pass, waking when `topic` is announced and at least every
+    GOVERNOR_WAIT_RECHECK_MS. `read` only reads: no write happens while waiting. Holds a wait
+    slot of `token` throughout."""
+    seconds = max(0, min(seconds, MAX_WAIT_SECONDS))
+    held = await off_thread(request, slot_claim, token, seconds)
+    try:
+        async with Listener(topic) as heard:
+            answer = await off_thread(request, read)
+            deadline = time.monotonic() + seconds
+            recheck = settings.GOVERNOR_WAIT_RECHECK_MS / 1000
+            while not settled(answer) and (left := deadline - time.monotonic()) > 0:
+                await heard.wait(min(left, recheck))
+                answer = await off_thread(request, read)
+        return answer
+    finally:
+        await off_thread(request, slot_release, held)

@@ -133,7 +133,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     with log.open("wb") as out:
         process = subprocess.Popen(  # noqa: S603
             [sys.executable, "manage.py", "governor_serve", "--bind", f"127.0.0.1:{port}",
-             "--threads", "4"],
+             "--workers", "2"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     server = Served(process, port, log, token.group(1), tmp_path / "var" / "workspaces")
     try:

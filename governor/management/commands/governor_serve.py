@@ -68,12 +68,13 @@ class Child:
 
 
 class Command(BaseCommand):
-    help = ("Serve the API, reviewer pages and admin (gunicorn, threaded) plus a Celery worker; "
-            "a child that dies is restarted with backoff.")
+    help = ("Serve the API, reviewer pages and admin (gunicorn running the ASGI application in "
+            "uvicorn workers, so a long poll holds no thread) plus a Celery worker; a child that "
+            "dies is restarted with backoff.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--bind", default=os.environ.get("GOVERNOR_BIND", "127.0.0.1:8000"))
-        parser.add_argument("--threads", type=int, default=64)
+        parser.add_argument("--workers", type=int, default=2, help="web processes")
         parser.add_argument("--no-worker", action="store_true", help="web only")
 
     def say(self, message: str) -> None:
@@ -83,9 +84,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         bin_dir = os.path.dirname(sys.executable)
         web = [
-            os.path.join(bin_dir, "gunicorn"), "governor.wsgi:application",
-            "--bind", options["bind"], "--worker-class", "gthread", "--workers", "2",
-            "--threads", str(options["threads"]), "--timeout", "90", "--access-logfile", "-",
+            os.path.join(bin_dir, "gunicorn"), "governor.asgi:application",
+            "--bind", options["bind"], "--worker-class", "uvicorn_worker.UvicornWorker",
+            "--workers", str(options["workers"]), "--timeout", "90", "--access-logfile", "-",
             # The default control socket, ~/.gunicorn/gunicorn.ctl, is one for every instance.
             "--no-control-socket",
         ]

@@ -1,0 +1,128 @@
+"""Long polls wait on a wake-up sent when the deciding transaction commits, re-check the
+database at a bounded interval, and write nothing while they wait (governor.services.waits,
+governor.services.notify). A lost wake-up costs at most the re-check interval, never a wrong
+answer. (tests/integration/test_long_poll.py runs long polls against the served ASGI stack.)"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from governor.services import notify
+from governor.services.reviews import review_cancel
+from reviews.models import Review
+from tests.api.test_review_api import begin
+from tests.conftest import AgentClient
+from tests.integration.test_worker import REDIS_URL
+
+# A second thread decides while the request waits: committed data, on PostgreSQL (SQLite's
+# shared in-memory test database cannot be flushed after it).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
+
+
+def later(seconds: float, action: Callable[[], Any]) -> threading.Thread:
+    def run() -> None:
+        time.sleep(seconds)
+        try:
+            action()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def pending(project: Any, agent: AgentClient, session: dict) -> Review:
+    project.review_mode = "required"
+    project.save(update_fields=["review_mode"])
+    begin(agent, session)
+    return Review.objects.get(session_id=session["id"])
+
+
+def timed_wait(agent: AgentClient, session: dict, seconds: int) -> tuple[dict, float]:
+    started = time.monotonic()
+    answer = agent.get(f"/sessions/{session['id']}/review", wait=seconds)
+    assert answer.status_code == 200, answer.content
+    return answer.json()["review"], time.monotonic() - started
+
+
+def test_a_waiting_client_wakes_when_the_decision_commits(
+    project: Any, agent: AgentClient, session: dict, settings: Any
+) -> None:
+    settings.GOVERNOR_WAIT_RECHECK_MS = 20_000  # only the wake-up can end this wait early
+    pending(project, agent, session)
+    session_obj = Review.objects.get().session
+    withdraw = later(0.3, lambda: review_cancel(session=session_obj))
+    review, seconds = timed_wait(agent, session, 10)
+    withdraw.join()
+    assert review["status"] == "cancelled"
+    assert seconds < 3, seconds
+
+
+def test_a_lost_wakeup_costs_at_most_the_recheck_interval_and_the_answer_is_right(
+    project: Any, agent: AgentClient, session: dict, settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings.GOVERNOR_WAIT_RECHECK_MS = 400
+    monkeypatch.setattr(notify, "announce", lambda topic: None)  # every wake-up is lost
+    pending(project, agent, session)
+    session_obj = Review.objects.get().session
+    withdraw = later(0.3, lambda: review_cancel(session=session_obj))
+    review, seconds = timed_wait(agent, session, 10)
+    withdraw.join()
+    assert review["status"] == "cancelled"
+    assert review["decision_receipt"] == Review.objects.get().decision_receipt
+    assert seconds < 0.3 + 0.4 + 1.5, seconds  # the decision, one re-check, slack
+
+
+def test_nothing_is_written_while_a_long_poll_waits(
+    project: Any, agent: AgentClient, session: dict, settings: Any
+) -> None:
+    settings.GOVERNOR_WAIT_RECHECK_MS = 50
+    pending(project, agent, session)
+    with CaptureQueriesContext(connection) as queries:
+        review, seconds = timed_wait(agent, session, 1)
+    assert review["status"] == "pending" and seconds >= 1
+    statements = [query["sql"].lstrip().split()[0].upper() for query in queries]
+    writes = [query["sql"] for query in queries
+              if query["sql"].lstrip().split()[0].upper() in ("INSERT", "UPDATE", "DELETE")]
+    assert statements.count("SELECT") >= 10  # it re-read every 50 ms
+    # Only its wait slot: claimed and released.
+    assert len(writes) == 2 and all("governor_waitslot" in sql for sql in writes), writes
+
+
+@pytest.mark.redis
+def test_redis_carries_a_wakeup_from_any_process(settings: Any) -> None:
+    """The announcing process need not be the waiting one: Redis pub/sub carries it."""
+    settings.BROKER_URL = REDIS_URL
+
+    async def wait_for_a_publish() -> tuple[bool, float]:
+        async with notify.Listener(notify.run_topic("r-1")) as heard:
+            publisher = redis.Redis.from_url(REDIS_URL)  # as another process would
+            started = time.monotonic()
+            publisher.publish(notify.CHANNEL_PREFIX + notify.run_topic("r-1"), b"")
+            publisher.close()
+            return await heard.wait(5), time.monotonic() - started
+
+    woken, seconds = asyncio.run(wait_for_a_publish())
+    assert woken and seconds < 1, seconds
+
+
+@pytest.mark.redis
+def test_without_redis_a_long_poll_still_answers_by_rechecking(
+    project: Any, agent: AgentClient, session: dict, settings: Any
+) -> None:
+    settings.BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    settings.GOVERNOR_WAIT_RECHECK_MS = 300
+    pending(project, agent, session)
+    review, seconds = timed_wait(agent, session, 1)
+    assert review["status"] == "pending" and 1 <= seconds < 4, seconds
