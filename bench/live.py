@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -21,18 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import postgres_database, progress
+from governor.startup import redis_answers
 from tests.live import Live, live_server
 
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
-
-
-def redis_answers(host: str = REDIS_HOST, port: int = REDIS_PORT) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.3) as conn:
-            conn.sendall(b"PING\r\n")
-            return conn.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
 
 
 def flush_redis(url: str) -> None:
