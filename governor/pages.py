@@ -18,10 +18,14 @@ from django.urls import path
 from django.views.decorators.http import require_GET
 from django_htmx.middleware import HtmxDetails
 
+from governor.api.blobs import file_response
 from governor.domain import conversation, lifecycle
-from governor.models import AgentToken, Event, Project, Session
+from governor.models import AgentToken, Event, Project, Session, SessionState
 from governor.services.access import is_reviewer, member_projects, session_for_member
+from governor.services.errors import NotFound
+from governor.services.events import lifecycle_of
 from governor.services.selectors import export_bytes, export_filename, session_status
+from governor.services.treediff import TreeChanges, tree_changes, tree_file
 from reviews.models import Review
 from verification.models import RunState, VerificationRun
 
@@ -40,6 +44,9 @@ CONVERSATION_EVENTS = 300
 SESSIONS_PER_PAGE = 50
 SESSIONS_SCANNED = 500
 USER_REQUESTS = 5
+TIMELINE_DIFFED = 20  # changed files diffed on the timeline; the changes page lists them all
+TIMELINE_LISTED = 50
+ALL_DIFFED = 1000
 USER_MESSAGES_READ = 100  # plugins may put many reminders in the user's place between requests
 
 
@@ -164,8 +171,58 @@ def session_timeline(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRes
         "reviews": reviews,
         "is_reviewer": is_reviewer(request.user, session.project_id),
         **_runs(session), **_events_page(session, _before(request)), **_conversation(session),
+        "changes": _changes(session, status),
     }
     return render(request, "sessions/timeline.html", context)
+
+
+def judged_trees(status: dict[str, Any]) -> tuple[str, str] | None:
+    """(contract-start tree, tree judged last) of the session's contract, when both exist."""
+    contract = status.get("contract") or {}
+    start = (contract.get("startTree") or {}).get("id")
+    judged = ((status.get("terminal") or {}).get("tree") or {}).get("id") or next(
+        (attempt["tree"]["id"] for attempt in reversed(status.get("attempts") or [])
+         if attempt.get("tree")), None)
+    return (start, judged) if start and judged else None
+
+
+def changes_so_far(session: Session) -> TreeChanges | None:
+    """The changes of the session's latest contract from its start tree to the tree its last
+    attempt judged, read from the folded lifecycle (one query): what the evidence page of a
+    later proposal shows."""
+    folded = lifecycle_of(SessionState.objects.only("lifecycle").get(session=session))
+    contract = folded["contract"]
+    return _changes(session, {"contract": contract["data"] if contract else None,
+                              "attempts": [attempt["data"] for attempt in folded["attempts"]]})
+
+
+def _changes(session: Session, status: dict[str, Any], *, diffed: int = TIMELINE_DIFFED,
+             listed: int | None = TIMELINE_LISTED) -> TreeChanges | None:
+    trees = judged_trees(status)
+    if trees is None:
+        return None
+    try:
+        return tree_changes(session, *trees, diffed=diffed, listed=listed)
+    except NotFound:  # a tree recorded before trees were kept
+        return None
+
+
+@login_required
+@require_GET
+def session_changes(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """Every change between the contract-start tree and the tree judged, each diffed."""
+    session = session_for_member(request.user, session_id)
+    changes = _changes(session, session_status(session), diffed=ALL_DIFFED, listed=None)
+    return render(request, "sessions/changes.html", {"session": session, "changes": changes})
+
+
+@login_required
+@require_GET
+def session_tree_file(request: HttpRequest, session_id: uuid.UUID, tree: str,
+                      file_path: str) -> HttpResponse:
+    """A file of a kept tree of the session, as an attachment (never rendered)."""
+    session = session_for_member(request.user, session_id)
+    return file_response(*tree_file(session, tree, file_path))
 
 
 @login_required
@@ -258,4 +315,7 @@ urlpatterns = [
     path("", session_list, name="list"),
     path("<uuid:session_id>/", session_timeline, name="timeline"),
     path("<uuid:session_id>/export", session_export, name="export"),
+    path("<uuid:session_id>/changes", session_changes, name="changes"),
+    path("<uuid:session_id>/trees/<str:tree>/files/<path:file_path>", session_tree_file,
+         name="tree_file"),
 ]

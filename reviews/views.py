@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from governor.domain.review import ReviewError, plan_changes
-from governor.pages import HtmxHttpRequest, check_parameters, user_requests
+from governor.pages import HtmxHttpRequest, changes_so_far, check_parameters, user_requests
 from governor.services import passkeys
 from governor.services import reviews as review_services
 from governor.services.access import review_for_reviewer, reviewed_projects
@@ -125,6 +125,7 @@ def _proposal(review: Review) -> dict[str, Any]:
         "errors": [finding for finding in findings if finding.get("severity") == "error"],
         "warnings": [finding for finding in findings if finding.get("severity") != "error"],
         "approved_intent": proposal.get("approvedIntent") or {},
+        "changes": changes_so_far(review.session),
     }
 
 

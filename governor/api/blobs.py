@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema, Status
 from pydantic import Field
 
@@ -13,7 +14,8 @@ from governor.api.auth import agent_token
 from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES
 from governor.api.schemas import Strict
-from governor.services import blobs, snapshots
+from governor.domain.tree import ManifestEntry
+from governor.services import blobs, snapshots, treediff
 from governor.services.access import session_for_token
 
 router = Router(tags=["snapshots"])
@@ -84,6 +86,26 @@ SNAPSHOT_BODY = {"requestBody": {"required": True, "content": {"application/json
                            "mode": {"enum": ["100644", "100755", "120000"]},
                            "blob": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$"}}}},
         "base": {"type": "string", "description": "an earlier snapshot's tree id"}}}}}}}
+
+
+@router.get("/sessions/{session_id}/trees/{tree}/files/{path:file_path}",
+            response={200: None, **ERROR_RESPONSES})
+def tree_file(request: HttpRequest, session_id: str, tree: str, file_path: str) -> HttpResponse:
+    """A file of a tree the session named (contract start, attempt, run, snapshot), from the
+    blob store: its raw bytes (a symlink's: its text), its mode in `X-Governor-Mode`."""
+    session = session_for_token(agent_token(request), session_id)
+    return file_response(*treediff.tree_file(session, tree, file_path))
+
+
+def file_response(entry: ManifestEntry, data: bytes) -> HttpResponse:
+    """Raw bytes, never rendered by a browser: an attachment of an opaque type."""
+    response = HttpResponse(data, content_type="application/octet-stream")
+    response["Content-Disposition"] = (
+        f"attachment; filename*=UTF-8''{quote(entry.path.rsplit('/', 1)[-1])}")
+    response["X-Content-Type-Options"] = "nosniff"
+    response["X-Governor-Mode"] = entry.mode
+    response["X-Governor-Blob"] = entry.blob
+    return response
 
 
 @router.post("/sessions/{session_id}/snapshots", response={201: SnapshotOut, **ERROR_RESPONSES},

@@ -466,8 +466,9 @@ def test_evidence_page_query_count_does_not_grow_with_claims_and_checks(
     evidence = approve_intent(rita, intent)
     assert len(evidence.proposal["checks"]) == len(evidence.proposal["claims"]) == count
     # session, user, review with its project, approvals, the session's earlier proposals, the
-    # reviewer's passkeys (does the decision get signed)
-    with django_assert_num_queries(6):
+    # reviewer's passkeys (does the decision get signed), the session's folded lifecycle (the
+    # changes of an earlier contract: none here)
+    with django_assert_num_queries(7):
         response = rita.get(url(evidence))
     assert response.status_code == 200
     assert response.content.decode().count('class="check"') == count

@@ -236,6 +236,7 @@ def test_timeline_query_count_does_not_grow_with_events(
         trace.say()
     agent.append(session_id, trace.flush())
     # session, user, the session, status (state ×2, pending and latest review ×3), membership,
-    # runs, one page of events, the conversation, the session's reviews
-    with django_assert_num_queries(13):
+    # runs, one page of events, the conversation, the session's reviews, and the changes (the
+    # two kept trees, their blobs' sizes)
+    with django_assert_num_queries(15):
         timeline(rita, session_id)
