@@ -18,14 +18,13 @@ from django.urls import path
 from django.views.decorators.http import require_GET
 from django_htmx.middleware import HtmxDetails
 
-from governor.api.blobs import file_response
 from governor.domain import conversation, lifecycle
 from governor.models import AgentToken, Event, Project, Session, SessionState
 from governor.services.access import is_reviewer, member_projects, session_for_member
 from governor.services.errors import NotFound
 from governor.services.events import lifecycle_of
 from governor.services.selectors import export_bytes, export_filename, session_status
-from governor.services.treediff import TreeChanges, tree_changes, tree_file
+from governor.services.treediff import TreeChanges, file_response, tree_changes, tree_file
 from reviews.models import Review
 from verification.models import RunState, VerificationRun
 

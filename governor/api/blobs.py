@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -14,7 +13,6 @@ from governor.api.auth import agent_token
 from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES
 from governor.api.schemas import Strict
-from governor.domain.tree import ManifestEntry
 from governor.services import blobs, snapshots, treediff
 from governor.services.access import session_for_token
 
@@ -94,18 +92,7 @@ def tree_file(request: HttpRequest, session_id: str, tree: str, file_path: str) 
     """A file of a tree the session named (contract start, attempt, run, snapshot), from the
     blob store: its raw bytes (a symlink's: its text), its mode in `X-Governor-Mode`."""
     session = session_for_token(agent_token(request), session_id)
-    return file_response(*treediff.tree_file(session, tree, file_path))
-
-
-def file_response(entry: ManifestEntry, data: bytes) -> HttpResponse:
-    """Raw bytes, never rendered by a browser: an attachment of an opaque type."""
-    response = HttpResponse(data, content_type="application/octet-stream")
-    response["Content-Disposition"] = (
-        f"attachment; filename*=UTF-8''{quote(entry.path.rsplit('/', 1)[-1])}")
-    response["X-Content-Type-Options"] = "nosniff"
-    response["X-Governor-Mode"] = entry.mode
-    response["X-Governor-Blob"] = entry.blob
-    return response
+    return treediff.file_response(*treediff.tree_file(session, tree, file_path))
 
 
 @router.post("/sessions/{session_id}/snapshots", response={201: SnapshotOut, **ERROR_RESPONSES},

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
+
+from django.http import HttpResponse
 
 from governor.domain.tree import TREE_ID_PREFIX, ManifestEntry
 from governor.domain.treediff import Change, as_text, manifest_changes, unified_diff
@@ -58,6 +61,18 @@ def tree_file(session: Session, tree_id: Any, path: str) -> tuple[ManifestEntry,
     if not Blob.objects.filter(project_id=session.project_id, blob_id=entry.blob).exists():
         raise NotFound(f"the content of {path!r} in tree {tree_id} was not kept")
     return entry, blob_read(session.project_id, entry.blob)
+
+
+def file_response(entry: ManifestEntry, data: bytes) -> HttpResponse:
+    """A file of a kept tree as raw bytes a browser never renders: an attachment of an opaque
+    type, `nosniff`, its mode and blob id in headers."""
+    response = HttpResponse(data, content_type="application/octet-stream")
+    response["Content-Disposition"] = (
+        f"attachment; filename*=UTF-8''{quote(entry.path.rsplit('/', 1)[-1])}")
+    response["X-Content-Type-Options"] = "nosniff"
+    response["X-Governor-Mode"] = entry.mode
+    response["X-Governor-Blob"] = entry.blob
+    return response
 
 
 def _sizes(project_id: int, changes: list[Change]) -> dict[str, int]:
