@@ -152,10 +152,39 @@ def draw_b7(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def draw_b8(result: dict[str, Any], path: Path) -> None:
+    plt = _pyplot()
+    arms = [("git push", result["git"])] + [(f"client, {store}", arm)
+                                             for store, arm in result["stores"].items()]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, unit, title in ((axes[0], "first", 1000.0, "first upload (s)"),
+                                 (axes[1], "incremental", 1.0, "one file changed (ms)")):
+        values = [arm[f"{key}_ms"] / unit for _, arm in arms]
+        sent = [arm[f"{key}_bytes"] for _, arm in arms]
+        bars = ax.bar([label for label, _ in arms], values,
+                      color=["#d62728"] + ["#1f77b4"] * (len(arms) - 1))
+        for bar, value, size in zip(bars, values, sent, strict=True):
+            shown = f"{size / 1e6:.1f} MB" if size >= 1e5 else f"{size:,.0f} B"
+            ax.annotate(f"{value:,.1f}\n{shown} sent", (bar.get_x() + bar.get_width() / 2,
+                                                         value),
+                        textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel("median wall time" if key == "incremental" else "wall time")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.margins(y=0.25)
+    fig.suptitle(f"B8: snapshot upload of {result['files']:,} files "
+                 f"({result['bytes'] / 1e6:.0f} MB) against git push, same run")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
 CHARTS: dict[str, tuple[str, Callable[[dict[str, Any], Path], None]]] = {
     "B1": ("b1_fault_matrix.png", draw_b1),
     "B3": ("b3_turn_stop.png", draw_b3),
     "B7": ("b7_tree_hash.png", draw_b7),
+    "B8": ("b8_snapshot_upload.png", draw_b8),
 }
 
 

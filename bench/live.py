@@ -48,13 +48,15 @@ def broker_for(explicit: str | None, redis_db: int) -> str:
 
 @contextmanager
 def governor(*, worker: bool, broker: str, database_url: str | None = None,
-             prefix: str = "governor-bench-") -> Iterator[tuple[Live, Path]]:
+             prefix: str = "governor-bench-",
+             extra_env: dict[str, str] | None = None) -> Iterator[tuple[Live, Path]]:
     """A served governor and its temporary directory (workspaces live under
-    `live.workspace_root`; the server's log is `tmp / "server.log"`). The directory is removed
+    `live.workspace_root`; the server's log is `tmp / "server.log"`; `extra_env` reaches the
+    server's environment, e.g. a blob store). The directory is removed
     afterwards unless $BENCH_KEEP is set or something failed."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
     with ExitStack() as stack:
-        env: dict[str, str] = {"GOVERNOR_BROKER_URL": broker}
+        env: dict[str, str] = {"GOVERNOR_BROKER_URL": broker, **(extra_env or {})}
         if database_url:
             env["DATABASE_URL"] = stack.enter_context(postgres_database(database_url))
         try:

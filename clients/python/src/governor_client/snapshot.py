@@ -5,7 +5,8 @@ The tree is computed by stock git — the reference the server's ids are defined
 private repository `.governor/snapshot.git` beside the session state, with the command §10.1
 gives and the project's exclusions (asked from the server, so both sides compute the same tree).
 Git's index there is the stat cache: a re-upload reads only what changed. Only the blobs the
-server lacks are sent, in parallel, each read from the workspace and checked against its id
+server lacks are sent (after a first upload, only the blobs the last snapshot did not hold are
+even asked about), in parallel, each read from the workspace and checked against its id
 (a file that changed since it was hashed aborts the upload: hash again); then the manifest, as
 the changed entries over the last snapshot this workspace sent (`base`) when there is one.
 """
@@ -164,9 +165,27 @@ def _upload(client: GovernorClient, session_id: str, root: Path, *, state_dir: P
     if last is not None and last.get("tree") == tree.id:
         return {"tree": tree.id, "files": len(tree.entries), "sent_blobs": 0, "sent_bytes": 0,
                 "unchanged": True}
+    before = last.get("entries") if last is not None else None
+    if isinstance(before, Mapping):
+        try:  # the changes over the last snapshot, whose blobs the server keeps with it
+            return _send(client, session_id, root, tree, state_dir, progress, workers,
+                         base=(str(last["tree"]), before))  # type: ignore[index]
+        except GovernorError as error:
+            if error.status != 404:
+                raise
+            # the base is gone (the state names another session's?): send the tree whole
+    return _send(client, session_id, root, tree, state_dir, progress, workers, base=None)
+
+
+def _send(client: GovernorClient, session_id: str, root: Path, tree: LocalTree, state_dir: Path,
+          progress: Progress | None, workers: int,
+          base: tuple[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    known = set() if base is None else {entry[1] for entry in base[1].values()
+                                        if isinstance(entry, list | tuple) and len(entry) == 2}
     blobs: dict[str, tuple[str, str]] = {}
     for path, (mode, blob) in tree.entries.items():
-        blobs.setdefault(blob, (path, mode))
+        if blob not in known:
+            blobs.setdefault(blob, (path, mode))
     wanted = sorted(blobs)
     missing: list[str] = []
     for start in range(0, len(wanted), MISSING_PER_REQUEST):
@@ -187,24 +206,17 @@ def _upload(client: GovernorClient, session_id: str, root: Path, *, state_dir: P
             sent, sent_bytes = sent + 1, sent_bytes + size
             if progress is not None:
                 progress(sent, len(missing), sent_bytes, total)
-    base = None
-    entries = [{"path": p, "mode": m, "blob": b} for p, (m, b) in tree.entries.items()]
-    if last is not None and isinstance(last.get("entries"), Mapping):
-        before: Mapping[str, Any] = last["entries"]
+    if base is None:
+        answer = client.create_snapshot(session_id, [
+            {"path": p, "mode": m, "blob": b} for p, (m, b) in tree.entries.items()])
+    else:
+        earlier = base[1]
         changed: list[dict[str, Any]] = [
             {"path": p, "mode": m, "blob": b} for p, (m, b) in tree.entries.items()
-            if tuple(before.get(p) or ()) != (m, b)]
-        deleted = [{"path": p, "mode": "100644", "blob": None}
-                   for p in before if p not in tree.entries]
-        base, entries = last["tree"], changed + deleted
-    try:
-        answer = client.create_snapshot(session_id, entries, base=base)
-    except GovernorError as error:
-        if base is None or error.status != 404:
-            raise
-        answer = client.create_snapshot(  # the base is gone (another session?): send it whole
-            session_id, [{"path": p, "mode": m, "blob": b}
-                         for p, (m, b) in tree.entries.items()])
+            if tuple(earlier.get(p) or ()) != (m, b)]
+        changed += [{"path": p, "mode": "100644", "blob": None}
+                    for p in earlier if p not in tree.entries]
+        answer = client.create_snapshot(session_id, changed, base=base[0])
     if answer["tree"] != tree.id:
         raise SnapshotError(f"the server computed {answer['tree']} for the tree git computed as "
                             f"{tree.id}")
