@@ -180,11 +180,40 @@ def draw_b8(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def draw_b9(result: dict[str, Any], path: Path) -> None:
+    plt = _pyplot()
+    databases = result["databases"]
+    fig, axes = plt.subplots(1, len(databases), figsize=(5.5 * len(databases), 4.4),
+                             squeeze=False)
+    for ax, (label, levels) in zip(axes[0], databases.items(), strict=True):
+        agents = sorted(int(n) for n in levels)
+        routes = sorted({route for level in levels.values() for route in level["routes"]})
+        for route in routes:
+            values = [levels[str(n)]["routes"].get(route, {}).get("p99_ms") for n in agents]
+            ax.plot(agents, values, marker="o", label=route)
+        ax.set_xscale("log")
+        ax.set_xticks(agents)
+        ax.set_xticklabels([str(n) for n in agents])
+        ax.set_yscale("log")
+        ax.set_xlabel("concurrent agents (log scale)")
+        ax.set_ylabel("p99, ms (log scale)")
+        ax.set_title(f"{label} (+{result['params']['waiters']:,} open long polls)",
+                     fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle("B9: p99 per route against concurrent agents")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
 CHARTS: dict[str, tuple[str, Callable[[dict[str, Any], Path], None]]] = {
     "B1": ("b1_fault_matrix.png", draw_b1),
     "B3": ("b3_turn_stop.png", draw_b3),
     "B7": ("b7_tree_hash.png", draw_b7),
     "B8": ("b8_snapshot_upload.png", draw_b8),
+    "B9": ("b9_load.png", draw_b9),
 }
 
 

@@ -1,0 +1,396 @@
+"""B9. Load: many agents at once (shared/BENCHMARKS.md).
+
+The served stack `make run` starts (`governor_serve`: gunicorn with 2 uvicorn workers running
+the ASGI application, one Celery worker with 2 processes), a Redis broker (database 12 on
+127.0.0.1:6379, flushed first), on SQLite and on PostgreSQL (a throwaway database), loopback
+only. For each level of concurrent scripted agents (10, 50, 200 by default), for a bounded time:
+
+- every agent does whole lifecycles, pacing itself (~100 ms between its requests): a path
+  session, ~50 Harness events in five batches, a contract whose evidence includes a trusted
+  run, the run requested and waited for with the long poll, the turn-stop that certifies
+  (review off). Agents share 50 tokens, so the per-token cap on waits never refuses them;
+- 1,000 long polls are held open on a pending review (another session, begun while review was
+  required; 250 more tokens, 4 waits each) and re-issued as they end;
+- `/healthz` is asked every 100 ms.
+
+Reported per level: per route p50/p95/p99 and throughput, errors (any unexpected status or a
+transport error), lifecycles completed, the wake-up delay of a waiting client after the run's
+result committed (its answer's arrival − the run's `finished_at`), and lost events: after the
+level, `manage.py governor_refold --check` must find every projection equal to the fold of its
+log, and every session's export must verify (governor.verify) and hold every event its agent
+sent. The chart docs/img/b9_load.png draws the p99 of each route against agents.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import markdown_table, postgres_url, progress
+from bench.live import broker_for, governor, load_profiles, set_project
+from tests.harness_builders import Trace
+
+NAME = "B9"
+LEVELS = (10, 50, 200)
+SECONDS = 30
+WAITERS = 1000
+AGENT_TOKENS = 50
+WAITS_PER_TOKEN = 4  # the default GOVERNOR_MAX_WAITS_PER_TOKEN
+PACE_SECONDS = 0.1
+HEALTH_EVERY = 0.1
+REDIS_DB = 12
+GOAL_ERRORS = 0
+GOAL_TURN_STOP_P99_MS = 250.0  # at 50 agents on PostgreSQL
+GOAL_HEALTH_P99_MS = 50.0
+GOAL_WAKE_MS = 10.0
+ROUTES = ("POST /sessions", "POST /events", "POST /contracts", "POST /code-verifications",
+          "GET /code-verifications?wait", "POST /turn-stop", "GET /healthz")
+AGENT_TYPES = {"turn/start", "user/message", "step/start", "assistant/message", "tool/call",
+               "tool/result", "step/end", "turn/end"}
+CONTRACT = {
+    "objective": "Write README.md with an Install section",
+    "claims": [{"id": "readme", "statement": "README.md documents installation, and it runs",
+                "importance": "critical", "verification": "deterministic",
+                "check_ids": ["readme-exists", "readme-install", "runs"]}],
+    "checks": [{"id": "readme-exists", "kind": "file_exists", "path": "README.md"},
+               {"id": "readme-install", "kind": "file_contains", "path": "README.md",
+                "text": "## Install"},
+               {"id": "runs", "kind": "code_verification_succeeded", "profile": "true"}],
+}
+INTENT = {"constraints": ["keep the public API"], "assumptions": ["Python 3.11"],
+          "non_goals": ["no new dependencies"], "ambiguities": ["which README section?"]}
+TOKENS_SCRIPT = """
+import json, uuid
+from django.contrib.auth import get_user_model
+from governor.models import Project
+from governor.services.tokens import token_create
+project = Project.objects.get(slug="demo")
+owner = get_user_model().objects.get(username="demo-agent")
+print(json.dumps([token_create(project=project, name=f"b9-{uuid.uuid4().hex[:12]}",
+                               owner=owner)[1] for _ in range({count})]))
+"""
+FINISHED_SCRIPT = """
+import json
+from verification.models import VerificationRun
+print(json.dumps({str(pk): at.timestamp() for pk, at in
+                  VerificationRun.objects.values_list("pk", "finished_at") if at}))
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--b9-agents", default=",".join(map(str, LEVELS)), metavar="N,N,...",
+                        help="B9: levels of concurrent agents (default 10,50,200)")
+    parser.add_argument("--b9-seconds", type=float, default=SECONDS,
+                        help=f"B9: seconds of load per level (default {SECONDS})")
+    parser.add_argument("--b9-waiters", type=int, default=WAITERS,
+                        help=f"B9: long polls held open meanwhile (default {WAITERS})")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    levels = [int(n) for n in str(getattr(args, "b9_agents", "10,50,200")).split(",") if n]
+    postgres = postgres_url(getattr(args, "postgres", None))
+    databases = {"sqlite": None, **({"postgresql": postgres} if postgres else {})}
+    return measure(levels, float(getattr(args, "b9_seconds", SECONDS)),
+                   int(getattr(args, "b9_waiters", WAITERS)), databases)
+
+
+def measure(levels: list[int], seconds: float, waiters: int,
+            databases: dict[str, str | None]) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for label, server in databases.items():
+        for agents in levels:
+            progress(f"[B9] {label}: {agents} agents for {seconds:g} s with {waiters} open "
+                     "long polls")
+            results.setdefault(label, {})[str(agents)] = _level(server, agents, seconds,
+                                                                 waiters)
+    return {"params": {"levels": levels, "seconds": seconds, "waiters": waiters,
+                       "agent_tokens": AGENT_TOKENS, "pace_ms": PACE_SECONDS * 1000,
+                       "server": "governor_serve: gunicorn, 2 uvicorn workers; Celery worker "
+                                 "--concurrency 2; Redis broker"},
+            "databases": results}
+
+
+def _level(server: str | None, agents: int, seconds: float, waiters: int) -> dict[str, Any]:
+    broker = broker_for(None, REDIS_DB)
+    with governor(worker=True, broker=broker, database_url=server,
+                  prefix="governor-b9-") as (live, tmp):
+        load_profiles(live, tmp, [{"id": "true", "description": "B9: /bin/true",
+                                   "argv": ["/bin/true"], "timeout_ms": 20_000,
+                                   "required": False}], "profiles")
+        set_project(live, review_mode="required")
+        waits_on = _pending_review(live)
+        set_project(live, review_mode="off")
+        wait_tokens = math.ceil(waiters / WAITS_PER_TOKEN)
+        out = live.manage("shell", "-v", "0", "-c",
+                          TOKENS_SCRIPT.replace("{count}", str(AGENT_TOKENS + wait_tokens)))
+        tokens = json.loads(out.strip().splitlines()[-1])
+        load = asyncio.run(_drive(live.url, live.workspace_root, tokens[:AGENT_TOKENS],
+                                  tokens[AGENT_TOKENS:], waits_on, agents, seconds, waiters))
+        refold = live.manage("governor_refold", "--check").strip().splitlines()[-1]
+        finished = json.loads(live.manage("shell", "-v", "0", "-c",
+                                          FINISHED_SCRIPT).strip().splitlines()[-1])
+        lost = _check_exports(live.url, tokens[0], load["sessions"])
+    wake = sorted((answered - finished[run_id]) * 1000
+                  for run_id, answered in load["run_answers"].items() if run_id in finished)
+    return {
+        "routes": {route: _stats(samples, seconds) for route, samples in load["samples"].items()},
+        "errors": load["errors"], "error_examples": load["error_examples"][:5],
+        "lifecycles": load["lifecycles"], "events_sent": sum(load["sessions"].values()),
+        "long_polls_answered": load["polls_answered"], "long_polls_open_max": load["open_max"],
+        "wake_ms": _stats(wake, seconds) if wake else None,
+        "refold": refold, "lost_events": lost["lost"], "exports_failed": lost["failed"],
+        "exports_checked": lost["checked"],
+    }
+
+
+def _pending_review(live: Any) -> str:
+    workspace = live.workspace_root / "waits"
+    workspace.mkdir()
+    (workspace / "README.md").write_text("# Tool\n\n## Install\n")
+    with live.client() as client:
+        session = client.post("/sessions", json={"workspace": {
+            "kind": "path", "path": str(workspace)}}).json()
+        begun = client.post(f"/sessions/{session['id']}/contracts",
+                            json={**CONTRACT, "intent": INTENT})
+        if begun.status_code != 202:
+            raise RuntimeError(f"B9: the waiters' session did not await review: {begun.text}")
+    return f"/api/v1/sessions/{session['id']}/review"
+
+
+class Load:
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.samples: dict[str, list[float]] = defaultdict(list)
+        self.errors = 0
+        self.error_examples: list[str] = []
+        self.sessions: dict[str, int] = {}  # session id -> agent events sent
+        self.run_answers: dict[str, float] = {}
+        self.lifecycles = 0
+        self.polls_answered = 0
+        self.open = self.open_max = 0
+
+    def error(self, what: str) -> None:
+        self.errors += 1
+        self.error_examples.append(what[:300])
+
+    async def call(self, client: httpx.AsyncClient, route: str, method: str, url: str,
+                   token: str, ok: tuple[int, ...] = (200, 201, 202), **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            response = await client.request(method, url, headers={
+                "Authorization": f"Bearer {token}"}, **kwargs)
+        except httpx.HTTPError as exc:
+            self.error(f"{route}: {type(exc).__name__}: {exc}")
+            return None
+        self.samples[route].append((time.perf_counter() - started) * 1000)
+        if response.status_code not in ok:
+            self.error(f"{route}: {response.status_code} {response.text}")
+            return None
+        return response.json()
+
+
+async def _drive(url: str, root: Path, agent_tokens: list[str], wait_tokens: list[str],
+                 waits_on: str, agents: int, seconds: float, waiters: int) -> dict[str, Any]:
+    load = Load(time.monotonic() + seconds)
+    limits = httpx.Limits(max_connections=agents + waiters + 20, max_keepalive_connections=None)
+    async with httpx.AsyncClient(base_url=url, timeout=90, limits=limits) as client:
+        tasks = [_agent(load, client, root, n, agent_tokens[n % len(agent_tokens)])
+                 for n in range(agents)]
+        tasks += [_waiter(load, client, waits_on, wait_tokens[n // WAITS_PER_TOKEN])
+                  for n in range(waiters)]
+        tasks.append(_health(load, client))
+        await asyncio.gather(*tasks)
+    return {"samples": load.samples, "errors": load.errors, "error_examples": load.error_examples,
+            "sessions": load.sessions, "run_answers": load.run_answers,
+            "lifecycles": load.lifecycles, "polls_answered": load.polls_answered,
+            "open_max": load.open_max}
+
+
+async def _agent(load: Load, client: httpx.AsyncClient, root: Path, n: int, token: str) -> None:
+    cycle = 0
+    while time.monotonic() < load.deadline:
+        cycle += 1
+        workspace = root / f"agent{n}" / f"cycle{cycle}"
+        workspace.mkdir(parents=True)
+        (workspace / "README.md").write_text(f"# Tool {n}.{cycle}\n\n## Install\n")
+        if await _lifecycle(load, client, workspace, token):
+            load.lifecycles += 1
+
+
+async def _lifecycle(load: Load, client: httpx.AsyncClient, workspace: Path, token: str) -> bool:
+    pace = asyncio.sleep
+    session = await load.call(client, "POST /sessions", "POST", "/api/v1/sessions", token,
+                              json={"workspace": {"kind": "path", "path": str(workspace)}})
+    if session is None:
+        return False
+    sid = session["id"]
+    load.sessions[sid] = 0
+    trace = Trace(session["next_seq"])
+    trace.start_turn()
+    for batch in range(5):
+        for _ in range(2):
+            trace.tool("write_file" if batch % 2 else "read_file", '{"path": "README.md"}')
+        if batch == 4:
+            trace.say("README.md is written").end_turn()
+        events = trace.flush()
+        await pace(PACE_SECONDS)
+        if await load.call(client, "POST /events", "POST", f"/api/v1/sessions/{sid}/events",
+                           token, json={"events": events}) is None:
+            return False
+        load.sessions[sid] += len(events)
+    await pace(PACE_SECONDS)
+    if await load.call(client, "POST /contracts", "POST", f"/api/v1/sessions/{sid}/contracts",
+                       token, json=CONTRACT) is None:
+        return False
+    await pace(PACE_SECONDS)
+    run = await load.call(client, "POST /code-verifications", "POST",
+                          f"/api/v1/sessions/{sid}/code-verifications", token,
+                          json={"profile": "true"})
+    if run is None:
+        return False
+    done = await load.call(client, "GET /code-verifications?wait", "GET",
+                           f"/api/v1/code-verifications/{run['id']}", token,
+                           params={"wait": 60})
+    if done is None:
+        return False
+    load.run_answers[run["id"]] = time.time()
+    if done["state"] != "finished" or not done["result"]["passed"]:
+        load.error(f"run {run['id']}: {done}")
+        return False
+    await pace(PACE_SECONDS)
+    stop = await load.call(client, "POST /turn-stop", "POST",
+                           f"/api/v1/sessions/{sid}/turn-stop", token)
+    if stop is None:
+        return False
+    if (stop.get("terminal") or {}).get("status") != "certified":
+        load.error(f"turn-stop of {sid} did not certify: {json.dumps(stop)[:200]}")
+        return False
+    return True
+
+
+async def _waiter(load: Load, client: httpx.AsyncClient, path: str, token: str) -> None:
+    while (left := load.deadline - time.monotonic()) > 1:
+        load.open += 1
+        load.open_max = max(load.open_max, load.open)
+        try:
+            response = await client.get(path, params={"wait": min(60, int(left))},
+                                        headers={"Authorization": f"Bearer {token}"})
+        except httpx.HTTPError as exc:
+            load.error(f"long poll: {type(exc).__name__}: {exc}")
+            continue
+        finally:
+            load.open -= 1
+        if response.status_code != 200:
+            load.error(f"long poll: {response.status_code} {response.text}")
+            await asyncio.sleep(1)
+        else:
+            load.polls_answered += 1
+
+
+async def _health(load: Load, client: httpx.AsyncClient) -> None:
+    while time.monotonic() < load.deadline:
+        await load.call(client, "GET /healthz", "GET", "/healthz", "-")
+        await asyncio.sleep(HEALTH_EVERY)
+
+
+def _check_exports(url: str, token: str, sessions: dict[str, int]) -> dict[str, int]:
+    """Every session's export verifies and holds every event its agent sent."""
+    from governor.verify import verify_export
+
+    lost = failed = 0
+    with httpx.Client(base_url=url + "/api/v1", timeout=60,
+                      headers={"Authorization": f"Bearer {token}"}) as client:
+        for sid, sent in sessions.items():
+            lines = client.get(f"/sessions/{sid}/export").text.splitlines()
+            report = verify_export(lines)
+            if report.failure is not None:
+                failed += 1
+                progress(f"[B9] export of {sid} does not verify: {report.failure}")
+            kept = sum(1 for line in lines
+                       if (obj := json.loads(line)).get("kind") == "event"
+                       and obj.get("origin") == "agent" and obj.get("type") in AGENT_TYPES)
+            lost += max(0, sent - kept)
+    return {"lost": lost, "failed": failed, "checked": len(sessions)}
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def _stats(values: list[float], seconds: float) -> dict[str, float]:
+    return {"count": len(values), "per_s": round(len(values) / seconds, 1),
+            "p50_ms": round(_percentile(values, 0.50), 1),
+            "p95_ms": round(_percentile(values, 0.95), 1),
+            "p99_ms": round(_percentile(values, 0.99), 1)}
+
+
+def table(result: dict[str, Any]) -> str:
+    parts = []
+    for label, levels in result["databases"].items():
+        rows = []
+        for agents, level in levels.items():
+            for route in ROUTES:
+                if route in level["routes"]:
+                    s = level["routes"][route]
+                    rows.append([agents, f"`{route}`", f"{s['p50_ms']:.1f}", f"{s['p95_ms']:.1f}",
+                                 f"**{s['p99_ms']:.1f}**", f"{s['per_s']:.1f}"])
+        parts.append(f"**{label}**\n\n" + markdown_table(
+            ["agents", "route", "p50 ms", "p95 ms", "p99 ms", "per s"], rows))
+        summary = []
+        for agents, level in levels.items():
+            wake = level["wake_ms"]
+            summary.append([agents, str(level["lifecycles"]), str(level["errors"]),
+                            str(level["lost_events"]),
+                            f"{level['exports_checked'] - level['exports_failed']}/"
+                            f"{level['exports_checked']}",
+                            level["refold"], str(level["long_polls_open_max"]),
+                            f"{wake['p50_ms']:.1f} / {wake['p99_ms']:.1f}" if wake else "—"])
+        parts.append(markdown_table(
+            ["agents", "lifecycles", "errors", "lost events", "exports verified",
+             "refold --check", "long polls open (max)", "wake-up after commit p50 / p99 ms"],
+            summary))
+    p = result["params"]
+    parts.append(
+        f"{p['seconds']:g} s per level; agents pace themselves ({p['pace_ms']:g} ms between "
+        f"requests) and share {p['agent_tokens']} tokens; {p['waiters']} long polls on a "
+        f"pending review held open meanwhile (re-issued as they end); {p['server']}. "
+        f"Wake-up: a waiting client's answer arriving − the run's `finished_at` (the commit "
+        f"follows it by a little, so this slightly overstates the delay). Goals: "
+        f"{GOAL_ERRORS} errors and 0 lost events at every level; p99 turn-stop ≤ "
+        f"{GOAL_TURN_STOP_P99_MS:g} ms at 50 agents on PostgreSQL; `/healthz` p99 ≤ "
+        f"{GOAL_HEALTH_P99_MS:g} ms; wake-up ≤ {GOAL_WAKE_MS:g} ms.")
+    return "\n\n".join(parts)
+
+
+def gates(result: dict[str, Any]) -> list[str]:
+    failed = []
+    for label, levels in result["databases"].items():
+        for agents, level in levels.items():
+            where = f"{label}, {agents} agents"
+            if level["errors"] > GOAL_ERRORS:
+                failed.append(f"{where}: {level['errors']} errors")
+            if level["lost_events"] or level["exports_failed"]:
+                failed.append(f"{where}: {level['lost_events']} lost events, "
+                              f"{level['exports_failed']} exports that do not verify")
+            if not level["refold"].endswith(" 0 with differences"):
+                failed.append(f"{where}: refold --check: {level['refold']}")
+            health = level["routes"].get("GET /healthz")
+            if health and health["p99_ms"] > GOAL_HEALTH_P99_MS:
+                failed.append(f"{where}: /healthz p99 {health['p99_ms']} ms")
+            wake = level["wake_ms"]
+            if wake and wake["p50_ms"] > GOAL_WAKE_MS:
+                failed.append(f"{where}: wake-up p50 {wake['p50_ms']} ms")
+            stop = level["routes"].get("POST /turn-stop")
+            if (label == "postgresql" and agents == "50" and stop
+                    and stop["p99_ms"] > GOAL_TURN_STOP_P99_MS):
+                failed.append(f"{where}: turn-stop p99 {stop['p99_ms']} ms")
+    return failed

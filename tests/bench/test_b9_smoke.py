@@ -1,0 +1,35 @@
+"""B9 at a tiny size, in the normal suite, so the benchmark cannot rot: two agents doing whole
+lifecycles (a trusted run, a review-off certification) and twenty held long polls against the
+served stack for a few seconds, then the checks for lost events (refold, every export verified),
+the table, the gates' wording and the chart. No figure is kept: nothing is timed that matters
+and nothing is written outside tmp_path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import b9_load
+from bench.charts import draw_b9
+
+pytestmark = [pytest.mark.redis, pytest.mark.sandbox]
+
+
+def test_b9_agents_certify_with_no_error_and_no_lost_event(tmp_path: Path) -> None:
+    result = b9_load.measure([2], 6, 20, {"sqlite": None})
+    level = result["databases"]["sqlite"]["2"]
+    assert level["errors"] == 0, level["error_examples"]
+    assert level["lifecycles"] >= 2
+    assert level["exports_checked"] == level["routes"]["POST /sessions"]["count"]
+    assert level["lost_events"] == 0 and level["exports_failed"] == 0
+    assert level["refold"].endswith(" 0 with differences"), level["refold"]
+    assert level["long_polls_open_max"] == 20
+    assert level["wake_ms"] is not None and level["wake_ms"]["count"] >= 2
+    assert {"POST /turn-stop", "GET /code-verifications?wait", "GET /healthz"} <= set(
+        level["routes"])
+    assert not [gate for gate in b9_load.gates(result)
+                if "errors" in gate or "lost" in gate or "refold" in gate]
+    assert "| 2 | `POST /turn-stop` |" in b9_load.table(result)
+    draw_b9(result, tmp_path / "b9.png")
+    assert (tmp_path / "b9.png").read_bytes().startswith(b"\x89PNG")
