@@ -74,14 +74,25 @@ def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:
     if unknown:
         raise Invalid("; ".join(f"{key}: unknown field" for key in unknown),
                       details=[{"path": key, "message": "unknown field"} for key in unknown])
+    exclusions = list(validate_exclusions(project.tree_exclusions, "tree_exclusions"))
+    digest = exclusions_digest(exclusions)
     base: list[ManifestEntry] | None = None
+    base_tree = None
     if body.get("base") is not None:
         base_tree = snapshot_by_tree(session, body["base"], "base").tree
+        if base_tree.exclusions_digest != digest:
+            raise NotFound("base: it was recorded under other tree exclusions than the "
+                           "project's now: send the whole tree",
+                           details=[{"path": "base", "message": "other exclusions"}])
         base = [ManifestEntry(*entry) for entry in base_tree.manifest]
-    exclusions = list(validate_exclusions(project.tree_exclusions, "tree_exclusions"))
     manifest = snapshot_manifest(body.get("entries"), base=base, exclusions=exclusions,
                                  max_entries=project.tree_max_files)
-    blobs = {entry.blob for entry in manifest}
+    # Over a base only what changed is looked up: the base's blobs are kept with its tree.
+    before = {entry.path: entry for entry in base or ()}
+    merged = {entry.path: entry for entry in manifest}
+    added = [entry for entry in manifest if before.get(entry.path) != entry]
+    dropped = [entry for path, entry in before.items() if merged.get(path) != entry]
+    blobs = {entry.blob for entry in added} - {entry.blob for entry in base or ()}
     with transaction.atomic():
         # Touched first, so a garbage collection running now spares every blob named here.
         present = blobs_touch(project, blobs)
@@ -94,15 +105,15 @@ def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:
                        for e in manifest if e.blob in missing]
             raise Invalid(f"{len(missing)} blobs are missing from the store, first "
                           f"{details[0]['path']}: {details[0]['message']}", details=details)
-        sizes = _sizes(project.pk, blobs)
-        total = sum(sizes[entry.blob] for entry in manifest)
+        sizes = _sizes(project.pk, {entry.blob for entry in added + dropped})
+        total = (0 if base_tree is None else base_tree.bytes) + sum(
+            sizes[entry.blob] for entry in added) - sum(sizes[entry.blob] for entry in dropped)
         if total > project.tree_max_bytes:
             raise Invalid(f"entries: the snapshot holds {total} bytes; at most "
                           f"{project.tree_max_bytes} (the project's tree_max_bytes)",
                           details=[{"path": "entries", "message": f"{total} bytes, over "
                                                                   "tree_max_bytes"}])
         tree_id = manifest_tree_id(manifest)
-        digest = exclusions_digest(exclusions)
         tree, _ = WorkspaceTree.objects.get_or_create(
             project=project, tree_id=tree_id, exclusions_digest=digest,
             defaults={"exclusions": exclusions, "files": len(manifest), "bytes": total,

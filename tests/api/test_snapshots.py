@@ -81,6 +81,7 @@ def test_base_plus_changed_entries_and_null_deletes(agent: AgentClient, session:
     assert second.status_code == 201, second.content
     whole = snapshot(agent, session, [entry("a", a), entry("c", c)]).json()
     assert second.json()["tree"] == whole["tree"]
+    assert second.json()["bytes"] == whole["bytes"] == 2  # sizes counted over the base
     assert [s.number for s in Snapshot.objects.order_by("number")] == [1, 2, 3]
 
 
@@ -188,3 +189,14 @@ def test_a_path_session_takes_no_snapshots(agent: AgentClient, workspace: Path) 
     (a,) = upload(agent, b"a")
     response = snapshot(agent, session["id"], [entry("a", a)])
     assert response.status_code == 409
+
+
+def test_a_base_recorded_under_other_exclusions_is_refused(agent: AgentClient, session: str,
+                                                           project: Any) -> None:
+    (a,) = upload(agent, b"a")
+    base = snapshot(agent, session, [entry("a", a)]).json()["tree"]
+    project.tree_exclusions = ["build/**"]
+    project.save()
+    response = snapshot(agent, session, [entry("b", a)], base=base)
+    assert response.status_code == 404
+    assert "other tree exclusions" in response.json()["error"]["message"]
