@@ -1,7 +1,7 @@
 """PNG charts of the recorded results (matplotlib, Agg backend), drawn from
 `bench/results/latest.json` into `docs/img/`: B1's false completions and outcomes per arm per case,
-B3's turn-stop time against log length and B7's tree hash against git (their own figures, never
-re-measured here)."""
+B3's turn-stop time against log length, B7's tree hash against git, B8's snapshot upload and
+B9's p99 per route against concurrent agents (their own figures, never re-measured here)."""
 
 from __future__ import annotations
 
