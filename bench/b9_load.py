@@ -10,7 +10,8 @@ only. For each level of concurrent scripted agents (10, 50, 200 by default), for
   run, the run requested and waited for with the long poll, the turn-stop that certifies
   (review off). Agents share 50 tokens, so the per-token cap on waits never refuses them;
 - 1,000 long polls are held open on a pending review (another session, begun while review was
-  required; 250 more tokens, 4 waits each) and re-issued as they end;
+  required; 250 more tokens, 4 waits each) by a client process of their own, opened over the
+  5 s before the agents start and re-issued as they end;
 - `/healthz` is asked every 100 ms.
 
 Reported per level: per route p50/p95/p99 and throughput, errors (any unexpected status or a
@@ -27,6 +28,7 @@ import argparse
 import asyncio
 import json
 import math
+import multiprocessing
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -46,6 +48,7 @@ AGENT_TOKENS = 50
 WAITS_PER_TOKEN = 4  # the default GOVERNOR_MAX_WAITS_PER_TOKEN
 PACE_SECONDS = 0.1
 HEALTH_EVERY = 0.1
+RAMP_SECONDS = 5.0  # the held polls are opened over this long, before the agents start
 REDIS_DB = 12
 GOAL_ERRORS = 0
 GOAL_TURN_STOP_P99_MS = 250.0  # at 50 agents on PostgreSQL
@@ -200,18 +203,47 @@ class Load:
 async def _drive(url: str, root: Path, agent_tokens: list[str], wait_tokens: list[str],
                  waits_on: str, agents: int, seconds: float, waiters: int) -> dict[str, Any]:
     load = Load(time.monotonic() + seconds)
-    limits = httpx.Limits(max_connections=agents + waiters + 20, max_keepalive_connections=None)
+    # The held polls come from a process of their own, so its event loop's work is not counted
+    # in the agents' latencies (both still share the machine's CPUs with the server).
+    context = multiprocessing.get_context("spawn")
+    answers = context.Queue()
+    holder = context.Process(target=_hold_polls, args=(url, waits_on, wait_tokens, waiters,
+                                                       seconds, answers))
+    holder.start()
+    limits = httpx.Limits(max_connections=agents + 20, max_keepalive_connections=None)
     async with httpx.AsyncClient(base_url=url, timeout=90, limits=limits) as client:
+        await asyncio.sleep(RAMP_SECONDS)  # the polls are open before the agents start
+        load.deadline = time.monotonic() + seconds
         tasks = [_agent(load, client, root, n, agent_tokens[n % len(agent_tokens)])
                  for n in range(agents)]
-        tasks += [_waiter(load, client, waits_on, wait_tokens[n // WAITS_PER_TOKEN])
-                  for n in range(waiters)]
         tasks.append(_health(load, client))
         await asyncio.gather(*tasks)
+    polls = await asyncio.get_running_loop().run_in_executor(None, answers.get, True, 180)
+    holder.join(timeout=30)
+    load.errors += polls["errors"]
+    load.error_examples += polls["error_examples"]
     return {"samples": load.samples, "errors": load.errors, "error_examples": load.error_examples,
             "sessions": load.sessions, "run_answers": load.run_answers,
-            "lifecycles": load.lifecycles, "polls_answered": load.polls_answered,
-            "open_max": load.open_max}
+            "lifecycles": load.lifecycles, "polls_answered": polls["answered"],
+            "open_max": polls["open_max"]}
+
+
+def _hold_polls(url: str, path: str, tokens: list[str], waiters: int, seconds: float,
+                answers: Any) -> None:
+    """`waiters` long polls on `path`, opened over RAMP_SECONDS and re-issued as they end, until
+    the agents' time is over; what happened, into `answers`."""
+    load = Load(time.monotonic() + RAMP_SECONDS + seconds)
+
+    async def hold() -> None:
+        limits = httpx.Limits(max_connections=waiters + 10, max_keepalive_connections=None)
+        async with httpx.AsyncClient(base_url=url, timeout=90, limits=limits) as client:
+            await asyncio.gather(*[
+                _waiter(load, client, path, tokens[n // WAITS_PER_TOKEN],
+                        RAMP_SECONDS * n / max(1, waiters)) for n in range(waiters)])
+
+    asyncio.run(hold())
+    answers.put({"answered": load.polls_answered, "open_max": load.open_max,
+                 "errors": load.errors, "error_examples": load.error_examples[:5]})
 
 
 async def _agent(load: Load, client: httpx.AsyncClient, root: Path, n: int, token: str) -> None:
@@ -276,7 +308,9 @@ async def _lifecycle(load: Load, client: httpx.AsyncClient, workspace: Path, tok
     return True
 
 
-async def _waiter(load: Load, client: httpx.AsyncClient, path: str, token: str) -> None:
+async def _waiter(load: Load, client: httpx.AsyncClient, path: str, token: str,
+                  delay: float) -> None:
+    await asyncio.sleep(delay)
     while (left := load.deadline - time.monotonic()) > 1:
         load.open += 1
         load.open_max = max(load.open_max, load.open)
