@@ -71,7 +71,9 @@ def database_from_url(url: str) -> dict[str, object]:
             "PASSWORD": unquote(parsed.password or ""),
             "HOST": parsed.hostname or "",
             "PORT": str(parsed.port or ""),
-            "CONN_MAX_AGE": 60,
+            # Served over ASGI, each synchronous request runs on a thread of its own: a kept
+            # connection would outlive it, and they pile up to max_connections (B9).
+            "CONN_MAX_AGE": 0,
             "CONN_HEALTH_CHECKS": True,
             "OPTIONS": options,
         }
@@ -248,7 +250,7 @@ BROKER_URL, BROKER_REASON = broker_choice()
 # A long poll re-reads at least this often, woken or not (governor.services.notify): what a lost
 # wake-up can cost. Without Redis only waiters in the committing process are woken.
 GOVERNOR_WAIT_RECHECK_MS = env_int(
-    "GOVERNOR_WAIT_RECHECK_MS", 2000 if BROKER_URL.startswith("redis") else 250,
+    "GOVERNOR_WAIT_RECHECK_MS", 10_000 if BROKER_URL.startswith("redis") else 250,
     minimum=10, maximum=60_000)
 CELERY_BROKER_URL = BROKER_URL
 if BROKER_URL.startswith("filesystem://"):
