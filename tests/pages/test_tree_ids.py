@@ -60,7 +60,11 @@ def test_the_timeline_shows_every_tree_a_verdict_names_and_the_stale_run(
     status = worker.status()
 
     page = rita.get(f"/sessions/{worker.id}/").content.decode()
-    trees = shown_trees(page)
+    # The Changes section compares the start tree with the tree judged last (issue 14): its
+    # ids are counted apart from the verdicts'.
+    before, rest = page.split('<section class="card" id="changes"', 1)
+    changes, after = rest.split("</section>", 1)
+    trees = shown_trees(before + after)
     start, judged_first, judged_second = (status["contract"]["startTree"]["id"],
                                           status["attempts"][0]["tree"]["id"],
                                           status["attempts"][1]["tree"]["id"])
@@ -68,6 +72,7 @@ def test_the_timeline_shows_every_tree_a_verdict_names_and_the_stale_run(
     assert trees.count(start) == 1
     assert trees.count(judged_first) == 4  # two attempts, the certified tree, the second run
     assert trees.count(stale["tree"]["id"]) == 1  # the first run
+    assert re.findall(r'<code class="tree-id" title="([^"]+)"', changes) == [start, judged_first]
     assert "Start tree" in page and "Tree judged" in page and "Certified tree" in page
     unescaped = html.unescape(page)
     short = judged_first.removeprefix(TREE_ID_PREFIX)[:12]
