@@ -170,10 +170,23 @@ def infrastructure_record(run: VerificationRun, why: str) -> dict[str, Any]:
             "treeBefore": None, "tree": None}
 
 
+def run_lost_at(state: str, lease_expires_at: datetime | None,
+                created_at: datetime) -> datetime | None:
+    """When `runs_expire_lost` ends a run in this state if nothing else happens to it first:
+    a running one when its lease runs out, a queued one at the queue timeout. None once it
+    has finished."""
+    if state == RunState.RUNNING:
+        return lease_expires_at
+    if state == RunState.QUEUED:
+        return created_at + timedelta(seconds=settings.GOVERNOR_RUN_QUEUE_TIMEOUT_SECONDS)
+    return None
+
+
 def runs_expire_lost(*, run_id: Any = None) -> int:
     """Runs that will never report end as `infrastructure` failures — never passed, and never
     executed again: running ones whose worker stopped renewing the lease (it died), and queued
-    ones no worker took in time (the task message was lost, or no worker runs). All, or one."""
+    ones no worker took in time (the task message was lost, or no worker runs). All, or one.
+    The conditions are `run_lost_at`'s, as queries."""
     now = timezone.now()
     queue_timeout = settings.GOVERNOR_RUN_QUEUE_TIMEOUT_SECONDS
     lost = [

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja import Router, Status
 
 from governor.api.auth import AgentBearerAsync, agent_token
@@ -65,10 +67,21 @@ async def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str
     token = agent_token(request)
     run = await off_thread(request, _run_now, token, run_id)
     if wait > 0:  # a slot even when it has finished: the cap counts every `wait`
+        # A lost run ends when its lease or queue time runs out, which nobody announces: the
+        # wait re-reads at that moment, and the read after it ends the run.
+        def lost_in(row: tuple[str, datetime | None, datetime]) -> float | None:
+            at = services.run_lost_at(*row)
+            return None if at is None else (at - timezone.now()).total_seconds()
+
+        def settled(row: tuple[str, datetime | None, datetime]) -> bool:
+            due = lost_in(row)
+            return row[0] == RunState.FINISHED or (due is not None and due <= 0)
+
         await long_poll(
             request, token=token, seconds=wait, topic=run_topic(run.pk),
-            read=lambda: VerificationRun.objects.values_list("state", flat=True).get(pk=run.pk),
-            settled=lambda state: state == RunState.FINISHED)
+            read=lambda: VerificationRun.objects.values_list(
+                "state", "lease_expires_at", "created_at").get(pk=run.pk),
+            settled=settled, changes_in=lost_in)
         if run.state != RunState.FINISHED:
             run = await off_thread(request, _run_now, token, run_id)
     return await off_thread(request, run.as_dict)

@@ -120,11 +120,14 @@ def off_thread(request: HttpRequest, function: Callable[..., T], *args: Any) -> 
 
 
 async def long_poll(request: HttpRequest, *, token: AgentToken, seconds: int, topic: str,
-                    read: Callable[[], T], settled: Callable[[T], bool]) -> T:
+                    read: Callable[[], T], settled: Callable[[T], bool],
+                    changes_in: Callable[[T], float | None] = lambda _: None) -> T:
     """The one long poll (`?wait=`): `read()` until `settled(answer)` or `seconds` (clamped to
-    0..MAX_WAIT_SECONDS) pass, waking when `topic` is announced and at least every
-    GOVERNOR_WAIT_RECHECK_MS. `read` only reads: no write happens while waiting. Holds a wait
-    slot of `token` throughout."""
+    0..MAX_WAIT_SECONDS) pass, waking when `topic` is announced, at least every
+    GOVERNOR_WAIT_RECHECK_MS, and when `changes_in(answer)` seconds have passed (an answer
+    that changes with time alone, with nobody to announce it: a run whose lease runs out).
+    `read` only reads: no write happens while waiting. Holds a wait slot of `token`
+    throughout."""
     seconds = max(0, min(seconds, MAX_WAIT_SECONDS))
     held = await off_thread(request, slot_claim, token, seconds)
     try:
@@ -133,7 +136,8 @@ async def long_poll(request: HttpRequest, *, token: AgentToken, seconds: int, to
             deadline = time.monotonic() + seconds
             recheck = settings.GOVERNOR_WAIT_RECHECK_MS / 1000
             while not settled(answer) and (left := deadline - time.monotonic()) > 0:
-                await heard.wait(min(left, recheck))
+                due = changes_in(answer)
+                await heard.wait(min(left, recheck, recheck if due is None else max(due, 0.01)))
                 answer = await off_thread(request, read)
         return answer
     finally:
