@@ -46,6 +46,12 @@ def propose_after_work(server: Server) -> tuple[str, str]:
     return session_id, begun.json()["review"]["id"]
 
 
+def test_the_login_page_is_accessible(server: Server, page: Page) -> None:
+    page.goto(f"{server.url}/reviews/")  # a reviewer who is not signed in is sent to log in
+    expect(page.get_by_label("Username")).to_be_visible()
+    assert_accessible(page)
+
+
 def test_the_request_beside_the_intent_and_the_conversation(server: Server, page: Page) -> None:
     session_id, review_id = propose_after_work(server)
     log_in(page, server, "rita", "rita-password-1")

@@ -138,3 +138,6 @@ def test_the_changes_between_the_start_and_the_judged_tree_read_in_a_browser(
     assert_accessible(page)
     changes.scroll_into_view_if_needed()
     screenshot(page, "timeline-changes")
+    page.goto(f"{server.url}/sessions/{certified['id']}/changes")  # every change, each diffed
+    expect(page.get_by_role("heading", name="Changes")).to_be_visible()
+    assert_accessible(page)
