@@ -353,6 +353,11 @@ STORAGES = {
 # references survives before garbage collection (uploads of a snapshot in progress live on it).
 GOVERNOR_MAX_BLOB_BYTES = env_int("GOVERNOR_MAX_BLOB_BYTES", 64 * 1024**2, minimum=1024,
                                   maximum=5 * 1024**3)
+# `POST /blobs` (many blobs in one body): its body's bytes and blobs at most (413 above).
+GOVERNOR_MAX_BLOB_BATCH_BYTES = env_int("GOVERNOR_MAX_BLOB_BATCH_BYTES", 32 * 1024**2,
+                                        minimum=1024, maximum=1024**3)
+GOVERNOR_MAX_BLOB_BATCH_BLOBS = env_int("GOVERNOR_MAX_BLOB_BATCH_BLOBS", 5000, minimum=1,
+                                        maximum=100_000)
 GOVERNOR_BLOB_GRACE_SECONDS = env_int("GOVERNOR_BLOB_GRACE_SECONDS", 24 * 3600, minimum=60,
                                       maximum=90 * 24 * 3600)
 CELERY_BEAT_SCHEDULE["collect-blobs"] = {"task": "governor.tasks.collect_blobs",

@@ -45,6 +45,8 @@ class ProjectOut(Schema):
     tree_max_files: int
     tree_max_bytes: int
     max_blob_bytes: int
+    max_batch_bytes: int
+    max_batch_blobs: int
 
 
 @router.get("/project", response={200: ProjectOut, **ERROR_RESPONSES})
@@ -54,7 +56,9 @@ def project(request: HttpRequest) -> dict[str, Any]:
     current = agent_token(request).project
     return {"slug": current.slug, "tree_exclusions": list(current.tree_exclusions),
             "tree_max_files": current.tree_max_files, "tree_max_bytes": current.tree_max_bytes,
-            "max_blob_bytes": settings.GOVERNOR_MAX_BLOB_BYTES}
+            "max_blob_bytes": settings.GOVERNOR_MAX_BLOB_BYTES,
+            "max_batch_bytes": settings.GOVERNOR_MAX_BLOB_BATCH_BYTES,
+            "max_batch_blobs": settings.GOVERNOR_MAX_BLOB_BATCH_BLOBS}
 
 
 @router.post("/blobs/missing", response={200: MissingOut, **ERROR_RESPONSES})
@@ -73,6 +77,24 @@ def blob_put(request: HttpRequest, blob_id: str) -> Status[dict[str, Any]]:
     """The raw bytes of a blob; the id is recomputed. 201 stored, 200 already present."""
     created = blobs.blob_put(agent_token(request).project, blob_id, request)
     return Status(201 if created else 200, {"blob": blob_id})
+
+
+class BatchOut(Schema):
+    stored: list[str]
+    present: list[str]
+
+
+BATCH_BODY = {"requestBody": {"required": True, "content": {"application/octet-stream": {
+    "schema": {"type": "string", "format": "binary", "description": "for each blob a line "
+               "`<64 hex id> <size>\\n`, then exactly `size` bytes"}}}}}
+
+
+@router.post("/blobs", response={200: BatchOut, **ERROR_RESPONSES}, openapi_extra=BATCH_BODY)
+def blobs_put_batch(request: HttpRequest) -> dict[str, list[str]]:
+    """Many blobs in one raw body, all stored or none (each id recomputed first)."""
+    length = request.META.get("CONTENT_LENGTH") or ""
+    return blobs.blobs_put_batch(agent_token(request).project, request,
+                                 length=int(length) if length.isdigit() else None)
 
 
 SNAPSHOT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {

@@ -17,6 +17,7 @@ import io
 import logging
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Iterable
 from datetime import timedelta
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import Storage, storages
+from django.db import transaction
 from django.utils import timezone
 
 from governor.models import Blob, Project, WorkspaceTree
@@ -156,6 +158,124 @@ def blob_put(project: Project, blob: Any, body: Readable) -> bool:
     _row, created = Blob.objects.get_or_create(project=project, blob_id=blob,
                                                defaults={"size": size})
     return created
+
+
+BATCH_HEADER = re.compile(rb"([0-9a-f]{64}) (0|[1-9][0-9]{0,18})\n")
+BATCH_HEADER_MAX = 64 + 1 + 19 + 1
+
+
+class _BatchBody:
+    """A batch body read in chunks, at most `cap` bytes (TooLarge past it)."""
+
+    def __init__(self, body: Readable, cap: int) -> None:
+        self.body, self.cap = body, cap
+        self.buffer, self.position, self.total = b"", 0, 0
+
+    def _fill(self) -> bool:
+        chunk = self.body.read(CHUNK)
+        if not chunk:
+            return False
+        self.total += len(chunk)
+        if self.total > self.cap:
+            raise TooLarge(f"body: larger than the batch cap of {self.cap} bytes "
+                           "(GOVERNOR_MAX_BLOB_BATCH_BYTES)",
+                           details=[{"path": "body", "message": f"over {self.cap} bytes"}])
+        self.buffer, self.position = self.buffer[self.position:] + chunk, 0
+        return True
+
+    def line(self) -> bytes:
+        """The next header line with its newline (b"" at the end of the body); at most
+        BATCH_HEADER_MAX bytes are looked at."""
+        while True:
+            end = self.buffer.find(b"\n", self.position, self.position + BATCH_HEADER_MAX)
+            if end >= 0:
+                line, self.position = self.buffer[self.position:end + 1], end + 1
+                return line
+            if len(self.buffer) - self.position >= BATCH_HEADER_MAX or not self._fill():
+                line, self.position = self.buffer[self.position:], len(self.buffer)
+                return line[:BATCH_HEADER_MAX]
+
+    def chunks(self, size: int) -> Iterable[bytes]:
+        """The next `size` bytes, in pieces; stops early at the end of the body."""
+        while size > 0:
+            if self.position == len(self.buffer) and not self._fill():
+                return
+            piece = self.buffer[self.position:self.position + size]
+            self.position += len(piece)
+            size -= len(piece)
+            yield piece
+
+
+def _batch_refusal(index: int, blob: str | None, message: str,
+                   cls: type[Invalid | TooLarge] = Invalid) -> Invalid | TooLarge:
+    named = f"blobs/{index}" + (f" ({blob})" if blob else "")
+    detail: dict[str, Any] = {"path": f"blobs/{index}", "message": message}
+    if blob:
+        detail["blob"] = blob
+    return cls(f"{named}: {message}; nothing of this batch was stored", details=[detail])
+
+
+def blobs_put_batch(project: Project, body: Readable, *,
+                    length: int | None = None) -> dict[str, list[str]]:
+    """Store the blobs of a batch body — for each, a line `<64 hex id> <size>\n` then exactly
+    `size` bytes — as the project's, all or none: each is spooled while its id is recomputed,
+    and only once the whole body checked out (framing, ids, the caps) is anything written.
+    {"stored": the ids new to the project, "present": those it held}, in body order."""
+    cap, most = settings.GOVERNOR_MAX_BLOB_BATCH_BYTES, settings.GOVERNOR_MAX_BLOB_BATCH_BLOBS
+    blob_cap = settings.GOVERNOR_MAX_BLOB_BYTES
+    if length is not None and length > cap:
+        raise TooLarge(f"body: {length} bytes; the batch cap is {cap} bytes "
+                       "(GOVERNOR_MAX_BLOB_BATCH_BYTES)",
+                       details=[{"path": "body", "message": f"over {cap} bytes"}])
+    reader = _BatchBody(body, cap)
+    spool = tempfile.mkdtemp(dir=_spool_directory(), prefix="batch-")
+    try:
+        received: dict[str, tuple[int, str]] = {}  # id -> (size, spooled path)
+        while header := reader.line():
+            index = len(received)
+            match = BATCH_HEADER.fullmatch(header)
+            if match is None:
+                raise _batch_refusal(index, None, "malformed header: expected a line "
+                                     "\"<64 lowercase hex id> <size>\" ending in \\n")
+            blob, size = match.group(1).decode(), int(match.group(2))
+            if index >= most:
+                raise _batch_refusal(index, blob, f"more than {most} blobs in one batch "
+                                     "(GOVERNOR_MAX_BLOB_BATCH_BLOBS)", TooLarge)
+            if size > blob_cap:
+                raise _batch_refusal(index, blob, f"{size} bytes; the blob cap is {blob_cap}",
+                                     TooLarge)
+            digest, got = hashlib.sha256(b"blob %d\0" % size), 0
+            path = os.path.join(spool, f"{index}")
+            with open(path, "wb") as handle:
+                for piece in reader.chunks(size):
+                    digest.update(piece)
+                    handle.write(piece)
+                    got += len(piece)
+            if got < size:
+                raise _batch_refusal(index, blob, f"the body ends after {got} of its {size} "
+                                     "bytes (truncated)")
+            if digest.hexdigest() != blob:
+                raise _batch_refusal(index, blob, f"its bytes hash to {digest.hexdigest()}")
+            received.setdefault(blob, (size, path))
+        if not received:
+            raise Invalid("body: no blob; a batch is, for each blob, a line \"<id> <size>\" and "
+                          "its bytes", details=[{"path": "body", "message": "no blob"}])
+        present = blobs_touch(project, received)
+        new = [blob for blob in received if blob not in present]
+        for blob in new:
+            size, path = received[blob]
+            try:
+                with open(path, "rb") as handle:
+                    store().save(blob_name(project, blob), _Spooled(handle, name=path))
+            except Exception as exc:  # any backend failure: the store is unreachable or full
+                raise _outage(f"write of {blob}", exc) from None
+        with transaction.atomic():
+            Blob.objects.bulk_create([Blob(project=project, blob_id=blob,
+                                           size=received[blob][0]) for blob in new],
+                                     batch_size=500, ignore_conflicts=True)
+    finally:
+        shutil.rmtree(spool, ignore_errors=True)
+    return {"stored": new, "present": [blob for blob in received if blob in present]}
 
 
 def blob_read(project: Project | int, blob: str) -> bytes:

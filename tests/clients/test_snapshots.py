@@ -174,3 +174,50 @@ def test_the_mcp_server_in_snapshot_mode_verifies_the_uploaded_tree(
         assert verified["attempt"]["tree"]["id"] == expected_tree(laptop)
 
     run_mcp(live, laptop, scenario, workspace_arg=f"snapshot:{laptop}")
+
+
+def test_small_blobs_travel_in_batches_and_large_ones_by_put_with_a_right_progress_bar(
+        live: Live, laptop: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from governor_client import snapshot
+    from governor_client.client import GovernorClient
+    from governor_client.config import Config
+
+    monkeypatch.setattr(snapshot, "BATCH_BLOBS", 8)  # 21 small blobs: three batches
+    nonce = os.urandom(8).hex()  # contents no other test uploaded to the shared server
+    for index in range(20):
+        (laptop / "src" / f"m{index}.py").write_text(f"value = {index}  # {nonce}\n")
+    (laptop / "run.sh").write_text(f"#!/bin/sh\n# {nonce}\n")
+    (laptop / "main.py").unlink()
+    os.symlink(f"src/m0.py#{nonce}", laptop / "main.py")
+    big = os.urandom(snapshot.LARGE_BLOB)
+    (laptop / "big.bin").write_bytes(big)
+    (laptop / ".governor").mkdir()
+    requests: list[tuple[str, str]] = []
+    calls: list[tuple[int, int, int, int]] = []
+    with GovernorClient(Config(url=live.url, token=live.token)) as client:
+        client._http.event_hooks["request"].append(
+            lambda request: requests.append((request.method, request.url.path)))
+        session = client.create_session(None, external_id=f"batches-{os.getpid()}")["id"]
+        answer = snapshot.upload(client, session, laptop, state_dir=laptop / ".governor",
+                                 progress=lambda *args: calls.append(args))
+    uploads = [(method, path) for method, path in requests if "/blobs" in path
+               and not path.endswith("/missing")]
+    assert sorted(method for method, _path in uploads) == ["POST"] * 3 + ["PUT"]
+    assert answer["tree"] == expected_tree(laptop) and answer["sent_blobs"] == 23
+    sizes = [(laptop / p).lstat().st_size for p in ("run.sh", "big.bin")]
+    total = sum(sizes) + sum((laptop / "src" / f"m{i}.py").stat().st_size for i in range(20))
+    total += len(f"src/m0.py#{nonce}")  # the symlink's text
+    assert calls[0] == (0, 23, 0, total) and calls[-1] == (23, 23, total, total)
+    assert [call[0] for call in calls] == sorted(call[0] for call in calls)
+
+
+def test_a_server_that_names_no_batch_caps_gets_one_put_per_blob() -> None:
+    from governor_client.snapshot import _groups
+
+    sizes = {"a": 10, "b": 20}
+    assert _groups(["a", "b"], sizes, {}) == [(False, ["a"]), (False, ["b"])]
+    caps = {"max_batch_bytes": 1024, "max_batch_blobs": 1}
+    assert _groups(["a", "b"], sizes, caps) == [(True, ["a"]), (True, ["b"])]
+    assert _groups(["a", "b"], {"a": 10, "b": 2000}, {"max_batch_bytes": 1024,
+                                                      "max_batch_blobs": 10}) == [
+        (False, ["b"]), (True, ["a"])]

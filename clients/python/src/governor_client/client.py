@@ -302,6 +302,14 @@ class GovernorClient:
                                  headers={"Content-Type": "application/octet-stream"})
         return response.status_code == 201
 
+    def put_blobs(self, blobs: list[tuple[str, bytes]]) -> dict[str, list[str]]:
+        """Store many blobs in one request (`POST /blobs`), all or none (idempotent);
+        `{"stored": ids new to the server, "present": ids it held}`."""
+        body = b"".join(b"%s %d\n%s" % (blob.encode(), len(data), data) for blob, data in blobs)
+        return cast(dict[str, list[str]], self._json(
+            "POST", "/blobs", content=body, retry=Retry.REPEATABLE,
+            headers={"Content-Type": "application/octet-stream"}))
+
     def create_snapshot(self, session_id: str, entries: list[dict[str, Any]], *,
                         base: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"entries": entries}
