@@ -35,10 +35,11 @@ export class GovernorClient {
   /**
    * @param {string} method
    * @param {string} path
-   * @param {{body?: unknown, headers?: Record<string, string>, timeoutMs?: number}} [options]
+   * @param {{body?: unknown, raw?: Uint8Array, headers?: Record<string, string>, timeoutMs?: number}} [options]
+   *   `body` is sent as JSON, `raw` as bytes (application/octet-stream)
    * @returns {Promise<any>}
    */
-  async request(method, path, { body, headers = {}, timeoutMs } = {}) {
+  async request(method, path, { body, raw, headers = {}, timeoutMs } = {}) {
     let response
     try {
       response = await fetch(this.base + path, {
@@ -46,9 +47,10 @@ export class GovernorClient {
         headers: {
           authorization: `Bearer ${this.token}`,
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(raw === undefined ? {} : { 'content-type': 'application/octet-stream' }),
           ...headers,
         },
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
         signal: AbortSignal.timeout(timeoutMs ?? this.timeoutMs),
       })
     } catch (error) {
@@ -69,10 +71,13 @@ export class GovernorClient {
     return payload
   }
 
-  /** Start (or find, by external id) the governor session of a Harness session. */
+  /**
+   * Start (or find, by external id) the governor session of a Harness session, bound to a path
+   * (a string) or to snapshots (`{kind: 'snapshot'}`).
+   */
   createSession({ externalId, workspace, header }) {
     return this.request('POST', '/sessions', {
-      body: { workspace: { kind: 'path', path: workspace }, external_id: externalId, header },
+      body: { workspace: typeof workspace === 'string' ? { kind: 'path', path: workspace } : workspace, external_id: externalId, header },
     })
   }
 
@@ -86,8 +91,29 @@ export class GovernorClient {
     })
   }
 
-  turnStop(sessionId) {
-    return this.request('POST', `/sessions/${sessionId}/turn-stop`, { body: {} })
+  /** `tree`: a snapshot session's latest snapshot (SEMANTICS §11.3). */
+  turnStop(sessionId, tree) {
+    return this.request('POST', `/sessions/${sessionId}/turn-stop`, { body: tree ? { tree } : {} })
+  }
+
+  // --- snapshots (SEMANTICS §11.1) ---
+
+  /** The token's project: `tree_exclusions` and the caps a snapshot must keep. */
+  project() {
+    return this.request('GET', '/project')
+  }
+
+  async blobsMissing(blobs) {
+    return (await this.request('POST', '/blobs/missing', { body: { blobs } })).missing
+  }
+
+  /** Store a blob (idempotent: 201 stored, 200 already there). */
+  putBlob(blob, data) {
+    return this.request('PUT', `/blobs/${blob}`, { raw: data, timeoutMs: Math.max(this.timeoutMs, 60_000) })
+  }
+
+  createSnapshot(sessionId, entries, base) {
+    return this.request('POST', `/sessions/${sessionId}/snapshots`, { body: base ? { entries, base } : { entries } })
   }
 
   review(sessionId, waitSeconds) {

@@ -8,16 +8,22 @@
 //   steered with a message that says so, at most twice in a row; the next stop is allowed, with a
 //   notice that nothing was verified.
 // - The governor's tools (reliability_*) are registered for the agent.
+// - With `workspace: snapshot` the governor shares no disk with the agent (SEMANTICS §11): the
+//   session is bound {"kind": "snapshot"}, the cwd is uploaded as a snapshot after each tool
+//   result (in the background, one upload at a time) and before each stop and each tool that
+//   judges the workspace, which then names the tree uploaded.
 
-import { existsSync, readdirSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { randomUUID } from 'node:crypto'
 import { GovernorClient, GovernorError, describe } from './client.js'
 import { EventStream } from './stream.js'
 import { governorTools } from './tools.js'
+import { uploadSnapshot } from './snapshot.js'
 
 export { GovernorClient, GovernorError } from './client.js'
+export { blobId, hashTree, TreeError, uploadSnapshot } from './snapshot.js'
 export { EventStream, envelope } from './stream.js'
 export { governorTools } from './tools.js'
 
@@ -26,7 +32,8 @@ export const inject = ['tools']
 
 export const PLUGIN_SOURCE = { kind: 'plugin', plugin: 'reliability-governor' }
 export const UNASKED_STOPS_ALLOWED_AT = 3
-const WORKSPACE_MODES = ['cwd']
+const WORKSPACE_MODES = ['cwd', 'snapshot']
+export const UPLOAD_IN_PROGRESS = 'UPLOAD_IN_PROGRESS'
 
 /** A configuration refused at load, naming the field and the reason. */
 export class ConfigError extends Error {
@@ -56,7 +63,7 @@ export function resolveConfig(config = {}, env = process.env) {
   if (!token) throw new ConfigError('tokenEnv', `the environment variable ${tokenEnv} holds no agent token`)
   const workspace = config.workspace ?? 'cwd'
   if (!WORKSPACE_MODES.includes(workspace)) {
-    throw new ConfigError('workspace', `must be one of ${WORKSPACE_MODES.join(', ')} (snapshots are not available yet): ${JSON.stringify(workspace)}`)
+    throw new ConfigError('workspace', `must be one of ${WORKSPACE_MODES.join(', ')}: ${JSON.stringify(workspace)}`)
   }
   const positive = (field, fallback) => {
     const value = config[field] ?? fallback
@@ -77,6 +84,89 @@ export function pluginMessage(text) {
   return { role: 'user', id: randomUUID(), content: [{ type: 'text', text }], source: PLUGIN_SOURCE }
 }
 
+/**
+ * The snapshots of one Harness session's cwd (workspace: snapshot). Uploads run one at a time,
+ * in order; a judgement (`withTree`) uploads and then makes its request with nothing in between,
+ * so the tree it names is still the session's latest snapshot.
+ */
+export class Snapshots {
+  /**
+   * @param {{client: GovernorClient, root: string, file: string, sessionId: () => Promise<string>, log?: (line: string) => void}} options
+   */
+  constructor({ client, root, file, sessionId, log = () => {} }) {
+    this.client = client
+    this.root = root
+    this.file = file
+    this.sessionId = sessionId
+    this.log = log
+    this.tail = Promise.resolve()
+    this.queued = false
+  }
+
+  enqueue(task) {
+    const run = this.tail.then(task)
+    this.tail = run.catch(() => {})
+    return run
+  }
+
+  /** Upload the cwd as the newest snapshot (only what changed since the last one). */
+  async upload() {
+    const sessionId = await this.sessionId()
+    let last = null
+    try {
+      last = JSON.parse(readFileSync(this.file, 'utf8'))
+    } catch {
+      last = null
+    }
+    const answer = await uploadSnapshot({ client: this.client, sessionId, root: this.root, last })
+    if (!answer.unchanged) {
+      writeFileSync(`${this.file}.tmp`, JSON.stringify(answer.last))
+      renameSync(`${this.file}.tmp`, this.file)
+    }
+    return answer
+  }
+
+  /** After a tool result: upload in the background, so a stop sends only the remainder. */
+  background() {
+    if (this.queued) return
+    this.queued = true
+    this.enqueue(() => {
+      this.queued = false
+      return this.upload()
+    }).catch((error) => this.log(`reliability-governor: background snapshot upload: ${describe(error)}`))
+  }
+
+  /**
+   * Upload, then `request(tree)`. With `budgetMs`, an upload not finished by then is left to go
+   * on in the background and this rejects with "upload in progress" (the request is not made).
+   */
+  withTree(request, budgetMs) {
+    let abandoned = false
+    let uploaded
+    const treeKnown = new Promise((resolve) => { uploaded = resolve })
+    const run = this.enqueue(async () => {
+      const { tree } = await this.upload()
+      if (abandoned) return undefined
+      uploaded()
+      return request(tree)
+    })
+    if (budgetMs === undefined) return run
+    run.catch(() => {}) // when abandoned, nobody awaits it
+    let timer
+    const late = new Promise((resolve) => { timer = setTimeout(() => resolve('late'), Math.max(0, budgetMs)) })
+    return Promise.race([treeKnown, run, late]).then((first) => {
+      clearTimeout(timer)
+      if (first !== 'late') return run // the request, once made, is awaited whatever the budget
+      abandoned = true
+      throw new GovernorError(`upload in progress: the workspace snapshot could not be uploaded within the stop budget (${budgetMs} ms); it goes on in the background`,
+        { code: UPLOAD_IN_PROGRESS })
+    }, (error) => {
+      clearTimeout(timer)
+      throw error
+    })
+  }
+}
+
 export class Governor {
   /**
    * @param {import('./index.d.ts').ResolvedConfig} config
@@ -90,6 +180,12 @@ export class Governor {
     this.streams = new Map()
     /** Stops in a row at which the governor could not be asked, per Harness session. */
     this.unasked = new Map()
+    /** @type {Map<string, Snapshots>} */
+    this.snapshots = new Map()
+  }
+
+  get snapshotMode() {
+    return this.config.workspace === 'snapshot'
   }
 
   /** The stream of a Harness session (`session.header`: {id, cwd, …}). */
@@ -99,11 +195,34 @@ export class Governor {
     if (!stream) {
       stream = new EventStream({
         client: this.client, dir: join(this.config.spoolDir, header.id), harnessSessionId: header.id,
-        workspace: header.cwd, header: { ...header }, log: this.log,
+        workspace: this.snapshotMode ? { kind: 'snapshot' } : header.cwd, header: { ...header }, log: this.log,
       })
       this.streams.set(header.id, stream)
     }
     return stream
+  }
+
+  /** The snapshots of a Harness session's cwd (snapshot mode). */
+  snapshotsOf(session) {
+    const header = session.header
+    let snapshots = this.snapshots.get(header.id)
+    if (!snapshots) {
+      const stream = this.streamOf(session)
+      snapshots = new Snapshots({
+        client: this.client, root: header.cwd, file: join(this.config.spoolDir, header.id, 'snapshot.json'),
+        sessionId: () => stream.session(), log: this.log,
+      })
+      this.snapshots.set(header.id, snapshots)
+    }
+    return snapshots
+  }
+
+  /**
+   * `request(tree)` for a request that judges the workspace: in snapshot mode after uploading
+   * it (within `budgetMs` when given), else with no tree.
+   */
+  judge(session, request, budgetMs) {
+    return this.snapshotMode ? this.snapshotsOf(session).withTree(request, budgetMs) : request(undefined)
   }
 
   /** Finish sending what earlier processes spooled and could not send. */
@@ -121,6 +240,7 @@ export class Governor {
   onEvent(session, event) {
     try {
       this.streamOf(session).push(event)
+      if (this.snapshotMode && event?.type === 'tool/result') this.snapshotsOf(session).background()
     } catch (error) {
       this.log(`reliability-governor: an event could not be spooled: ${describe(error)}`)
     }
@@ -135,9 +255,11 @@ export class Governor {
     const stream = this.streamOf(agent.session)
     let answer
     try {
+      const deadline = Date.now() + this.config.stopBudgetMs
       const unsent = await stream.flush(this.config.stopBudgetMs)
       if (unsent) throw unsent
-      answer = await this.client.turnStop(await stream.session())
+      const sessionId = await stream.session()
+      answer = await this.judge(agent.session, (tree) => this.client.turnStop(sessionId, tree), deadline - Date.now())
     } catch (error) {
       return this.stopWithoutGovernor(agent, id, error)
     }
@@ -184,7 +306,8 @@ export class Governor {
         const unsent = await stream.flush(this.config.stopBudgetMs)
         if (unsent) throw new Error(`${tool.name}: the session log could not be sent to the governor: ${unsent.message}`)
         try {
-          return await tool.run(args ?? {}, { id: await stream.session(), client: this.client })
+          const judge = (request) => this.judge(exec.agent.session, request)
+          return await tool.run(args ?? {}, { id: await stream.session(), client: this.client, judge })
         } catch (error) {
           if (!(error instanceof GovernorError)) throw error
           throw new Error(JSON.stringify({ error: { status: error.status, code: error.code, message: error.message, details: error.details } }))

@@ -1,6 +1,8 @@
 // The governor's tools for the Harness agent, under the names of the original in-process plugin
 // (and of `governor-agent mcp`). Each one sends the session log first (the governor judges the
-// log it has), then calls the API of the calling agent's governor session.
+// log it has), then calls the API of the calling agent's governor session. The tools that judge
+// the workspace (begin, begin_code, verify, code_verify) go through `session.judge`, which in
+// snapshot mode uploads the workspace first and hands the request the tree to name.
 
 const OBJECTIVE = { type: 'string', description: 'What the user asked for, as you understand it (at most 4096 UTF-8 bytes).' }
 const CLAIMS = {
@@ -43,10 +45,13 @@ function contractBody(args) {
 }
 
 const object = (properties, required = []) => ({ type: 'object', properties, required, additionalProperties: false })
+const withTree = (body, tree) => (tree ? { ...body, tree } : body)
+/** Path sessions (and callers that judge nothing): the request with no tree. */
+const noTree = (request) => request(undefined)
 
 /**
  * @param {{reviewWaitSeconds: number}} options
- * @returns {Array<{name: string, description: string, parameters: object, run: (args: any, session: {id: string, client: any}) => Promise<unknown>}>}
+ * @returns {Array<{name: string, description: string, parameters: object, run: (args: any, session: {id: string, client: any, judge?: (request: (tree?: string) => Promise<any>) => Promise<any>}) => Promise<unknown>}>}
  */
 export function governorTools({ reviewWaitSeconds }) {
   async function waitForReview({ id, client }, limitSeconds) {
@@ -60,7 +65,7 @@ export function governorTools({ reviewWaitSeconds }) {
   }
 
   async function begin(route, args, session) {
-    const answer = await session.client.request('POST', `/sessions/${session.id}/${route}`, { body: contractBody(args) })
+    const answer = await (session.judge ?? noTree)((tree) => session.client.request('POST', `/sessions/${session.id}/${route}`, { body: withTree(contractBody(args), tree) }))
     const wait = args.wait_seconds ?? reviewWaitSeconds
     if (answer.status === 'review-pending' && wait > 0) {
       return { ...(await waitForReview(session, wait)), assessment: answer.assessment }
@@ -99,7 +104,7 @@ export function governorTools({ reviewWaitSeconds }) {
       name: 'reliability_verify',
       description: 'Evaluate every check of the active contract now (one attempt of the repair budget): repair (with the failed checks), certified, or exhausted.',
       parameters: object({}),
-      run: (_args, { id, client }) => client.request('POST', `/sessions/${id}/verify`, { body: {} }),
+      run: (_args, { id, client, judge = noTree }) => judge((tree) => client.request('POST', `/sessions/${id}/verify`, { body: withTree({}, tree) })),
     },
     {
       name: 'reliability_status',
@@ -127,8 +132,8 @@ export function governorTools({ reviewWaitSeconds }) {
       name: 'reliability_code_verify',
       description: 'Run a trusted verifier profile in the sandbox against the workspace and wait for its result (passed, failure kind, exit code; never the raw output). Run it after your last edit.',
       parameters: object({ profile: { type: 'string', description: 'A profile id from reliability_code_profiles' }, wait_seconds: { ...WAIT, description: 'How long to wait for the run to finish.' } }, ['profile']),
-      run: async (args, { id, client }) => {
-        let run = await client.request('POST', `/sessions/${id}/code-verifications`, { body: { profile: args.profile } })
+      run: async (args, { id, client, judge = noTree }) => {
+        let run = await judge((tree) => client.request('POST', `/sessions/${id}/code-verifications`, { body: withTree({ profile: args.profile }, tree) }))
         const deadline = Date.now() + (args.wait_seconds ?? 300) * 1000
         while (run.state !== 'finished' && Date.now() < deadline) {
           run = await client.codeVerification(run.id, Math.min(60, Math.ceil((deadline - Date.now()) / 1000)))
