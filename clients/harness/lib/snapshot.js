@@ -266,8 +266,6 @@ class Walk {
     this.maxBlobBytes = maxBlobBytes
     this.files = 0
     this.size = 0
-    /** path -> {mode, blob (hex), size} */
-    this.entries = new Map()
   }
 
   count(path, files, size) {
@@ -277,7 +275,10 @@ class Walk {
     if (this.size > this.maxBytes) throw new TreeError(path, `the workspace's files exceed max_bytes=${this.maxBytes} bytes (the project's limit)`)
   }
 
-  /** The raw tree id of the directory at `prefix` ('' or 'a/b/'), null when it holds nothing. */
+  /**
+   * [the raw tree id of the directory at `prefix` ('' or 'a/b/'), null when it holds nothing;
+   * its files and symlinks, in git's order].
+   */
   async directory(prefix, depth, symlinksRefused) {
     const full = prefix ? join(this.root, prefix) : this.root
     let dirents
@@ -299,7 +300,9 @@ class Walk {
       listing.push({ sort: directory ? Buffer.concat([raw, Buffer.from('/')]) : raw, raw, name, directory })
     }
     listing.sort((a, b) => Buffer.compare(a.sort, b.sort))
-    const records = []
+    // As the server does: subdirectories are walked (and leaves lstat-ed) in order first, then
+    // this directory's files are counted and read, so a cap or a refusal names the same path.
+    const kept = []
     for (const { raw, name, directory } of listing) {
       const path = prefix + name
       if (depth === 0 && SKIPPED_AT_TOP.has(name)) continue
@@ -313,28 +316,44 @@ class Walk {
       }
       if (directory) {
         if (depth + 1 > MAX_DEPTH) throw new TreeError(path, `is nested deeper than ${MAX_DEPTH} directories`)
-        const tree = await this.directory(path + '/', depth + 1, symlinkRefused)
-        if (tree !== null) records.push(Buffer.concat([Buffer.from(`40000 `), raw, Buffer.from([0]), tree]))
+        const [tree, entries] = await this.directory(path + '/', depth + 1, symlinkRefused)
+        kept.push({ raw, tree, entries })
         continue
       }
-      const [mode, blob, size] = await this.leaf(path, symlinkRefused)
-      records.push(Buffer.concat([Buffer.from(`${mode} `), raw, Buffer.from([0]), blob]))
-      this.entries.set(path, { mode, blob: blob.toString('hex'), size })
+      let stats
+      try {
+        stats = await lstat(join(this.root, path), { bigint: true })
+      } catch {
+        throw new TreeError(path, CHANGED)
+      }
+      if (symlinkRefused && stats.isSymbolicLink()) throw new TreeError(path, 'git refuses a symlink named or under .gitmodules (under any spelling)')
+      kept.push({ raw, path, stats })
     }
-    if (!records.length) return null
+    const records = []
+    const leaves = new Map()
+    for (const item of kept) {
+      if (item.path === undefined) continue
+      leaves.set(item, await this.leaf(item.path, item.stats))
+    }
+    /** [path, {mode, blob, size}] of every file below, in git's order */
+    const entries = []
+    for (const item of kept) {
+      if (item.path === undefined) {
+        if (item.tree !== null) records.push(Buffer.concat([Buffer.from('40000 '), item.raw, Buffer.from([0]), item.tree]))
+        entries.push(...item.entries)
+        continue
+      }
+      const [mode, blob, size] = leaves.get(item)
+      records.push(Buffer.concat([Buffer.from(`${mode} `), item.raw, Buffer.from([0]), blob]))
+      entries.push([item.path, { mode, blob: blob.toString('hex'), size }])
+    }
+    if (!records.length) return [null, entries]
     const body = Buffer.concat(records)
-    return createHash('sha256').update(`tree ${body.length}\0`).update(body).digest()
+    return [createHash('sha256').update(`tree ${body.length}\0`).update(body).digest(), entries]
   }
 
-  async leaf(path, symlinkRefused) {
+  async leaf(path, stats) {
     const full = join(this.root, path)
-    let stats
-    try {
-      stats = await lstat(full, { bigint: true })
-    } catch {
-      throw new TreeError(path, CHANGED)
-    }
-    if (symlinkRefused && stats.isSymbolicLink()) throw new TreeError(path, 'git refuses a symlink named or under .gitmodules (under any spelling)')
     if (stats.isSymbolicLink()) {
       let target
       try {
@@ -412,8 +431,8 @@ export async function hashTree(root, { exclusions = [], maxFiles = Infinity, max
   if (!rootStats.isDirectory()) throw new TreeError('', `the workspace ${root} is not a directory`)
   await refusePatternsThroughSymlinks(root, canonical)
   const walk = new Walk(root, matcher, { maxFiles, maxBytes, maxBlobBytes })
-  const raw = (await walk.directory('', 0, false)) ?? EMPTY_TREE
-  return { id: TREE_ID_PREFIX + raw.toString('hex'), files: walk.files, bytes: walk.size, entries: walk.entries }
+  const [raw, entries] = await walk.directory('', 0, false)
+  return { id: TREE_ID_PREFIX + (raw ?? EMPTY_TREE).toString('hex'), files: walk.files, bytes: walk.size, entries: new Map(entries) }
 }
 
 // --- the upload -------------------------------------------------------------------------------
