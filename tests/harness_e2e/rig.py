@@ -53,6 +53,7 @@ class Harness:
     home: Path
     profile: str = "headless"
     inserts: list[dict[str, Any]] = field(default_factory=list)
+    patches: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def path(self) -> str:
@@ -94,7 +95,14 @@ class Harness:
 
     def write_patch(self) -> None:
         (self.profile_dir / "cordis.patch.yml").write_text(
-            json.dumps([{"insert": self.inserts}], indent=1))  # JSON is YAML
+            json.dumps([{"insert": self.inserts}, *self.patches], indent=1))  # JSON is YAML
+
+    def configure_plugin(self, **config: Any) -> None:
+        """Override the plugin's `config` in the profile's own patch, as its README says (the
+        override replaces the bundle's config whole)."""
+        self.patches = [{"id": "reliability-governor",
+                         "config": {"tokenEnv": "GOVERNOR_TOKEN", **config}}]
+        self.write_patch()
 
     def add_hooks_bridge(self, hooks: dict[str, Any]) -> None:
         """The Claude-Code hooks bridge, unpacked by hand: its declared companion versions
