@@ -17,7 +17,7 @@ from governor.domain.tree import TreeError, hash_tree
 from tests.harness_e2e.rig import PLUGIN, Harness
 
 SCRIPT = """
-import { hashTree } from %s
+import { hashTree } from MODULE
 const { root, exclusions, maxFiles, maxBytes } = JSON.parse(process.argv[1])
 try {
   const tree = await hashTree(root, { exclusions, maxFiles, maxBytes })
@@ -27,7 +27,7 @@ try {
   if (error.name !== 'TreeError') throw error
   console.log(JSON.stringify({ error: { path: error.path, reason: error.reason } }))
 }
-""" % json.dumps(str(PLUGIN / "lib" / "snapshot.js"))
+""".replace("MODULE", json.dumps(str(PLUGIN / "lib" / "snapshot.js")))
 EXCLUSIONS = ["build/**", "node_modules", "docs/*.md", "notes/dra[a-f]t?.txt", "**/cache/**"]
 
 
