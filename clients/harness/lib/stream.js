@@ -97,12 +97,16 @@ export class EventStream {
   /** The governor session id, creating the session on first use. */
   async session() {
     if (!this.state.sessionId) {
-      const created = await this.client.createSession({
+      // One creation at a time: the event pump and a snapshot upload may both ask first.
+      this.creating ??= this.client.createSession({
         externalId: this.harnessSessionId, workspace: this.state.workspace, header: this.state.header,
-      })
-      this.state.sessionId = created.id
-      this.state.nextSeq = created.next_seq
-      this.save()
+      }).finally(() => { this.creating = null })
+      const created = await this.creating
+      if (!this.state.sessionId) {
+        this.state.sessionId = created.id
+        this.state.nextSeq = created.next_seq
+        this.save()
+      }
     }
     return this.state.sessionId
   }
