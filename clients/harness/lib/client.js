@@ -112,6 +112,16 @@ export class GovernorClient {
     return this.request('PUT', `/blobs/${blob}`, { raw: data, timeoutMs: Math.max(this.timeoutMs, 60_000) })
   }
 
+  /**
+   * Store many blobs in one request (`POST /blobs`: per blob a line `<id> <size>` then its bytes),
+   * all or none, idempotent; `{stored, present}`.
+   * @param {Array<[string, Uint8Array]>} blobs
+   */
+  putBlobs(blobs) {
+    const body = Buffer.concat(blobs.flatMap(([blob, data]) => [Buffer.from(`${blob} ${data.length}\n`), data]))
+    return this.request('POST', '/blobs', { raw: body, timeoutMs: Math.max(this.timeoutMs, 60_000) })
+  }
+
   createSnapshot(sessionId, entries, base) {
     return this.request('POST', `/sessions/${sessionId}/snapshots`, { body: base ? { entries, base } : { entries } })
   }

@@ -22,6 +22,11 @@ import { GovernorError } from './client.js'
 export const TREE_ID_PREFIX = 'gittree:sha256:'
 export const MODES = ['100644', '100755', '120000']
 export const MISSING_PER_REQUEST = 10_000
+// Blobs under LARGE_BLOB bytes travel in batches (`POST /blobs`) of at most BATCH_BYTES and
+// BATCH_BLOBS (or the server's caps, if lower); larger ones one `PUT` each.
+export const LARGE_BLOB = 1024 * 1024
+export const BATCH_BYTES = 4 * 1024 * 1024
+export const BATCH_BLOBS = 1000
 const SKIPPED_AT_TOP = new Set(['.git', '.governor'])
 const MAX_DEPTH = 256
 const READ_CHUNK = 1 << 20
@@ -461,6 +466,37 @@ async function content(root, path, { mode, blob }) {
   return data
 }
 
+/**
+ * The requests that send `missing`, as [batch?, ids]: each large blob alone (a PUT), the others
+ * packed in batches within this client's and the server's caps (a server that names no batch
+ * caps takes one PUT per blob).
+ */
+export function groups(missing, sizeOf, project) {
+  if (project.max_batch_bytes === undefined) return missing.map((blob) => [false, [blob]])
+  const capBytes = Math.min(BATCH_BYTES, project.max_batch_bytes)
+  const capBlobs = Math.min(BATCH_BLOBS, project.max_batch_blobs ?? BATCH_BLOBS)
+  const out = []
+  let batch = []
+  let batchBytes = 0
+  for (const blob of missing) {
+    const size = sizeOf(blob)
+    const framed = size + 86 // the header line: 64 hex, a space, up to 20 digits, \n
+    if (size >= LARGE_BLOB || framed > capBytes) {
+      out.push([false, [blob]])
+      continue
+    }
+    if (batch.length && (batchBytes + framed > capBytes || batch.length >= capBlobs)) {
+      out.push([true, batch])
+      batch = []
+      batchBytes = 0
+    }
+    batch.push(blob)
+    batchBytes += framed
+  }
+  if (batch.length) out.push([true, batch])
+  return out
+}
+
 async function inParallel(items, workers, run) {
   let next = 0
   const worker = async () => {
@@ -497,11 +533,15 @@ export async function uploadSnapshot({ client, sessionId, root, last = null, wor
       missing.push(...await client.blobsMissing(ids.slice(start, start + MISSING_PER_REQUEST)))
     }
     let sentBytes = 0
-    await inParallel(missing, workers, async (blob) => {
-      const [path, entry] = wanted.get(blob)
-      const data = await content(root, path, entry)
-      await client.putBlob(blob, data)
-      sentBytes += data.length
+    await inParallel(groups(missing, (blob) => wanted.get(blob)[1].size, project), workers, async ([batch, ids]) => {
+      const contents = []
+      for (const blob of ids) {
+        const [path, entry] = wanted.get(blob)
+        contents.push([blob, await content(root, path, entry)])
+      }
+      if (batch) await client.putBlobs(contents)
+      else await client.putBlob(...contents[0])
+      for (const [, data] of contents) sentBytes += data.length
     })
     let answer
     if (base) {

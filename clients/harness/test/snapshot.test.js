@@ -38,13 +38,21 @@ function laptop() {
 class Counting extends GovernorClient {
   constructor(options) {
     super(options)
-    this.puts = []
+    this.puts = [] // every blob sent
+    this.requests = [] // [PUT or POST, how many blobs]
     this.snapshots = []
   }
 
   putBlob(blob, data) {
     this.puts.push(blob)
+    this.requests.push(['PUT', 1])
     return super.putBlob(blob, data)
+  }
+
+  putBlobs(blobs) {
+    this.puts.push(...blobs.map(([blob]) => blob))
+    this.requests.push(['POST', blobs.length])
+    return super.putBlobs(blobs)
   }
 
   createSnapshot(sessionId, entries, base) {
@@ -86,9 +94,18 @@ test('only the blobs the governor lacks are sent, and a small change is sent as 
   assert.equal(again.unchanged, true)
   assert.equal(client.puts.length, 0)
 
+  // A large file goes alone by PUT, small ones together in one POST /blobs.
+  writeFileSync(join(root, 'large.bin'), Buffer.alloc(1024 * 1024 + 1, `large ${randomUUID()}`))
+  writeFileSync(join(root, 'small-1.txt'), `small ${randomUUID()}\n`)
+  writeFileSync(join(root, 'small-2.txt'), `small ${randomUUID()}\n`)
+  client.requests.length = 0
+  const third = await uploadSnapshot({ client, sessionId, root, last: again.last })
+  assert.equal(third.sentBlobs, 3)
+  assert.deepEqual(client.requests.sort(), [['POST', 2], ['PUT', 1]])
+
   // Another session of the project: the blobs are in the project's store already.
   const other = await uploadSnapshot({ client, sessionId: await snapshotSession(client), root })
-  assert.equal(other.tree, second.tree)
+  assert.equal(other.tree, third.tree)
   assert.equal(other.sentBlobs, 0)
 })
 
@@ -139,9 +156,9 @@ test('in snapshot mode a session the governor cannot see is bound to snapshots, 
 test('an upload that does not finish within the stop budget steers the stop with "upload in progress", counted as unasked', async () => {
   const g = governor({ stopBudgetMs: 400 })
   class Slow extends GovernorClient {
-    async putBlob(blob, data) {
+    async putBlobs(blobs) {
       await new Promise((resolve) => setTimeout(resolve, 1_500))
-      return super.putBlob(blob, data)
+      return super.putBlobs(blobs)
     }
   }
   g.client = new Slow({ url: URL, token: TOKEN })
