@@ -51,9 +51,11 @@ export class GovernorClient {
   status(sessionId: string): Promise<any>
   appendEvents(sessionId: string, events: object[], options: { expectedSeq: number; key: string }): Promise<{ first_seq: number; last_seq: number; head: string }>
   turnStop(sessionId: string, tree?: string): Promise<{ action: 'allow' | 'steer'; message: string }>
-  project(): Promise<{ slug: string; tree_exclusions: string[]; tree_max_files: number; tree_max_bytes: number; max_blob_bytes: number }>
+  project(): Promise<{ slug: string; tree_exclusions: string[]; tree_max_files: number; tree_max_bytes: number; max_blob_bytes: number; max_batch_bytes?: number; max_batch_blobs?: number }>
   blobsMissing(blobs: string[]): Promise<string[]>
   putBlob(blob: string, data: Uint8Array): Promise<{ blob: string }>
+  /** Many blobs in one `POST /blobs`, all or none. */
+  putBlobs(blobs: Array<[string, Uint8Array]>): Promise<{ stored: string[]; present: string[] }>
   createSnapshot(sessionId: string, entries: Array<{ path: string; mode: string; blob: string | null }>, base?: string): Promise<{ tree: string; exclusions: string; files: number; bytes: number; number: number }>
   review(sessionId: string, waitSeconds: number): Promise<{ review: any }>
   codeVerification(runId: string, waitSeconds: number): Promise<any>
