@@ -17,7 +17,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from typing import Any
 from bench.b7_tree_hash import GIT_ENV, build_tree
 from bench.common import markdown_table, median, progress
 from bench.live import governor
+from tests.s3_server import moto_server
 
 NAME = "B8"
 FILES = 10_000
@@ -156,53 +156,11 @@ def git_arm(root: Path, scratch: Path, changes: list[Path]) -> dict[str, Any]:
     return {"first_ms": first_ms, "first_bytes": first_bytes, "incremental": incremental}
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextmanager
-def s3_server() -> Iterator[dict[str, str]]:
-    """moto's S3-compatible server on a loopback port of its own, with a fresh bucket; the
-    environment that points a governor at it."""
-    import boto3
-
-    port = _free_port()
-    process = subprocess.Popen(  # noqa: S603
-        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("moto_server did not start") from None
-                time.sleep(0.1)
-        endpoint, bucket = f"http://127.0.0.1:{port}", "b8-blobs"
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                     aws_access_key_id="b8", aws_secret_access_key="b8-secret",
-                     ).create_bucket(Bucket=bucket)
-        yield {"GOVERNOR_BLOB_STORE": "s3", "GOVERNOR_S3_BUCKET": bucket,
-               "GOVERNOR_S3_ENDPOINT_URL": endpoint, "GOVERNOR_S3_REGION": "us-east-1",
-               "AWS_ACCESS_KEY_ID": "b8", "AWS_SECRET_ACCESS_KEY": "b8-secret"}
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 @contextmanager
 def store_env(store: str) -> Iterator[dict[str, str]]:
-    if store == "s3":
-        with s3_server() as env:
-            yield env
+    if store == "s3":  # moto's S3-compatible server on loopback, a fresh bucket
+        with moto_server() as server:
+            yield server.environment(server.bucket())
     else:
         yield {"GOVERNOR_BLOB_STORE": "filesystem"}
 

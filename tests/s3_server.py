@@ -1,5 +1,6 @@
 """A real S3-compatible server for the blob store's S3 path: moto's standalone server, started
-on its own loopback port by the test run and stopped by it (never a mock of the client)."""
+on its own loopback port by the test run (and by benchmark B8) and stopped by it (never a mock
+of the client)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,14 +58,16 @@ class S3Server:
                 "AWS_SECRET_ACCESS_KEY": CREDENTIALS["secret_key"]}
 
 
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+@contextmanager
+def moto_server(log: Path | None = None) -> Iterator[S3Server]:
+    """moto's server on a free loopback port, until the block ends (its output to `log`). The
+    test suite's fixture below and benchmark B8 both start it here."""
     port = _free_port()
-    log = Path(tmp_path_factory.mktemp("moto")) / "moto.log"
     executable = Path(sys.executable).parent / "moto_server"
-    with open(log, "wb") as output:
+    with open(log or os.devnull, "wb") as output:
         process = subprocess.Popen([str(executable), "-H", "127.0.0.1", "-p", str(port)],
                                    stdout=output, stderr=subprocess.STDOUT,
+                                   start_new_session=True,
                                    env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "true"})
     try:
         deadline = time.monotonic() + 30
@@ -73,7 +77,8 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
                 break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto_server did not start: {log.read_text()}") from None
+                    said = log.read_text() if log is not None else "(no log kept)"
+                    raise RuntimeError(f"moto_server did not start: {said}") from None
                 time.sleep(0.1)
         yield S3Server(f"http://127.0.0.1:{port}")
     finally:
@@ -83,3 +88,9 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    with moto_server(Path(tmp_path_factory.mktemp("moto")) / "moto.log") as server:
+        yield server

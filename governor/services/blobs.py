@@ -20,6 +20,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterable
+from concurrent import futures
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -215,6 +216,16 @@ def _batch_refusal(index: int, blob: str | None, message: str,
     return cls(f"{named}: {message}; nothing of this batch was stored", details=[detail])
 
 
+# A batch's objects are written several at a time: an object store answers each write after a
+# round trip (S3: tens of ms), which one at a time would dominate a batch of small files.
+_WRITERS = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="blob-write")
+
+
+def _store_spooled(project: Project, blob: str, path: str) -> None:
+    with open(path, "rb") as handle:
+        store().save(blob_name(project, blob), _Spooled(handle, name=path))
+
+
 def blobs_put_batch(project: Project, body: Readable, *,
                     length: int | None = None) -> dict[str, list[str]]:
     """Store the blobs of a batch body — for each, a line `<64 hex id> <size>\n` then exactly
@@ -262,13 +273,13 @@ def blobs_put_batch(project: Project, body: Readable, *,
                           "its bytes", details=[{"path": "body", "message": "no blob"}])
         present = blobs_touch(project, received)
         new = [blob for blob in received if blob not in present]
-        for blob in new:
-            size, path = received[blob]
-            try:
-                with open(path, "rb") as handle:
-                    store().save(blob_name(project, blob), _Spooled(handle, name=path))
-            except Exception as exc:  # any backend failure: the store is unreachable or full
-                raise _outage(f"write of {blob}", exc) from None
+        writes = [_WRITERS.submit(_store_spooled, project, blob, received[blob][1])
+                  for blob in new]
+        futures.wait(writes)
+        for blob, write in zip(new, writes, strict=True):
+            failure = write.exception()
+            if failure is not None:  # any backend failure: the store is unreachable or full
+                raise _outage(f"write of {blob}", failure) from None
         with transaction.atomic():
             Blob.objects.bulk_create([Blob(project=project, blob_id=blob,
                                            size=received[blob][0]) for blob in new],
