@@ -5,9 +5,12 @@ from __future__ import annotations
 from celery import shared_task
 
 from governor.services.blobs import blobs_collect
+from governor.services.snapshots import snapshots_collect
 
 
 @shared_task
 def collect_blobs() -> dict[str, int]:
-    """SEMANTICS §11.4: blobs no kept tree references, untouched for the grace period."""
-    return blobs_collect()
+    """SEMANTICS §11.4: snapshots superseded for the grace period that nothing names, then the
+    blobs no kept tree references, untouched for the grace period."""
+    superseded = snapshots_collect()
+    return {**superseded, **blobs_collect()}

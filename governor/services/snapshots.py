@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from governor.domain.snapshots import snapshot_manifest
 from governor.domain.tree import (
@@ -14,9 +17,18 @@ from governor.domain.tree import (
     manifest_tree_id,
     validate_exclusions,
 )
-from governor.models import Blob, Session, Snapshot, WorkspaceKind, WorkspaceTree
+from governor.models import (
+    Blob,
+    Event,
+    Origin,
+    Session,
+    Snapshot,
+    WorkspaceKind,
+    WorkspaceTree,
+)
 from governor.services.blobs import blobs_touch
 from governor.services.errors import Conflict, Invalid, NotFound
+from verification.models import VerificationRun
 
 TREE_PREFIX = "gittree:sha256:"
 
@@ -131,3 +143,45 @@ def _sizes(project_id: int, blobs: set[str]) -> dict[str, int]:
         sizes.update(Blob.objects.filter(project_id=project_id, blob_id__in=ids[start:start + 5000])
                      .values_list("blob_id", "size"))
     return sizes
+
+
+def _tree_named(tree_id: str, **where: Any) -> bool:
+    """Whether a governor event (a contract's start tree, an attempt, a run's result, a
+    terminal) or a verification run matching `where` names `tree_id`."""
+    return (Event.objects.filter(origin=Origin.GOVERNOR, data__contains=f'"{tree_id}"',
+                                 **{f"session__{key}": value for key, value in where.items()})
+            .exists()
+            or VerificationRun.objects.filter(
+                tree=tree_id, **{f"session__{key}": value for key, value in where.items()})
+            .exists())
+
+
+def snapshots_collect(*, now: datetime | None = None,
+                      grace_seconds: int | None = None) -> dict[str, int]:
+    """§11.4: delete the superseded snapshots — a later snapshot of their session was made
+    more than the grace period ago — that nothing of their session names (no governor event:
+    contract start, attempt, run result, terminal; no verification run), then the kept trees
+    no snapshot, event or run of the project names any more, so `blobs_collect` can free the
+    blobs only those trees held. A session's latest snapshot is never collected.
+    {"snapshots": deleted, "trees": deleted}."""
+    now = now or timezone.now()
+    grace = settings.GOVERNOR_BLOB_GRACE_SECONDS if grace_seconds is None else grace_seconds
+    cutoff = now - timedelta(seconds=grace)
+    deleted_snapshots, trees = 0, set()
+    superseding = (Snapshot.objects.filter(created_at__lt=cutoff).values("session_id")
+                   .annotate(top=Max("number")).values_list("session_id", "top"))
+    for session_id, top in superseding.iterator():
+        older = Snapshot.objects.filter(session_id=session_id, number__lt=top)
+        for pk, tree_pk, tree_id in older.values_list("pk", "tree_id", "tree__tree_id"):
+            if not _tree_named(tree_id, pk=session_id):
+                deleted_snapshots += Snapshot.objects.filter(pk=pk).delete()[0]
+                trees.add((tree_pk, tree_id))
+    deleted_trees = 0
+    for tree_pk, tree_id in trees:
+        with transaction.atomic():
+            tree = WorkspaceTree.objects.select_for_update().filter(pk=tree_pk).first()
+            if (tree is not None and not tree.snapshots.exists()
+                    and not _tree_named(tree_id, project_id=tree.project_id)):
+                tree.delete()
+                deleted_trees += 1
+    return {"snapshots": deleted_snapshots, "trees": deleted_trees}

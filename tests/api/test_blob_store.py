@@ -172,7 +172,8 @@ def test_the_periodic_task_collects(store: str, agent: AgentClient) -> None:
     data = b"orphan"
     assert put(agent, blob_id(data), data).status_code == 201
     Blob.objects.update(touched_at=timezone.now() - timedelta(days=2))
-    assert collect_blobs() == {"kept": 0, "deleted": 1, "bytes": len(data)}
+    assert collect_blobs() == {"snapshots": 0, "trees": 0, "kept": 0, "deleted": 1,
+                               "bytes": len(data)}
 
 
 def test_the_beat_schedule_names_the_collect_task() -> None:
