@@ -358,6 +358,10 @@ GOVERNOR_MAX_BLOB_BATCH_BYTES = env_int("GOVERNOR_MAX_BLOB_BATCH_BYTES", 32 * 10
                                         minimum=1024, maximum=1024**3)
 GOVERNOR_MAX_BLOB_BATCH_BLOBS = env_int("GOVERNOR_MAX_BLOB_BATCH_BLOBS", 5000, minimum=1,
                                         maximum=100_000)
+# A worker's blob cache (var/blob-cache/): above this many bytes, the least recently used blobs
+# no materialised tree links are evicted after each materialisation.
+GOVERNOR_BLOB_CACHE_BYTES = env_int("GOVERNOR_BLOB_CACHE_BYTES", 2 * 1024**3, minimum=0,
+                                    maximum=1024**4)
 GOVERNOR_BLOB_GRACE_SECONDS = env_int("GOVERNOR_BLOB_GRACE_SECONDS", 24 * 3600, minimum=60,
                                       maximum=90 * 24 * 3600)
 CELERY_BEAT_SCHEDULE["collect-blobs"] = {"task": "governor.tasks.collect_blobs",

@@ -11,11 +11,18 @@ is written (every directory is opened relative to its parent with O_NOFOLLOW, ev
 single component of a path the snapshot rules already checked), and whoever reads the tree
 afterwards follows links inside it only (governor/domain/workspace.py). The private directory
 lives under `var/materialised/` (0700) and is deleted when the caller is done.
+
+The cache is bounded by GOVERNOR_BLOB_CACHE_BYTES: after each materialisation the least
+recently used blobs are evicted until it fits. "Used" is when a tree linking the blob was last
+made or removed, or a copy last taken (the inode's ctime, which each of these moves); a blob a
+materialised tree still links (link count above 1) is never evicted — evicting would free
+nothing anyway, as the tree keeps the bytes whatever happens to the cache's name.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
 import tempfile
@@ -32,6 +39,7 @@ from governor.services.blobs import blob_read
 # `run_as`, verification/sandbox.py NOBODY), so a `workspace-write` run may change any file of
 # its private copy.
 SANDBOX_OWNER = (65534, 65534)
+log = logging.getLogger(__name__)
 OPEN_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 MODE_EXECUTABLE, MODE_SYMLINK = "100755", "120000"
 
@@ -62,6 +70,37 @@ def blob_cached(project_id: int, blob: str, *, executable: bool) -> str:
     return str(path)
 
 
+def blob_cache_trim(limit: int | None = None) -> dict[str, int]:
+    """Evict the least recently used blobs no materialised tree links until the cache holds at
+    most `limit` bytes (GOVERNOR_BLOB_CACHE_BYTES); {"evicted", "bytes"} (what is left)."""
+    limit = settings.GOVERNOR_BLOB_CACHE_BYTES if limit is None else limit
+    total, evictable = 0, []
+    for project in os.scandir(_private_directory("blob-cache")):
+        if not project.is_dir(follow_symlinks=False):
+            continue
+        for entry in os.scandir(project.path):
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # evicted by another worker process meanwhile
+                continue
+            total += info.st_size
+            if info.st_nlink == 1 and not entry.name.startswith(".fetch-"):
+                evictable.append((info.st_ctime_ns, info.st_size, entry.path))
+    evicted = 0
+    for _used, size, path in sorted(evictable):
+        if total <= limit:
+            break
+        try:
+            os.unlink(path)
+        except FileNotFoundError:  # another worker process evicted it
+            continue
+        except OSError as exc:  # the next blob may go instead; the run goes on either way
+            log.warning("blob cache: %s cannot be evicted: %s", path, exc)
+            continue
+        total, evicted = total - size, evicted + 1
+    return {"evicted": evicted, "bytes": total}
+
+
 def _write_entry(project_id: int, root: int, entry: ManifestEntry, *, copy: bool,
                  directory_mode: int, owner: tuple[int, int] | None) -> None:
     parts = entry.path.split("/")
@@ -85,24 +124,42 @@ def _write_entry(project_id: int, root: int, entry: ManifestEntry, *, copy: bool
                 os.chown(name, *owner, dir_fd=parent, follow_symlinks=False)
             return
         executable = entry.mode == MODE_EXECUTABLE
-        cached = blob_cached(project_id, entry.blob, executable=executable)
-        if not copy:
+        for attempt in range(2):  # another worker process may evict it between fetch and use
+            cached = blob_cached(project_id, entry.blob, executable=executable)
             try:
-                os.link(cached, name, dst_dir_fd=parent, follow_symlinks=False)
+                _place(cached, parent, name, copy=copy, executable=executable, owner=owner)
                 return
-            except OSError as exc:
-                if exc.errno not in (errno.EXDEV, errno.EMLINK, errno.EPERM):
+            except FileNotFoundError:
+                if attempt:
                     raise
+    finally:
+        for fd in fds[1:]:
+            os.close(fd)
+
+
+def _place(cached: str, parent: int, name: str, *, copy: bool, executable: bool,
+           owner: tuple[int, int] | None) -> None:
+    """Link `cached` in as `name`, or copy it (a writable tree, or no link possible)."""
+    if not copy:
+        try:
+            os.link(cached, name, dst_dir_fd=parent, follow_symlinks=False)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EMLINK, errno.EPERM):
+                raise
+    with open(cached, "rb") as source:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(name, flags, 0o600, dir_fd=parent)
-        with os.fdopen(fd, "wb") as target, open(cached, "rb") as source:
+        with os.fdopen(fd, "wb") as target:
             os.fchmod(target.fileno(), 0o755 if executable else 0o644)
             if owner is not None:
                 os.fchown(target.fileno(), *owner)
             shutil.copyfileobj(source, target)
-    finally:
-        for fd in fds[1:]:
-            os.close(fd)
+    try:  # a copy is a use too: its ctime moves (times kept as they are), as a link's does
+        info = os.stat(cached)
+        os.utime(cached, ns=(info.st_atime_ns, info.st_mtime_ns))
+    except FileNotFoundError:  # evicted since: the copy is whole all the same
+        pass
 
 
 @contextmanager
@@ -124,6 +181,7 @@ def materialised(project_id: int, manifest: Sequence[ManifestEntry], *,
                              directory_mode=0o755, owner=owner)
         finally:
             os.close(fd)
+        blob_cache_trim()  # this tree's blobs are linked (or copied) by now: never evicted
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)
