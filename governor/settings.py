@@ -335,7 +335,7 @@ def blob_storage(kind: str) -> dict[str, object]:
         bucket = os.environ.get("GOVERNOR_S3_BUCKET", "").strip()
         if not bucket:
             raise ImproperlyConfigured("GOVERNOR_BLOB_STORE=s3 needs GOVERNOR_S3_BUCKET")
-        return {"BACKEND": "storages.backends.s3.S3Storage",
+        return {"BACKEND": "governor.s3_storage.BlobS3Storage",
                 "OPTIONS": {"bucket_name": bucket,
                             "endpoint_url": os.environ.get("GOVERNOR_S3_ENDPOINT_URL") or None,
                             "region_name": os.environ.get("GOVERNOR_S3_REGION") or None,

@@ -45,7 +45,7 @@ class S3Server:
     def storage(self, bucket: str) -> dict[str, Any]:
         """The `governor_blobs` STORAGES entry for `bucket`, as settings.blob_storage("s3")
         builds it from GOVERNOR_S3_* (plus the test credentials)."""
-        return {"BACKEND": "storages.backends.s3.S3Storage",
+        return {"BACKEND": "governor.s3_storage.BlobS3Storage",
                 "OPTIONS": {"bucket_name": bucket, "endpoint_url": self.endpoint,
                             "region_name": "us-east-1", "location": "", "file_overwrite": True,
                             "default_acl": None, **CREDENTIALS}}

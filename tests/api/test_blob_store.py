@@ -184,3 +184,21 @@ def test_the_beat_schedule_names_the_collect_task() -> None:
     app.loader.import_default_modules()
     entry = django_settings.CELERY_BEAT_SCHEDULE["collect-blobs"]
     assert entry["task"] in app.tasks
+
+
+@pytest.mark.parametrize("single_put_bytes", [1 << 20, 16])
+def test_small_and_large_objects_both_reach_the_s3_store_whole(
+        request: Any, settings: Any, tmp_path: Path, agent: AgentClient, project: Project,
+        monkeypatch: pytest.MonkeyPatch, single_put_bytes: int) -> None:
+    """Below SINGLE_PUT_BYTES one PutObject, above it django-storages' managed transfer."""
+    from governor import s3_storage
+
+    server = request.getfixturevalue("s3_server")
+    monkeypatch.setattr(s3_storage, "SINGLE_PUT_BYTES", single_put_bytes)
+    settings.VAR_DIR = tmp_path / "var"
+    settings.STORAGES = {**settings.STORAGES,
+                         "governor_blobs": server.storage(server.bucket())}
+    data = b"print('a blob')\n" * 8
+    assert put(agent, blob_id(data), data).status_code == 201
+    assert blob_services.blob_read(project, blob_id(data)) == data
+    assert isinstance(storages["governor_blobs"], s3_storage.BlobS3Storage)
