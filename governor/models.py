@@ -167,20 +167,29 @@ class AgentToken(models.Model):
 
 
 class WaitSlot(models.Model):
-    """A long poll in progress: one of its token's GOVERNOR_MAX_WAITS_PER_TOKEN slots, shared
-    by every server thread and process through the unique constraint."""
+    """A long poll in progress: one of its token's GOVERNOR_MAX_WAITS_PER_TOKEN slots, or for a
+    page's live part one of its signed-in user's GOVERNOR_MAX_WAITS_PER_USER slots, shared by
+    every server thread and process through the unique constraints."""
 
-    token = models.ForeignKey(AgentToken, on_delete=models.CASCADE, related_name="+")
+    token = models.ForeignKey(AgentToken, on_delete=models.CASCADE, related_name="+",
+                              null=True, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="+", null=True, blank=True)
     slot = models.PositiveSmallIntegerField()
     until = models.DateTimeField(help_text="When the wait answers at the latest.")
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["token", "slot"], name="one_wait_per_token_slot")
+            models.UniqueConstraint(fields=["token", "slot"], name="one_wait_per_token_slot"),
+            models.UniqueConstraint(fields=["user", "slot"], name="one_wait_per_user_slot"),
+            models.CheckConstraint(
+                condition=models.Q(token__isnull=False, user__isnull=True)
+                | models.Q(token__isnull=True, user__isnull=False),
+                name="wait_held_by_token_or_user"),
         ]
 
     def __str__(self) -> str:
-        return f"wait {self.slot} of {self.token_id} until {self.until}"
+        return f"wait {self.slot} of {self.token_id or self.user_id} until {self.until}"
 
 
 class WorkspaceKind(models.TextChoices):

@@ -3,28 +3,43 @@ its project. Included from governor/urls.py under `sessions/`."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import wraps
 from typing import Any, cast
 
 from django import forms
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Exists, OuterRef, Q, QuerySet
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseForbidden,
+    HttpResponseNotAllowed,
+    StreamingHttpResponse,
+)
 from django.shortcuts import render
-from django.urls import path
+from django.urls import path, reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 from django_htmx.middleware import HtmxDetails
 
 from governor.domain import conversation, lifecycle
 from governor.models import AgentToken, Event, Project, Session, SessionState
 from governor.services.access import is_reviewer, member_projects, session_for_member
-from governor.services.errors import NotFound
+from governor.services.errors import NotFound, TooManyWaits
 from governor.services.events import lifecycle_of
+from governor.services.notify import session_topic
 from governor.services.selectors import export_bytes, export_filename, session_status
 from governor.services.treediff import TreeChanges, file_response, tree_changes, tree_file
+from governor.services.waits import MAX_WAIT_SECONDS, long_poll, off_thread
 from reviews.models import Review
 from verification.models import RunState, VerificationRun
 
@@ -36,6 +51,76 @@ class HtmxHttpRequest(HttpRequest):
     and which element it targets."""
 
     htmx: HtmxDetails
+
+# --- live parts: a fragment of a page that waits on the server for its next change ------------
+
+LIVE_WAIT_SECONDS = 30  # how long one wait of a page's live part lasts before "unchanged" (204)
+LIVE_FALLBACK_SECONDS = 5  # how often a page re-reads when its person holds every wait slot
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a live part shows, as a version to compare, and in how many seconds it changes
+    with time alone (a proposal whose time runs out), if it does."""
+
+    version: str
+    changes_in: float | None = None
+
+
+def version_of(*parts: Any) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def live_url(name: str, *args: Any, version: str, **query: Any) -> str:
+    """The address a live part waits on: what it shows (`version`) and how long to wait."""
+    params = urlencode({**query, "version": version, "wait": LIVE_WAIT_SECONDS})
+    return f"{reverse(name, args=args)}?{params}"
+
+
+async def live_answer(request: HttpRequest, *, user: AbstractBaseUser, topics: Sequence[str],
+                      shown: Callable[[], Shown],
+                      fragment: Callable[[int], HttpResponse]) -> HttpResponse:
+    """The answer to a live part's `?version=…&wait=…`: the fresh `fragment` (200) as soon as
+    `shown()` differs from the version the page shows, woken by `topics` (the one long poll,
+    governor.services.waits, with its re-check as the safety net); 204 when nothing changed by
+    the end of the wait, so htmx keeps the page as it is and asks again. A person holds at most
+    GOVERNOR_MAX_WAITS_PER_USER waits; beyond that the fragment is answered at once, asking to be
+    re-read in LIVE_FALLBACK_SECONDS (`fragment(delay)`)."""
+    raw = request.GET.get("wait", "0")
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_WAIT_SECONDS:
+        return HttpResponseBadRequest(f"wait: whole seconds from 0 to {MAX_WAIT_SECONDS} "
+                                      f"expected, not {raw!r}", content_type="text/plain")
+    before = request.GET.get("version", "")
+    try:
+        now = await long_poll(request, waiter=user, seconds=int(raw),
+                              topics=topics, read=shown,
+                              settled=lambda answer: answer.version != before,
+                              changes_in=lambda answer: answer.changes_in)
+    except TooManyWaits:
+        return await off_thread(request, fragment, LIVE_FALLBACK_SECONDS)
+    if now.version == before:
+        return HttpResponse(status=204)
+    return await off_thread(request, fragment, 0)
+
+
+def signed_in_live(view: Callable[..., Any]) -> Callable[..., Any]:
+    """A live part's view, called as `view(request, user, …)`: GET only, for a signed-in person.
+    Anyone else gets a 403 that tells htmx to reload the page (`HX-Refresh`), whose own login
+    check then sends them to sign in; a redirect would put the login form into the live
+    part."""
+    @wraps(view)
+    async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.method != "GET":
+            return HttpResponseNotAllowed(["GET"])
+        user = await request.auser()
+        if not isinstance(user, AbstractBaseUser) or not user.is_authenticated:
+            return HttpResponseForbidden("sign in to follow this page",
+                                         headers={"HX-Refresh": "true"},
+                                         content_type="text/plain")
+        response: HttpResponse = await view(request, user, *args, **kwargs)
+        return response
+    return wrapper
+
 
 EVENTS_PER_PAGE = 200
 SHORT_HASH_CHARS = 12
@@ -140,8 +225,8 @@ def user_requests(session: Session, *, up_to_seq: int | None = None) -> list[dic
     return found[::-1]
 
 
-def _before(request: HttpRequest) -> int | None:
-    raw = request.GET.get("before", "")
+def _before(request: HttpRequest, name: str = "before") -> int | None:
+    raw = request.GET.get(name, "")
     return int(raw) if raw.isascii() and raw.isdigit() else None
 
 
@@ -154,13 +239,31 @@ def _contract(status: dict[str, Any]) -> dict[str, Any] | None:
             "checks_shown": [check_parameters(check) for check in contract.get("checks", [])]}
 
 
+def _timeline_version(session_id: Any) -> tuple[int, str]:
+    """The session's next seq, and the version of what its timeline's live part shows: the
+    events appended and the state of each run."""
+    next_seq = SessionState.objects.filter(session_id=session_id).values_list(
+        "next_seq", flat=True).get()
+    runs = list(VerificationRun.objects.filter(session_id=session_id).order_by("created_at")
+                .values_list("pk", "state"))
+    return next_seq, version_of(next_seq, runs)
+
+
+def _live_runs(session: Session, *, since: int | None, delay: int = 0) -> dict[str, Any]:
+    """The timeline's live part: the runs, and how many events were appended since the page
+    was loaded (at seq `since`). Its version is read before what it shows, so a change in
+    between is shown at the next wait, never missed."""
+    next_seq, version = _timeline_version(session.pk)
+    since = next_seq if since is None else since
+    return {"session": session, **_runs(session), "appended": max(0, next_seq - since),
+            "live": {"url": live_url("sessions:timeline_live", session.pk, version=version,
+                                     since=since), "delay": delay}}
+
+
 @login_required
 @require_GET
-def session_timeline(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
     session = session_for_member(request.user, session_id)
-    if request.htmx and request.htmx.target == "runs":
-        return render(request, "sessions/partials/runs.html", {"session": session,
-                                                               **_runs(session)})
     status = session_status(session)
     reviews = (Review.objects.filter(session=session).defer("plan", "proposal")
                .select_related("decided_by")
@@ -169,10 +272,24 @@ def session_timeline(request: HtmxHttpRequest, session_id: uuid.UUID) -> HttpRes
         "session": session, "status": status, "contract": _contract(status),
         "reviews": reviews,
         "is_reviewer": is_reviewer(request.user, session.project_id),
-        **_runs(session), **_events_page(session, _before(request)), **_conversation(session),
+        **_events_page(session, _before(request)), **_conversation(session),
         "changes": _changes(session, status),
+        **_live_runs(session, since=None),
     }
     return render(request, "sessions/timeline.html", context)
+
+
+@signed_in_live
+async def session_timeline_live(request: HttpRequest, user: AbstractBaseUser,
+                                session_id: uuid.UUID) -> HttpResponse:
+    """The timeline's live part (`sessions/partials/runs.html`) once the session changes."""
+    session = await off_thread(request, session_for_member, user, session_id)
+    since = _before(request, "since")
+    return await live_answer(
+        request, user=user, topics=[session_topic(session.pk)],
+        shown=lambda: Shown(_timeline_version(session.pk)[1]),
+        fragment=lambda delay: render(request, "sessions/partials/runs.html",
+                                      _live_runs(session, since=since, delay=delay)))
 
 
 def judged_trees(status: dict[str, Any]) -> tuple[str, str] | None:
@@ -313,6 +430,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path("", session_list, name="list"),
     path("<uuid:session_id>/", session_timeline, name="timeline"),
+    path("<uuid:session_id>/live", session_timeline_live, name="timeline_live"),
     path("<uuid:session_id>/export", session_export, name="export"),
     path("<uuid:session_id>/changes", session_changes, name="changes"),
     path("<uuid:session_id>/trees/<str:tree>/files/<path:file_path>", session_tree_file,

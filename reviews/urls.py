@@ -6,6 +6,7 @@ app_name = "reviews"
 
 urlpatterns = [
     path("", views.inbox, name="inbox"),
+    path("live", views.inbox_live, name="inbox_live"),
     path("<uuid:review_id>/", views.detail, name="detail"),
     path("<uuid:review_id>/sign", passkey_views.signing_options, name="sign"),
     path("passkeys/", passkey_views.page, name="passkeys"),

@@ -10,19 +10,33 @@ import json
 from typing import Any
 
 from django.contrib import messages
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Count, Max, Min, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from governor.domain.review import ReviewError, plan_changes
-from governor.pages import HtmxHttpRequest, changes_so_far, check_parameters, user_requests
+from governor.pages import (
+    HtmxHttpRequest,
+    Shown,
+    changes_so_far,
+    check_parameters,
+    live_answer,
+    live_url,
+    signed_in_live,
+    user_requests,
+    version_of,
+)
 from governor.services import passkeys
 from governor.services import reviews as review_services
 from governor.services.access import review_for_reviewer, reviewed_projects
 from governor.services.errors import Invalid
+from governor.services.notify import inbox_topic
+from governor.services.waits import off_thread
 from reviews.forms import DecisionForm
 from reviews.models import Review, Stage, Status
 
@@ -34,24 +48,57 @@ RECENTLY_DECIDED = 10
 REVISIONS_READ = 20  # the earlier proposals of a session searched for feedback and a base
 
 
-@login_required
-@require_GET
-def inbox(request: HtmxHttpRequest) -> HttpResponse:
+def _inbox_shown(user: Any) -> Shown:
+    """The version of what the inbox list shows: the proposals waiting (how many, the newest)
+    and the latest decision in the projects `user` reviews; it changes with time alone when the
+    first waiting proposal's time runs out."""
+    now = timezone.now()
+    waiting = Q(status=Status.PENDING, expires_at__gt=now)
+    row = Review.objects.filter(session__project__in=reviewed_projects(user)).aggregate(
+        waiting=Count("pk", filter=waiting), newest=Max("created_at", filter=waiting),
+        decided=Max("decided_at"), soonest=Min("expires_at", filter=waiting))
+    soonest = row.pop("soonest")
+    return Shown(version_of(row), None if soonest is None else (soonest - now).total_seconds())
+
+
+def _inbox_list(user: Any, page_number: Any, *, delay: int = 0) -> dict[str, Any]:
+    """The inbox's live part: a page of the waiting proposals. Its version is read before the
+    proposals, so a change in between is shown at the next wait, never missed."""
+    shown = _inbox_shown(user)
     pending = (Review.objects.select_related("session__project").defer("plan")
                .filter(status=Status.PENDING, expires_at__gt=timezone.now(),
-                       session__project__in=reviewed_projects(request.user))
+                       session__project__in=reviewed_projects(user))
                .order_by("-created_at"))
     # A page at a time: the inbox stays fast with a thousand proposals waiting (benchmark B6).
-    page = Paginator(pending, INBOX_PAGE_SIZE).get_page(request.GET.get("page"))
-    if request.htmx:
-        return render(request, "reviews/partials/inbox_list.html",
-                      {"reviews": page.object_list, "page": page})
+    page = Paginator(pending, INBOX_PAGE_SIZE).get_page(page_number)
+    return {"reviews": list(page.object_list), "page": page,
+            "live": {"url": live_url("reviews:inbox_live", version=shown.version,
+                                     page=page.number), "delay": delay}}
+
+
+@login_required
+@require_GET
+def inbox(request: HttpRequest) -> HttpResponse:
     decided = (Review.objects.select_related("session__project", "decided_by").defer("plan")
                .filter(session__project__in=reviewed_projects(request.user),
                        decided_at__isnull=False)
                .order_by("-decided_at")[:RECENTLY_DECIDED])
     return render(request, "reviews/inbox.html",
-                  {"reviews": page.object_list, "page": page, "decided": decided})
+                  {**_inbox_list(request.user, request.GET.get("page")), "decided": decided})
+
+
+@signed_in_live
+async def inbox_live(request: HttpRequest, user: AbstractBaseUser) -> HttpResponse:
+    """The inbox's live part (`reviews/partials/inbox_list.html`) once a proposal in one of the
+    person's projects is opened or decided."""
+    projects = await off_thread(request, lambda: list(
+        reviewed_projects(user).values_list("project_id", flat=True)))
+    page_number = request.GET.get("page")
+    return await live_answer(
+        request, user=user, topics=[inbox_topic(project) for project in projects],
+        shown=lambda: _inbox_shown(user),
+        fragment=lambda delay: render(request, "reviews/partials/inbox_list.html",
+                                      _inbox_list(user, page_number, delay=delay)))
 
 
 def _next_review(review: Review) -> Review | None:

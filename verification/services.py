@@ -25,7 +25,7 @@ from governor.services.events import (
     governor_event_append,
     session_locked,
 )
-from governor.services.notify import announce_on_commit, run_topic
+from governor.services.notify import announce_on_commit, run_topic, session_topic
 from governor.services.trees import (
     TreeUnavailable,
     session_tree,
@@ -64,6 +64,7 @@ def run_request(*, session: Session, profile_id: Any, tree: Any = None) -> Verif
         log.warning("broker unavailable, run of %s refused: %s", profile_id, exc)
         raise Unavailable("the task broker is unavailable, so the verification cannot be "
                           "queued; the session log is intact — try again later") from None
+    announce_on_commit(session_topic(session.pk))
     return run
 
 
@@ -90,6 +91,7 @@ def run_claim(run_id: str) -> VerificationRun | None:
         "next_seq", flat=True).get() - 1
     VerificationRun.objects.filter(pk=run_id).update(started_after_seq=last_seq)
     run.refresh_from_db()
+    announce_on_commit(session_topic(run.session_id))
     return run
 
 

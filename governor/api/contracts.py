@@ -159,7 +159,7 @@ async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> 
         pending = review if review is not None and review.status == "pending" else None
         seen = (pending.pk, pending.status) if pending else None
         await long_poll(
-            request, token=token, seconds=wait, topic=review_topic(session.pk),
+            request, waiter=token, seconds=wait, topics=[review_topic(session.pk)],
             read=lambda: reviews.review_newest(session),
             settled=lambda latest: (pending is None or latest is None
                                     or (latest.pk, latest.status) != seen

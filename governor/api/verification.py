@@ -78,7 +78,7 @@ async def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str
             return row[0] == RunState.FINISHED or (due is not None and due <= 0)
 
         await long_poll(
-            request, token=token, seconds=wait, topic=run_topic(run.pk),
+            request, waiter=token, seconds=wait, topics=[run_topic(run.pk)],
             read=lambda: VerificationRun.objects.values_list(
                 "state", "lease_expires_at", "created_at").get(pk=run.pk),
             settled=settled, changes_in=lost_in)

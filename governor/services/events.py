@@ -15,6 +15,7 @@ from governor.domain.canonical import canonical_bytes, sha256_hex
 from governor.domain.chain import ENVELOPE_TO_META, event_hash
 from governor.models import Event, EventBatch, Origin, Session, SessionState
 from governor.services.errors import Conflict
+from governor.services.notify import announce_on_commit, session_topic
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ def session_locked(session: Session) -> Iterator[SessionState]:
         yield state
         if state.next_seq != next_seq:
             state.save(update_fields=["next_seq", "head", "lifecycle", "updated_at"])
+            announce_on_commit(session_topic(session.pk))
 
 
 def _index_fields(envelope: dict[str, Any]) -> dict[str, Any]:
@@ -189,6 +191,7 @@ def events_append(
         state.trace = trace.to_json()
         state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "last_mutation_seq",
                                   "updated_at"])
+        announce_on_commit(session_topic(session.pk))
         result = AppendResult(first_seq, state.next_seq - 1, state.head)
         if key:
             EventBatch.objects.create(session=session, key=key, digest=digest,

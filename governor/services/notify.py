@@ -1,9 +1,10 @@
 """Wake-ups for long polls (ARCHITECTURE §10). What a waiting client waits for is a topic (a
-session's review, a run); the transaction that changes it announces the topic when it commits.
-A waiter hears it in the same process at once, and from any process through Redis pub/sub when
-Redis is the broker. A notification is only a hint to read again: the waiter re-reads the
-database on every wake-up and, heard or not, every GOVERNOR_WAIT_RECHECK_MS, so a lost one
-costs that much time and never a wrong answer."""
+session's review, a run; for the pages, a project's proposals and a session's timeline); the
+transaction that changes it announces the topic when it commits. A waiter hears it in the same
+process at once, and from any process through Redis pub/sub when Redis is the broker. A
+notification is only a hint to read again: the waiter re-reads the database on every wake-up
+and, heard or not, every GOVERNOR_WAIT_RECHECK_MS, so a lost one costs that much time and never
+a wrong answer."""
 
 from __future__ import annotations
 
@@ -33,6 +34,18 @@ def review_topic(session_id: Any) -> str:
 
 def run_topic(run_id: Any) -> str:
     return f"run:{run_id}"
+
+
+def inbox_topic(project_id: Any) -> str:
+    """A proposal of the project was opened or decided (approved, rejected, expired, withdrawn):
+    what the review inbox shows."""
+    return f"inbox:{project_id}"
+
+
+def session_topic(session_id: Any) -> str:
+    """Something the session's timeline shows changed: events appended, a run queued or
+    started (a run's end appends its result event)."""
+    return f"session:{session_id}"
 
 
 def redis_url() -> str | None:
@@ -70,12 +83,12 @@ def _redis(url: str) -> redis.Redis:
 
 
 class Listener:
-    """Listens to one topic while a long poll waits: `async with Listener(topic) as heard:`,
-    then `await heard.wait(seconds)`. Entered before the first read, so nothing committed after
-    that read goes unheard."""
+    """Listens to topics while a long poll waits: `async with Listener(*topics) as heard:`,
+    then `await heard.wait(seconds)`, woken by any of them. Entered before the first read, so
+    nothing committed after that read goes unheard."""
 
-    def __init__(self, topic: str) -> None:
-        self.topic = topic
+    def __init__(self, *topics: str) -> None:
+        self.topics = topics
         self.event = asyncio.Event()
         self.loop = asyncio.get_running_loop()
         self.client: Any = None
@@ -88,23 +101,29 @@ class Listener:
 
     async def __aenter__(self) -> Listener:
         with _waiters_lock:
-            _waiters.setdefault(self.topic, set()).add(self)
+            for topic in self.topics:
+                _waiters.setdefault(topic, set()).add(self)
         url = redis_url()
-        if url is not None:
+        if url is not None and self.topics:
             try:
                 self.client = aioredis.Redis.from_url(url, socket_connect_timeout=2)
                 self.pubsub = self.client.pubsub()
-                await self.pubsub.subscribe(CHANNEL_PREFIX + self.topic)
-                # Subscribed once Redis confirms: only then may the first read happen.
-                confirmed = await self.pubsub.get_message(timeout=2)
-                if confirmed is None or confirmed.get("type") != "subscribe":
-                    raise redis.RedisError("no subscription confirmed within 2 s")
+                await self.pubsub.subscribe(*(CHANNEL_PREFIX + topic for topic in self.topics))
+                # Subscribed once Redis confirms every channel: only then may the first read
+                # happen.
+                for _ in self.topics:
+                    confirmed = await self.pubsub.get_message(timeout=2)
+                    if confirmed is None or confirmed.get("type") != "subscribe":
+                        raise redis.RedisError("no subscription confirmed within 2 s")
                 self.reader = asyncio.create_task(self._read())
             except (redis.RedisError, OSError) as exc:
                 log.warning("long poll on %s without Redis wake-ups (%s); re-checking every "
-                            "%s ms", self.topic, exc, settings.GOVERNOR_WAIT_RECHECK_MS)
+                            "%s ms", self._named(), exc, settings.GOVERNOR_WAIT_RECHECK_MS)
                 await self._close_redis()
         return self
+
+    def _named(self) -> str:
+        return ", ".join(self.topics)
 
     async def _read(self) -> None:
         try:
@@ -115,7 +134,7 @@ class Listener:
                     self.event.set()
         except (redis.RedisError, OSError) as exc:
             log.warning("Redis wake-ups for %s stopped (%s); re-checking every %s ms",
-                        self.topic, exc, settings.GOVERNOR_WAIT_RECHECK_MS)
+                        self._named(), exc, settings.GOVERNOR_WAIT_RECHECK_MS)
 
     async def wait(self, seconds: float) -> bool:
         """Until the topic is announced or `seconds` pass; whether it was announced."""
@@ -142,8 +161,9 @@ class Listener:
     async def __aexit__(self, kind: type[BaseException] | None, value: BaseException | None,
                         traceback: TracebackType | None) -> None:
         with _waiters_lock:
-            listeners = _waiters.get(self.topic, set())
-            listeners.discard(self)
-            if not listeners:
-                _waiters.pop(self.topic, None)
+            for topic in self.topics:
+                listeners = _waiters.get(topic, set())
+                listeners.discard(self)
+                if not listeners:
+                    _waiters.pop(topic, None)
         await self._close_redis()

@@ -27,7 +27,7 @@ from governor.services.events import (
     governor_event_append,
     session_locked,
 )
-from governor.services.notify import announce_on_commit, review_topic
+from governor.services.notify import announce_on_commit, inbox_topic, review_topic
 from reviews.models import Approval, Review, Stage, Status
 
 EVENT_TYPES: dict[str, str] = {Stage.INTENT: lifecycle.INTENT_REVIEW,
@@ -87,6 +87,7 @@ def _create(session: Session, stage: str, proposal: dict[str, Any], plan: dict[s
     )
     transaction.on_commit(lambda: proposal_waiting.send(sender=Review, review=review))
     announce_on_commit(review_topic(session.pk))
+    announce_on_commit(inbox_topic(session.project_id))
     return review
 
 
@@ -140,6 +141,7 @@ def _decide(review: Review, state: SessionState, *, decision: str, decided_by: d
     review.save(update_fields=["status", "decided_by", "decided_at", "decision_receipt",
                                "feedback"])
     announce_on_commit(review_topic(review.session_id))
+    announce_on_commit(inbox_topic(review.session.project_id))
     return payload
 
 

@@ -1,7 +1,8 @@
 """Long polls. A waiting request holds no server thread and no database connection: it awaits
 a wake-up (governor.services.notify) and re-reads, with a bounded re-check as the safety net.
-Still, a token holds at most GOVERNOR_MAX_WAITS_PER_TOKEN of them at once. The slots are rows
-under a unique constraint: one count for every thread and process, on SQLite and PostgreSQL
+Still, an agent token holds at most GOVERNOR_MAX_WAITS_PER_TOKEN of them at once, and a signed-in
+person (the live parts of the pages) at most GOVERNOR_MAX_WAITS_PER_USER. The slots are rows
+under unique constraints: one count for every thread and process, on SQLite and PostgreSQL
 alike."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import timedelta
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.handlers.asgi import ASGIRequest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Min
@@ -37,43 +39,57 @@ FINISHING = timedelta(seconds=5)
 MAX_WAIT_SECONDS = 60
 
 
-def _claim(token: AgentToken, seconds: int) -> WaitSlot | None:
+# Who waits: an agent token (the API's long polls) or a signed-in person (the pages' live parts).
+Waiter = AgentToken | AbstractBaseUser
+
+
+def _holder(waiter: Waiter) -> tuple[dict[str, Any], int, str]:
+    """The slot rows' filter for `waiter`, its cap and the cap's setting."""
+    if isinstance(waiter, AgentToken):
+        return {"token": waiter}, settings.GOVERNOR_MAX_WAITS_PER_TOKEN, \
+            "GOVERNOR_MAX_WAITS_PER_TOKEN"
+    return {"user": waiter}, settings.GOVERNOR_MAX_WAITS_PER_USER, "GOVERNOR_MAX_WAITS_PER_USER"
+
+
+def _claim(holder: dict[str, Any], cap: int, seconds: int) -> WaitSlot | None:
     """Writes only when a slot looks free (a refusal is a read: a flood of waits from one token
     does not queue on the database's write lock); the unique constraint decides races."""
     now = timezone.now()
-    held = dict(WaitSlot.objects.filter(token=token).values_list("slot", "until"))
+    held = dict(WaitSlot.objects.filter(**holder).values_list("slot", "until"))
     if any(until < now - ABANDONED_AFTER for until in held.values()):
-        WaitSlot.objects.filter(token=token, until__lt=now - ABANDONED_AFTER).delete()
+        WaitSlot.objects.filter(**holder, until__lt=now - ABANDONED_AFTER).delete()
         held = {slot: until for slot, until in held.items() if until >= now - ABANDONED_AFTER}
-    for slot in range(settings.GOVERNOR_MAX_WAITS_PER_TOKEN):
+    for slot in range(cap):
         if slot in held:
             continue
         try:
             with transaction.atomic():
-                return WaitSlot.objects.create(token=token, slot=slot,
+                return WaitSlot.objects.create(**holder, slot=slot,
                                                until=now + timedelta(seconds=seconds))
         except IntegrityError:
-            continue  # held by another wait of this token
+            continue  # held by another wait of the same waiter
     return None
 
 
-def slot_claim(token: AgentToken, seconds: int) -> WaitSlot | None:
-    """One of `token`'s wait slots for a long poll of up to `seconds` (None for 0 s); refuse with
-    TooManyWaits when all are held."""
+def slot_claim(waiter: Waiter, seconds: int) -> WaitSlot | None:
+    """One of `waiter`'s wait slots for a long poll of up to `seconds` (None for 0 s); refuse
+    with TooManyWaits when all are held."""
     if seconds <= 0:
         return None
-    held = _claim(token, seconds)
+    holder, cap, setting = _holder(waiter)
+    held = _claim(holder, cap, seconds)
     if held is None:
         now = timezone.now()
-        soonest = WaitSlot.objects.filter(token=token).aggregate(until=Min("until"))["until"]
+        soonest = WaitSlot.objects.filter(**holder).aggregate(until=Min("until"))["until"]
         if soonest is not None and soonest < now - FINISHING:  # its process died
             soonest += ABANDONED_AFTER
         left = (soonest - now).total_seconds() if soonest is not None else 0
         retry_after = max(1, math.ceil(left))
+        who = "token" if "token" in holder else "person"
         raise TooManyWaits(
-            f"this token already holds {settings.GOVERNOR_MAX_WAITS_PER_TOKEN} long polls "
-            "(wait=), the most one token may hold at once (GOVERNOR_MAX_WAITS_PER_TOKEN); retry "
-            f"in {retry_after} s (Retry-After), or read without wait", retry_after=retry_after)
+            f"this {who} already holds {cap} long polls (wait=), the most one {who} may hold "
+            f"at once ({setting}); retry in {retry_after} s (Retry-After), or read without "
+            "wait", retry_after=retry_after)
     return held
 
 
@@ -83,9 +99,9 @@ def slot_release(held: WaitSlot | None) -> None:
 
 
 @contextmanager
-def wait_slot(token: AgentToken, seconds: int) -> Iterator[None]:
+def wait_slot(waiter: Waiter, seconds: int) -> Iterator[None]:
     """Hold a wait slot while a long poll of up to `seconds` runs, released on every way out."""
-    held = slot_claim(token, seconds)
+    held = slot_claim(waiter, seconds)
     try:
         yield
     finally:
@@ -119,19 +135,20 @@ def off_thread(request: HttpRequest, function: Callable[..., T], *args: Any) -> 
     return sync_to_async(function)(*args)
 
 
-async def long_poll(request: HttpRequest, *, token: AgentToken, seconds: int, topic: str,
-                    read: Callable[[], T], settled: Callable[[T], bool],
+async def long_poll(request: HttpRequest, *, waiter: Waiter, seconds: int,
+                    topics: Sequence[str], read: Callable[[], T], settled: Callable[[T], bool],
                     changes_in: Callable[[T], float | None] = lambda _: None) -> T:
     """The one long poll (`?wait=`): `read()` until `settled(answer)` or `seconds` (clamped to
-    0..MAX_WAIT_SECONDS) pass, waking when `topic` is announced, at least every
+    0..MAX_WAIT_SECONDS) pass, waking when any of `topics` is announced, at least every
     GOVERNOR_WAIT_RECHECK_MS, and when `changes_in(answer)` seconds have passed (an answer
-    that changes with time alone, with nobody to announce it: a run whose lease runs out).
-    `read` only reads: no write happens while waiting. Holds a wait slot of `token`
-    throughout."""
+    that changes with time alone, with nobody to announce it: a run whose lease runs out, a
+    proposal whose time runs out). `read` only reads: no write happens while waiting. Holds a
+    wait slot of `waiter` (an agent token or a signed-in person) throughout, or raises
+    TooManyWaits."""
     seconds = max(0, min(seconds, MAX_WAIT_SECONDS))
-    held = await off_thread(request, slot_claim, token, seconds)
+    held = await off_thread(request, slot_claim, waiter, seconds)
     try:
-        async with Listener(topic) as heard:
+        async with Listener(*topics) as heard:
             answer = await off_thread(request, read)
             deadline = time.monotonic() + seconds
             recheck = settings.GOVERNOR_WAIT_RECHECK_MS / 1000

@@ -189,18 +189,20 @@ def test_verification_runs_show_live_state_and_why_a_run_failed(
     queued = run(session_id, verifier, "queued")
     html = timeline(rita, session_id)
     runs = html.split('<section id="runs"')[1].split("</section>")[0]
-    assert 'hx-trigger="every 2s"' in runs and "queued" in runs
+    assert f'hx-get="/sessions/{session_id}/live?since=' in runs and "queued" in runs
     assert "failed" in runs and "exit" in runs and "exit code 2" in runs and "1234 ms" in runs
     assert "FAILED test_install" not in runs  # the profile keeps its output from reviewers
 
     VerificationRun.objects.filter(pk=queued.pk).update(
         state="finished", result={"passed": True, "failureKind": None, "exitCode": 0,
                                   "durationMs": 80}, finished_at=timezone.now())
-    fragment = rita.get(f"/sessions/{session_id}/",
-                        headers={"HX-Request": "true", "HX-Target": "runs"})
+    version = runs.split("version=")[1].split("&")[0]
+    fragment = rita.get(f"/sessions/{session_id}/live", {"version": version, "wait": 1},
+                        headers={"HX-Request": "true"})
+    assert fragment.status_code == 200  # the run's state changed: answered at the first read
     html = fragment.content.decode()
-    assert html.lstrip().startswith('<section id="runs"') and "<html" not in html
-    assert "hx-trigger" not in html  # nothing queued or running: the block stops polling
+    assert html.lstrip().startswith('<section id="runs"')
+    assert "<html" not in html and "queued or running" not in html
     assert '<span class="badge ok">passed</span>' in html and "80 ms" in html
 
 
@@ -236,7 +238,8 @@ def test_timeline_query_count_does_not_grow_with_events(
         trace.say()
     agent.append(session_id, trace.flush())
     # session, user, the session, status (state ×2, pending and latest review ×3), membership,
-    # runs, one page of events, the conversation, the session's reviews, and the changes (the
-    # two kept trees, their blobs' sizes)
-    with django_assert_num_queries(15):
+    # one page of events, the conversation, the session's reviews, the changes (the two kept
+    # trees, their blobs' sizes), and the live part (its version: next seq and runs' states;
+    # the runs)
+    with django_assert_num_queries(17):
         timeline(rita, session_id)
