@@ -232,9 +232,9 @@ def test_the_focus_ring_has_3_to_1_contrast_and_the_inbox_refresh_keeps_focus(
     expect(page.locator("#inbox-status")).to_have_attribute("role", "status")
 
     link.focus()
-    with page.expect_response(lambda response: "/reviews/?page=" in response.url,
-                              timeout=15_000):
-        pass  # the list refreshes itself (every 5 s)
+    with page.expect_response(lambda response: "/reviews/live?" in response.url
+                              and response.status == 200, timeout=15_000):
+        server.propose()  # the list waiting on the server is swapped for one with it
     page.wait_for_timeout(300)  # the swap settles
     expect(page.locator(f"#open-{review_id}")).to_be_focused()
 
