@@ -116,3 +116,22 @@ def test_a_slot_whose_wait_is_just_answering_says_retry_in_a_second(token: Agent
     with pytest.raises(TooManyWaits) as refused, wait_slot(token, 5):
         pass
     assert refused.value.retry_after == 1
+
+
+def test_a_persons_page_waits_are_counted_apart_from_agent_tokens(
+    token: AgentToken, reviewer: Any, settings: Any
+) -> None:
+    """The live parts of the pages wait per signed-in person (GOVERNOR_MAX_WAITS_PER_USER);
+    they never take an agent token's slots, nor the reverse."""
+    assert settings.GOVERNOR_MAX_WAITS_PER_USER == 4
+    with ExitStack() as stack:
+        for _ in range(4):
+            stack.enter_context(wait_slot(reviewer, 30))
+        with wait_slot(token, 5):  # the agent still waits
+            pass
+        hold_all(stack, token)
+        with pytest.raises(TooManyWaits) as refused, wait_slot(reviewer, 5):
+            pass
+    assert "GOVERNOR_MAX_WAITS_PER_USER" in refused.value.message
+    assert "this person already holds 4 long polls" in refused.value.message
+    assert not WaitSlot.objects.exists()

@@ -118,6 +118,29 @@ def test_redis_carries_a_wakeup_from_any_process(settings: Any) -> None:
 
 
 @pytest.mark.redis
+def test_a_listener_on_several_topics_wakes_for_any_of_them(settings: Any) -> None:
+    """The inbox waits on every project its reviewer reviews: one listener, many topics, heard
+    in the same process and through Redis from another."""
+    settings.BROKER_URL = REDIS_URL
+    topics = [notify.inbox_topic("p-1"), notify.inbox_topic("p-2")]
+
+    async def wait_for_each() -> list[bool]:
+        heard_each = []
+        async with notify.Listener(*topics) as heard:
+            publisher = redis.Redis.from_url(REDIS_URL)  # as another process would
+            publisher.publish(notify.CHANNEL_PREFIX + topics[0], b"")
+            publisher.close()
+            heard_each.append(await heard.wait(5))
+            settings.BROKER_URL = "filesystem://"  # this process alone hears the next one
+            notify.announce(topics[1])
+            heard_each.append(await heard.wait(5))
+            heard_each.append(await heard.wait(0.2))  # nothing more was announced
+        return heard_each
+
+    assert asyncio.run(wait_for_each()) == [True, True, False]
+
+
+@pytest.mark.redis
 def test_without_redis_a_long_poll_still_answers_by_rechecking(
     project: Any, agent: AgentClient, session: dict, settings: Any
 ) -> None:
