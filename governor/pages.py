@@ -52,6 +52,7 @@ class HtmxHttpRequest(HttpRequest):
 
     htmx: HtmxDetails
 
+
 # --- live parts: a fragment of a page that waits on the server for its next change ------------
 
 LIVE_WAIT_SECONDS = 30  # how long one wait of a page's live part lasts before "unchanged" (204)
@@ -225,7 +226,9 @@ def user_requests(session: Session, *, up_to_seq: int | None = None) -> list[dic
     return found[::-1]
 
 
-def _before(request: HttpRequest, name: str = "before") -> int | None:
+def _seq(request: HttpRequest, name: str) -> int | None:
+    """The seq the query parameter `name` names (`before`, `since`); None when absent or not
+    one."""
     raw = request.GET.get(name, "")
     return int(raw) if raw.isascii() and raw.isdigit() else None
 
@@ -272,7 +275,7 @@ def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpRespons
         "session": session, "status": status, "contract": _contract(status),
         "reviews": reviews,
         "is_reviewer": is_reviewer(request.user, session.project_id),
-        **_events_page(session, _before(request)), **_conversation(session),
+        **_events_page(session, _seq(request, "before")), **_conversation(session),
         "changes": _changes(session, status),
         **_live_runs(session, since=None),
     }
@@ -284,7 +287,7 @@ async def session_timeline_live(request: HttpRequest, user: AbstractBaseUser,
                                 session_id: uuid.UUID) -> HttpResponse:
     """The timeline's live part (`sessions/partials/runs.html`) once the session changes."""
     session = await off_thread(request, session_for_member, user, session_id)
-    since = _before(request, "since")
+    since = _seq(request, "since")
     return await live_answer(
         request, user=user, topics=[session_topic(session.pk)],
         shown=lambda: Shown(_timeline_version(session.pk)[1]),
