@@ -71,15 +71,28 @@ def database_from_url(url: str) -> dict[str, object]:
             "PASSWORD": unquote(parsed.password or ""),
             "HOST": parsed.hostname or "",
             "PORT": str(parsed.port or ""),
-            # Served over ASGI, each synchronous request runs on a thread of its own: a kept
-            # connection would outlive it, and they pile up to max_connections (B9).
+            # Served over ASGI, each synchronous request runs on a thread of its own: its
+            # connection goes back to the process's pool when the request ends (Django requires
+            # CONN_MAX_AGE=0 with a pool; without one a new connection per request).
             "CONN_MAX_AGE": 0,
             "CONN_HEALTH_CHECKS": True,
-            "OPTIONS": options,
+            "OPTIONS": {**options, **postgres_pool()},
         }
     raise ImproperlyConfigured(
         f"DATABASE_URL={url!r}: unsupported scheme {parsed.scheme!r} (use sqlite:// or postgres://)"
     )
+
+
+def postgres_pool() -> dict[str, object]:
+    """Django's psycopg pool, one per process: at most GOVERNOR_DB_POOL_MAX_SIZE connections
+    however many requests run at once (the others wait up to GOVERNOR_DB_POOL_TIMEOUT seconds
+    for one, then fail); GOVERNOR_DB_POOL_MAX_SIZE=0 opens a connection per request instead."""
+    max_size = env_int("GOVERNOR_DB_POOL_MAX_SIZE", 10, minimum=0, maximum=1000)
+    if max_size == 0:
+        return {}
+    min_size = env_int("GOVERNOR_DB_POOL_MIN_SIZE", 2, minimum=0, maximum=max_size)
+    timeout = env_int("GOVERNOR_DB_POOL_TIMEOUT", 30, minimum=1, maximum=600)
+    return {"pool": {"min_size": min_size, "max_size": max_size, "timeout": timeout}}
 
 
 def sqlite_database(path: Path) -> dict[str, object]:

@@ -8,6 +8,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from governor.celery import app as celery_app
+from governor.services.notify import redis_client, redis_url
 
 
 def _database_status() -> dict[str, str]:
@@ -22,8 +23,11 @@ def _database_status() -> dict[str, str]:
 def _broker_status() -> dict[str, str]:
     transport = settings.BROKER_URL.split("://", 1)[0]
     try:
-        with celery_app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=1)
+        if (url := redis_url()) is not None:
+            redis_client(url).ping()  # on a kept connection, not a new one per health check
+        else:
+            with celery_app.connection_for_write() as conn:
+                conn.ensure_connection(max_retries=1, timeout=1)
         return {"status": "ok", "transport": transport}
     except Exception as exc:  # noqa: BLE001
         return {"status": "error", "transport": transport, "error": str(exc)}

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -13,6 +14,7 @@ from django.test import Client
 
 from governor import settings as settings_module
 from governor.startup import prepare
+from tests.integration.test_worker import REDIS_URL
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,6 +41,57 @@ def test_postgres_database_url_is_parsed() -> None:
     config = settings_module.database_from_url("postgres://u:p%40ss@db.example:5433/gov")
     assert (config["NAME"], config["USER"], config["PASSWORD"], config["HOST"], config["PORT"]) == (
         "gov", "u", "p@ss", "db.example", "5433")
+
+
+@pytest.mark.redis
+def test_healthz_reports_a_redis_broker_that_does_not_answer_as_degraded(
+        db: None, settings: Any) -> None:
+    settings.BROKER_URL = REDIS_URL
+    assert Client().get("/healthz").json()["broker"]["status"] == "ok"
+    settings.BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    answer = Client().get("/healthz")
+    assert answer.status_code == 200  # the database answers: degraded, not down
+    assert answer.json()["status"] == "degraded"
+    assert answer.json()["broker"]["status"] == "error"
+
+
+def test_postgresql_connections_come_from_a_pool_sized_by_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOVERNOR_DB_POOL_MIN_SIZE", "1")
+    monkeypatch.setenv("GOVERNOR_DB_POOL_MAX_SIZE", "7")
+    monkeypatch.setenv("GOVERNOR_DB_POOL_TIMEOUT", "5")
+    config = settings_module.database_from_url("postgres://u@db.example/gov?sslmode=require")
+    assert config["OPTIONS"] == {"sslmode": "require",
+                                 "pool": {"min_size": 1, "max_size": 7, "timeout": 5}}
+    assert config["CONN_MAX_AGE"] == 0  # Django refuses persistent connections with a pool
+
+
+def test_a_pool_of_size_zero_means_a_connection_per_request(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOVERNOR_DB_POOL_MAX_SIZE", "0")
+    assert "pool" not in settings_module.database_from_url("postgres://u@db.example/gov")[
+        "OPTIONS"]
+
+
+def test_a_pool_whose_minimum_exceeds_its_maximum_fails_loudly(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOVERNOR_DB_POOL_MAX_SIZE", "4")
+    monkeypatch.setenv("GOVERNOR_DB_POOL_MIN_SIZE", "5")
+    with pytest.raises(ImproperlyConfigured, match=r"GOVERNOR_DB_POOL_MIN_SIZE=5: expected 0\.\.4"):
+        settings_module.database_from_url("postgres://u@db.example/gov")
+
+
+def test_the_asgi_application_imports_every_route_before_its_first_request(
+        tmp_path: Path) -> None:
+    """Otherwise the first requests of each served process wait on the imports (B9)."""
+    env = {**os.environ, "GOVERNOR_VAR_DIR": str(tmp_path), "DEBUG": "0"}
+    env.pop("DATABASE_URL", None)
+    script = ("import sys, governor.asgi; "
+              "print(sorted(m for m in ('governor.urls', 'governor.api') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,  # noqa: S603
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['governor.api', 'governor.urls']"
 
 
 def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -108,21 +108,29 @@ def wait_slot(waiter: Waiter, seconds: int) -> Iterator[None]:
         slot_release(held)
 
 
-# The threads long polls read on (served over ASGI), each keeping its database connection.
-# Plain executor threads: sync_to_async would carry the request's context, and with it the
-# request thread's connection.
+# The threads long polls read on (served over ASGI). Plain executor threads: sync_to_async
+# would carry the request's context, and with it the request thread's connection.
 READ_THREADS = 8
 _readers = ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="long-poll-read")
 
 
 def _pooled(function: Callable[[], T]) -> T:
-    """A read on a reader thread, which keeps its database connection between reads; a
-    connection that failed is closed, so the next read opens a fresh one."""
+    """A read on a reader thread. With a connection pool (PostgreSQL) the connection goes back
+    to it after every read, so waiting requests hold none of the pool's connections; otherwise
+    the thread keeps its connection between reads. A connection that failed is closed, so the
+    next read opens a fresh one."""
     try:
         return function()
     except DatabaseError:
         connection.close()
         raise
+    finally:
+        if _connections_pooled():
+            connection.close()
+
+
+def _connections_pooled() -> bool:
+    return bool(connection.settings_dict.get("OPTIONS", {}).get("pool"))
 
 
 def off_thread(request: HttpRequest, function: Callable[..., T], *args: Any) -> Awaitable[T]:

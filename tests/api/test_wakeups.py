@@ -6,6 +6,7 @@ answer. (tests/integration/test_long_poll.py runs long polls against the served 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -109,7 +110,7 @@ def test_redis_carries_a_wakeup_from_any_process(settings: Any) -> None:
         async with notify.Listener(notify.run_topic("r-1")) as heard:
             publisher = redis.Redis.from_url(REDIS_URL)  # as another process would
             started = time.monotonic()
-            publisher.publish(notify.CHANNEL_PREFIX + notify.run_topic("r-1"), b"")
+            publisher.publish(notify.channel(REDIS_URL, notify.run_topic("r-1")), b"")
             publisher.close()
             return await heard.wait(5), time.monotonic() - started
 
@@ -128,7 +129,7 @@ def test_a_listener_on_several_topics_wakes_for_any_of_them(settings: Any) -> No
         heard_each = []
         async with notify.Listener(*topics) as heard:
             publisher = redis.Redis.from_url(REDIS_URL)  # as another process would
-            publisher.publish(notify.CHANNEL_PREFIX + topics[0], b"")
+            publisher.publish(notify.channel(REDIS_URL, topics[0]), b"")
             publisher.close()
             heard_each.append(await heard.wait(5))
             settings.BROKER_URL = "filesystem://"  # this process alone hears the next one
@@ -149,3 +150,56 @@ def test_without_redis_a_long_poll_still_answers_by_rechecking(
     pending(project, agent, session)
     review, seconds = timed_wait(agent, session, 1)
     assert review["status"] == "pending" and 1 <= seconds < 4, seconds
+
+
+def subscribers_in(url: str) -> int:
+    """Connections named as the wake-up subscribers, in the Redis database of `url`."""
+    db = int(url.rsplit("/", 1)[1])
+    clients = redis.Redis.from_url(url).client_list()
+    return sum(1 for client in clients
+               if client["name"] == notify.SUBSCRIBER_NAME and int(client["db"]) == db)
+
+
+@pytest.mark.redis
+def test_a_hundred_waiters_in_one_process_share_one_redis_connection(settings: Any) -> None:
+    settings.BROKER_URL = REDIS_URL
+
+    async def hundred_waiters() -> tuple[int, list[bool]]:
+        async with contextlib.AsyncExitStack() as stack:
+            heard = [await stack.enter_async_context(notify.Listener(notify.run_topic(f"r{n}")))
+                     for n in range(100)]
+            connections = subscribers_in(REDIS_URL)
+            publisher = redis.Redis.from_url(REDIS_URL)  # as another process would
+            for n in (3, 97):
+                publisher.publish(notify.channel(REDIS_URL, notify.run_topic(f"r{n}")), b"")
+            publisher.close()
+            woken = await asyncio.gather(*[listener.wait(n in (3, 97) and 5 or 0.3)
+                                           for n, listener in enumerate(heard)])
+            return connections, woken
+
+    connections, woken = asyncio.run(hundred_waiters())
+    assert connections == 1
+    assert [n for n, was in enumerate(woken) if was] == [3, 97]  # each hears its own topic
+
+
+@pytest.mark.redis
+def test_after_redis_drops_the_connection_waiters_are_woken_and_hear_again(
+        settings: Any) -> None:
+    """An announcement may pass while the subscriber reconnects: every waiter re-reads once it
+    is back, and later announcements are heard again."""
+    settings.BROKER_URL = REDIS_URL
+
+    async def dropped() -> tuple[bool, bool]:
+        async with notify.Listener(notify.run_topic("r-drop")) as heard:
+            admin = redis.Redis.from_url(REDIS_URL)
+            db = int(REDIS_URL.rsplit("/", 1)[1])
+            for client in admin.client_list():
+                if client["name"] == notify.SUBSCRIBER_NAME and int(client["db"]) == db:
+                    admin.client_kill_filter(_id=client["id"])
+            woken_on_return = await heard.wait(5)
+            admin.publish(notify.channel(REDIS_URL, notify.run_topic("r-drop")), b"")
+            admin.close()
+            return woken_on_return, await heard.wait(5)
+
+    woken_on_return, heard_after = asyncio.run(dropped())
+    assert woken_on_return and heard_after
