@@ -1,5 +1,6 @@
-"""A long poll holds a server thread, so one token holds at most GOVERNOR_MAX_WAITS_PER_TOKEN
-of them at once; the next is a 429 with Retry-After, and every way out frees the slot.
+"""A long poll costs the server its re-reads, so one token holds at most
+GOVERNOR_MAX_WAITS_PER_TOKEN of them at once; the next is a 429 with Retry-After, and every way
+out frees the slot.
 (tests/integration/test_long_poll.py runs the same against a live, multi-process server.)"""
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from governor.models import AgentToken, Project, WaitSlot
@@ -135,3 +138,17 @@ def test_a_persons_page_waits_are_counted_apart_from_agent_tokens(
     assert "GOVERNOR_MAX_WAITS_PER_USER" in refused.value.message
     assert "this person already holds 4 long polls" in refused.value.message
     assert not WaitSlot.objects.exists()
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_slots_claim_and_release_do_not_wait_for_the_disk(
+        token: AgentToken) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only (DATABASE_URL)")
+    with CaptureQueriesContext(connection) as queries, wait_slot(token, 30):
+        pass
+    statements = [query["sql"] for query in queries]
+    writes = [n for n, sql in enumerate(statements) if sql.startswith(("INSERT", "DELETE"))]
+    assert len(writes) == 2, statements
+    assert all(statements[n - 1] == "SET LOCAL synchronous_commit TO OFF" for n in writes), \
+        statements
