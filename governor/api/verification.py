@@ -82,6 +82,6 @@ async def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str
             read=lambda: VerificationRun.objects.values_list(
                 "state", "lease_expires_at", "created_at").get(pk=run.pk),
             settled=settled, changes_in=lost_in)
-        if run.state != RunState.FINISHED:
-            run = await off_thread(request, _run_now, token, run_id)
+        if run.state != RunState.FINISHED:  # one read for the answer, on the wake-up's path
+            return await off_thread(request, lambda: _run_now(token, run_id).as_dict())
     return await off_thread(request, run.as_dict)
