@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandParser
 STOP_SECONDS = 10  # after SIGTERM, what is left of a child's process group is killed
 STABLE_SECONDS = 30  # a child that ran this long is restarted after the shortest delay
 MAX_BACKOFF_SECONDS = 30
+KEEP_ALIVE_SECONDS = 75  # an idle client connection is kept this long
 
 
 class Child:
@@ -87,6 +88,10 @@ class Command(BaseCommand):
             os.path.join(bin_dir, "gunicorn"), "governor.asgi:application",
             "--bind", options["bind"], "--worker-class", "uvicorn_worker.UvicornWorker",
             "--workers", str(options["workers"]), "--timeout", "90", "--access-logfile", "-",
+            # An idle connection stays open longer than clients keep theirs (httpx: 5 s), so the
+            # client closes it first: closed by the server (gunicorn's default: after 2 s) as
+            # the client sends its next request on it, that request fails (B9's ReadErrors).
+            "--keep-alive", str(KEEP_ALIVE_SECONDS),
             # The default control socket, ~/.gunicorn/gunicorn.ctl, is one for every instance.
             "--no-control-socket",
         ]
