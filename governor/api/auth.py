@@ -6,6 +6,7 @@ from django.http import HttpRequest
 from ninja.security import HttpBearer
 
 from governor.models import AgentToken
+from governor.services.drafts import drafting_required
 from governor.services.tokens import token_authenticate
 from governor.services.waits import off_thread
 
@@ -21,6 +22,18 @@ class AgentBearerAsync(HttpBearer):
 
     async def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
         return await off_thread(request, token_authenticate, token)
+
+
+class DraftingBearer(AgentBearer):
+    """The drafting route's caller: an agent of a project that drafts with an auxiliary model.
+    Any other project is answered 409 before its body is read, as a client's probe with an
+    empty body relies on (governor_client `drafting_available`)."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
+        agent = token_authenticate(token)
+        if agent is not None:
+            drafting_required(agent.project)
+        return agent
 
 
 def agent_token(request: HttpRequest) -> AgentToken:

@@ -64,27 +64,13 @@ def json_body(request: HttpRequest) -> tuple[dict[str, Any], str]:
     return value, text
 
 
-def events_body(request: HttpRequest) -> tuple[list[dict[str, Any]], list[str], dict[str, Any]]:
-    body, text = json_body(request)
-    unknown = sorted(set(body) - {"events", "expected_seq"})
-    problems = [{"path": key, "message": "unknown field"} for key in unknown]
-    events = body.get("events")
-    if not isinstance(events, list):
-        problems.append({"path": "events", "message": "required: a list of events"})
-    elif not events:
-        problems.append({"path": "events", "message": "must hold at least one event"})
-    elif len(events) > settings.GOVERNOR_MAX_BATCH:
-        problems.append({"path": "events",
-                         "message": f"{len(events)} events; at most "
-                                    f"{settings.GOVERNOR_MAX_BATCH} per batch"})
-    else:
-        for index, event in enumerate(events):
-            if not isinstance(event, dict):
-                problems.append({"path": f"events/{index}", "message": "must be a JSON object"})
-    expected = body.get("expected_seq")
-    if expected is not None and (type(expected) is not int or expected < 0):
-        problems.append({"path": "expected_seq", "message": "must be a non-negative integer"})
-    if problems:
-        raise Invalid("; ".join(f"{p['path']}: {p['message']}" for p in problems), details=problems)
-    assert isinstance(events, list)
-    return events, array_item_spans(text, "events"), body
+def event_texts(request: HttpRequest, events: list[dict[str, Any]]) -> list[str]:
+    """The exact text of each event of a batch the schema accepted (its body was parsed strictly
+    already), after the batch's size rule: 1..GOVERNOR_MAX_BATCH events."""
+    if not events:
+        raise Invalid("events: must hold at least one event",
+                      details=[{"path": "events", "message": "must hold at least one event"}])
+    if len(events) > settings.GOVERNOR_MAX_BATCH:
+        message = f"{len(events)} events; at most {settings.GOVERNOR_MAX_BATCH} per batch"
+        raise Invalid(f"events: {message}", details=[{"path": "events", "message": message}])
+    return array_item_spans(request.body.decode("utf-8"), "events")

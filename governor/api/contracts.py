@@ -7,69 +7,55 @@ from typing import Any
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router, Status
+from ninja.params import functions as param_functions
 
 from governor.api.auth import AgentBearerAsync, agent_token
-from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
-from governor.domain import attempts
-from governor.domain import contracts as contract_domain
+from governor.api.schemas import (
+    AbstainIn,
+    AssessOut,
+    BeginIn,
+    BeginOut,
+    Outcome,
+    ProposalIn,
+    ReviewAnswer,
+    SessionStatus,
+    TreeIn,
+    TurnStopOut,
+    sent,
+)
 from governor.models import Session
 from governor.services import contracts, reviews, selectors
 from governor.services.access import session_for_token
-from governor.services.errors import Invalid
 from governor.services.notify import review_topic
 from governor.services.waits import long_poll, off_thread
 
 router = Router(tags=["contracts"])
-
-PROPOSAL_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": {
-            "type": "object",
-            "required": ["objective", "claims", "checks"],
-            "properties": {
-                "objective": {"type": "string", "maxLength": contract_domain.MAX_OBJECTIVE_BYTES,
-                              "description": "non-blank; at most "
-                                             f"{contract_domain.MAX_OBJECTIVE_BYTES} UTF-8 bytes"},
-                "claims": {"type": "array", "items": {"type": "object"}},
-                "checks": {"type": "array", "items": {"type": "object"}},
-                "max_attempts": {
-                    "type": "integer", "minimum": 1, "maximum": contract_domain.MAX_ATTEMPTS_CAP,
-                    "description": "the repair budget: 1..the project's cap (default "
-                                   f"{contract_domain.DEFAULT_ATTEMPTS_CAP}, never above "
-                                   f"{contract_domain.MAX_ATTEMPTS_CAP}); omitted: the cap"},
-                "intent": {"type": "object"},
-                "draft_receipt": {"type": "string"},
-            },
-            "additionalProperties": False,
-        }}},
-    }
-}
 
 
 def _session(request: HttpRequest, session_id: str) -> Session:
     return session_for_token(agent_token(request), session_id)
 
 
-@router.get("/sessions/{session_id}", response={200: dict, **ERROR_RESPONSES})
+@router.get("/sessions/{session_id}", response={200: SessionStatus, **ERROR_RESPONSES})
 def get_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
     return selectors.session_status(_session(request, session_id))
 
 
-@router.post("/sessions/{session_id}/assess", response={200: dict, **ERROR_RESPONSES},
-             openapi_extra=PROPOSAL_BODY)
-def assess(request: HttpRequest, session_id: str) -> dict[str, Any]:
+@router.post("/sessions/{session_id}/assess", response={200: AssessOut, **ERROR_RESPONSES})
+def assess(request: HttpRequest, session_id: str, payload: ProposalIn,
+           kind: str = "general") -> dict[str, Any]:
+    """`?kind=code` assesses as a code contract (the required profiles' checks injected)."""
     session = _session(request, session_id)
-    body, _ = json_body(request)
-    kind = "code" if request.GET.get("kind") == "code" else "general"
-    return contracts.contract_assess(session=session, body=body, kind=kind)
+    return contracts.contract_assess(session=session, body=sent(payload),
+                                     kind="code" if kind == "code" else "general")
 
 
-def _begin(request: HttpRequest, session_id: str, kind: str) -> Status[dict[str, Any]]:
+def _begin(request: HttpRequest, session_id: str, payload: BeginIn,
+           kind: str) -> Status[dict[str, Any]]:
     token = agent_token(request)
     session = session_for_token(token, session_id)
-    body, _ = json_body(request)
+    body = sent(payload)
     tree = body.pop("tree", None)  # a snapshot session's start tree (§11.3)
     result = contracts.contract_begin(session=session, token=token, body=body, kind=kind,
                                       tree=tree)
@@ -85,18 +71,18 @@ def _begin(request: HttpRequest, session_id: str, kind: str) -> Status[dict[str,
     return Status(201, answer)
 
 
-@router.post("/sessions/{session_id}/contracts",
-             response={200: dict, 201: dict, 202: dict, **ERROR_RESPONSES},
-             openapi_extra=PROPOSAL_BODY)
-def begin(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
-    return _begin(request, session_id, "general")
+BEGIN_RESPONSES = {200: BeginOut, 201: BeginOut, 202: BeginOut, **ERROR_RESPONSES}
 
 
-@router.post("/sessions/{session_id}/code-contracts",
-             response={200: dict, 201: dict, 202: dict, **ERROR_RESPONSES},
-             openapi_extra=PROPOSAL_BODY)
-def begin_code(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
-    return _begin(request, session_id, "code")
+@router.post("/sessions/{session_id}/contracts", response=BEGIN_RESPONSES)
+def begin(request: HttpRequest, session_id: str, payload: BeginIn) -> Status[dict[str, Any]]:
+    return _begin(request, session_id, payload, "general")
+
+
+@router.post("/sessions/{session_id}/code-contracts", response=BEGIN_RESPONSES)
+def begin_code(request: HttpRequest, session_id: str,
+               payload: BeginIn) -> Status[dict[str, Any]]:
+    return _begin(request, session_id, payload, "code")
 
 
 def _outcome(result: contracts.AttemptResult) -> dict[str, Any]:
@@ -104,49 +90,30 @@ def _outcome(result: contracts.AttemptResult) -> dict[str, Any]:
             "terminal": result.terminal}
 
 
-@router.post("/sessions/{session_id}/verify", response={200: dict, **ERROR_RESPONSES})
-def verify(request: HttpRequest, session_id: str) -> dict[str, Any]:
+@router.post("/sessions/{session_id}/verify", response={200: Outcome, **ERROR_RESPONSES})
+def verify(request: HttpRequest, session_id: str,
+           payload: TreeIn = param_functions.Body(None)) -> dict[str, Any]:  # noqa: B008
+    """A manual attempt. A snapshot session names its latest snapshot (`{"tree": …}`, §11.3);
+    a path session sends no body."""
     session = _session(request, session_id)
     return _outcome(contracts.attempt_record(session=session, trigger="manual",
-                                             tree=_tree_named(request)))
+                                             tree=payload.tree if payload else None))
 
 
-def _tree_named(request: HttpRequest) -> Any:
-    """A snapshot session's `{"tree": …}` (§11.3); path sessions send no body."""
-    if not request.body:
-        return None
-    body, _ = json_body(request)
-    unknown = sorted(set(body) - {"tree"})
-    if unknown:
-        raise Invalid("; ".join(f"{key}: unknown field" for key in unknown),
-                      details=[{"path": key, "message": "unknown field"} for key in unknown])
-    return body.get("tree")
+@router.post("/sessions/{session_id}/turn-stop", response={200: TurnStopOut, **ERROR_RESPONSES})
+def turn_stop(request: HttpRequest, session_id: str,
+              payload: TreeIn = param_functions.Body(None)) -> dict[str, Any]:  # noqa: B008
+    return contracts.turn_stop(session=_session(request, session_id),
+                               tree=payload.tree if payload else None)
 
 
-@router.post("/sessions/{session_id}/turn-stop", response={200: dict, **ERROR_RESPONSES})
-def turn_stop(request: HttpRequest, session_id: str) -> dict[str, Any]:
-    return contracts.turn_stop(session=_session(request, session_id), tree=_tree_named(request))
-
-
-ABSTAIN_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
-    "type": "object", "required": ["reason"], "additionalProperties": False,
-    "properties": {"reason": {"type": "string", "minLength": 1,
-                              "maxLength": attempts.MAX_ABSTAIN_REASON_CHARS}}}}}}}
-
-
-@router.post("/sessions/{session_id}/abstain", response={200: dict, **ERROR_RESPONSES},
-             openapi_extra=ABSTAIN_BODY)
-def abstain(request: HttpRequest, session_id: str) -> dict[str, Any]:
+@router.post("/sessions/{session_id}/abstain", response={200: Outcome, **ERROR_RESPONSES})
+def abstain(request: HttpRequest, session_id: str, payload: AbstainIn) -> dict[str, Any]:
     session = _session(request, session_id)
-    body, _ = json_body(request)
-    unknown = sorted(set(body) - {"reason"})
-    if unknown:
-        raise Invalid(f"unknown field(s) {unknown}",
-                      details=[{"path": key, "message": "unknown field"} for key in unknown])
-    return _outcome(contracts.contract_abstain(session=session, reason=body.get("reason")))
+    return _outcome(contracts.contract_abstain(session=session, reason=payload.reason))
 
 
-@router.get("/sessions/{session_id}/review", response={200: dict, **WAIT_RESPONSES},
+@router.get("/sessions/{session_id}/review", response={200: ReviewAnswer, **WAIT_RESPONSES},
             auth=AgentBearerAsync())
 async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> dict[str, Any]:
     """The latest review of the session. With `wait`, holds the request (at most 60 s, holding
@@ -169,7 +136,7 @@ async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> 
     return {"review": reviews.review_status(review) if review else None}
 
 
-@router.delete("/sessions/{session_id}/review", response={200: dict, **ERROR_RESPONSES})
+@router.delete("/sessions/{session_id}/review", response={200: ReviewAnswer, **ERROR_RESPONSES})
 def withdraw_review(request: HttpRequest, session_id: str) -> dict[str, Any]:
     review = reviews.review_cancel(session=_session(request, session_id))
     return {"review": reviews.review_status(review)}

@@ -58,13 +58,40 @@ def error_response(
 
 
 def _ninja_path(location: tuple[Any, ...]) -> str:
-    # ("body", "payload", "workspace", "path") -> "workspace.path": drop where it came from.
-    parts = [str(part) for part in location]
+    """("body", "payload", "workspace", "path") -> "workspace.path": where it came from dropped;
+    an array index is joined with "/" as the domain names items ("events/3", "entries/1/path")."""
+    parts = list(location)
     if parts and parts[0] in ("body", "query", "path", "header"):
         parts = parts[1:]
     if parts and parts[0] == "payload":
         parts = parts[1:]
-    return ".".join(parts)
+    path = ""
+    for index, part in enumerate(parts):
+        if index == 0:
+            path = str(part)
+        elif isinstance(part, int) or isinstance(parts[index - 1], int):
+            path += f"/{part}"
+        else:
+            path += f".{part}"
+    return path
+
+
+# pydantic's words for a refused shape, in the words the domain uses for the same refusal.
+_MESSAGES = {
+    "missing": "required",
+    "extra_forbidden": "unknown field",
+    "dict_type": "must be a JSON object",
+    "model_type": "must be a JSON object",
+    "model_attributes_type": "must be a JSON object",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "bool_type": "must be a boolean",
+    "list_type": "must be a list",
+}
+
+
+def _ninja_message(item: dict[str, Any]) -> str:
+    return _MESSAGES.get(str(item.get("type")), str(item.get("msg")))
 
 
 def install(api: NinjaAPI) -> None:
@@ -103,8 +130,8 @@ def install(api: NinjaAPI) -> None:
 
     @api.exception_handler(NinjaValidationError)
     def validation(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
-        details = [{"path": _ninja_path(tuple(item.get("loc", ()))), "message": item.get("msg")}
-                   for item in exc.errors]
+        details = [{"path": _ninja_path(tuple(item.get("loc", ()))),
+                     "message": _ninja_message(item)} for item in exc.errors]
         message = "; ".join(f"{item['path'] or 'body'}: {item['message']}" for item in details)
         return error_response(api, request, 422, "VALIDATION", message, details)
 

@@ -7,7 +7,7 @@ from ninja import Router
 
 from governor.api.auth import agent_token
 from governor.api.errors import ERROR_RESPONSES
-from governor.api.schemas import KeysOut
+from governor.api.schemas import KeysOut, ReceiptOut
 from governor.services import keys
 from governor.services.receipts import receipt_lookup
 
@@ -20,7 +20,7 @@ def public_keys(request: HttpRequest) -> dict[str, Any]:
     return {"keys": keys.public_keys()}
 
 
-@router.get("/receipts/{receipt}", response={200: dict, **ERROR_RESPONSES})
+@router.get("/receipts/{receipt}", response={200: ReceiptOut, **ERROR_RESPONSES})
 def receipt(request: HttpRequest, receipt: str) -> dict[str, Any]:
     """The record a receipt names, in the caller's project."""
     return receipt_lookup(project=agent_token(request).project, receipt=receipt)

@@ -1,15 +1,77 @@
-"""Wire shapes shared by the routers."""
+"""The wire contract: every JSON body the agent API reads or writes, declared once.
+
+django-ninja validates request bodies with these schemas and builds `openapi.json` from them;
+`tests/clients/test_client_types.py` holds the client package's types to that document.
+
+- **Requests** are `Strict`: strict types (`true` is never `1`, `"1"` never 1) and unknown fields
+  refused, on top of the lossless JSON parsing (`StrictParser`). The schema checks the shape —
+  which fields, which JSON types; the rules (lengths after trimming, per-kind check fields,
+  project caps, cross-references) stay in the domain and the services, which name every failing
+  field. Where a part's rules live in the domain (a proposal's claims, checks and intent; an
+  event envelope; a snapshot's entries), the field is `DescribedBy` a type built from the
+  domain's own constants: documented here, checked there, once.
+- **Responses** are TypedDicts where a key may be absent and schemas otherwise; the stored
+  contract, attempt and terminal documents are the domain's TypedDicts
+  (`governor/domain/documents.py`), returned as stored (a session may hold older versions).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, NotRequired, Union
 
 from ninja import Schema
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, GetCoreSchemaHandler, create_model, with_config
+from pydantic_core import CoreSchema, core_schema
+from typing_extensions import TypedDict
+
+from governor.domain import attempts
+from governor.domain import contracts as contract_rules
+from governor.domain.documents import (
+    AttemptDocument,
+    ContractDocument,
+    TerminalDocument,
+    TreeRef,
+)
+from governor.domain.drafting import DRAFT_KINDS
+
+
+class DescribedBy:
+    """A field whose value the domain validates: passed through exactly as parsed (and returned
+    as given), described in `openapi.json` by `shape` (default: the annotated type)."""
+
+    def __init__(self, shape: Any = None) -> None:
+        self.shape = shape
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler
+                                     ) -> CoreSchema:
+        shape = handler.generate_schema(self.shape if self.shape is not None else source)
+        return core_schema.no_info_wrap_validator_function(
+            lambda value, _inner: value, shape,
+            serialization=core_schema.plain_serializer_function_ser_schema(lambda value: value))
+
+
+def omittable(documented: dict[str, Any] | None = None, **field: Any) -> Any:
+    """An optional field that may be left out but is never null: absent stays absent
+    (`sent(payload)`), and the schema shows no default. `documented`: JSON-schema keywords the
+    domain enforces (the schema only states them)."""
+
+    def schema_extra(schema: dict[str, Any]) -> None:
+        schema.pop("default", None)
+        schema.update(documented or {})
+
+    return Field(default=None, json_schema_extra=schema_extra, **field)
+
+
+def sent(payload: Schema) -> dict[str, Any]:
+    """The fields the client sent, with their values as parsed (never re-serialised)."""
+    return {name: getattr(payload, name) for name in payload.model_fields_set}
+
+
+# --- requests -----------------------------------------------------------------------------------
 
 
 class Strict(Schema):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class WorkspaceIn(Strict):
@@ -23,7 +85,145 @@ class SessionCreateIn(Strict):
     header: dict[str, Any] | None = None
 
 
-class SessionOut(Schema):
+class EventsIn(Strict):
+    """A batch, all-or-nothing. Each event is a Harness envelope `{type, time, data, …}`,
+    checked by the Harness rules (governor/domain/harness.py); its exact text is what is stored."""
+
+    events: list[dict[str, Any]] = Field(
+        json_schema_extra={"minItems": 1},
+        description="1..GOVERNOR_MAX_BATCH (default 1000) events")
+    expected_seq: int = omittable(ge=0)
+
+
+class ClaimIn(Strict):
+    """A claim (SEMANTICS §5); `governor/domain/contracts.py` checks it."""
+
+    id: str = Field(max_length=contract_rules.MAX_ID_CHARS, description="trimmed")
+    statement: str = Field(max_length=contract_rules.MAX_STATEMENT_CHARS, description="trimmed")
+    importance: str = Field(json_schema_extra={"enum": list(contract_rules.IMPORTANCES)})
+    verification: str = Field(json_schema_extra={"enum": list(contract_rules.VERIFICATIONS)})
+    check_ids: list[str]
+    minimum_independent_sources: int = omittable(
+        ge=contract_rules.INDEPENDENT_SOURCES_RANGE[0],
+        le=contract_rules.INDEPENDENT_SOURCES_RANGE[1])
+
+
+# The type and bounds of every field a check kind may carry; `CHECK_FIELDS` says which kind
+# carries which. A field missing here fails at import.
+_CHECK_FIELD_TYPES: dict[str, tuple[Any, dict[str, Any]]] = {
+    "path": (str, {"max_length": contract_rules.MAX_PATH_CHARS}),
+    "text": (str, {"max_length": contract_rules.MAX_TEXT_CHARS}),
+    "pointer": (str, {"max_length": contract_rules.MAX_POINTER_CHARS}),
+    "value": (Any, {"description": "any JSON value"}),
+    "tool": (str, {"max_length": contract_rules.MAX_TOOL_CHARS}),
+    "arguments_contain": (str, {"max_length": contract_rules.MAX_ARGUMENTS_CONTAIN_CHARS}),
+    "min_count": (int, {"ge": contract_rules.MIN_COUNT_RANGE[0],
+                        "le": contract_rules.MIN_COUNT_RANGE[1]}),
+    "profile": (str, {"max_length": contract_rules.MAX_PROFILE_CHARS,
+                      "pattern": contract_rules.PROFILE_ID_RE.pattern}),
+}
+
+
+def _check_schema(kind: str) -> type[Strict]:
+    required, optional = contract_rules.CHECK_FIELDS[kind]
+    fields: dict[str, Any] = {"id": (str, Field(max_length=contract_rules.MAX_ID_CHARS)),
+                              "kind": (Literal.__getitem__(kind), ...)}
+    for name in sorted(required):
+        kind_of, constraints = _CHECK_FIELD_TYPES[name]
+        fields[name] = (kind_of, Field(**constraints))
+    for name in sorted(optional):
+        kind_of, constraints = _CHECK_FIELD_TYPES[name]
+        fields[name] = (kind_of, omittable(**constraints))
+    title = "".join(part.capitalize() for part in kind.split("_")) + "Check"
+    return create_model(title, __base__=Strict, **fields)
+
+
+# One of the kinds, told apart by `kind`: what the domain accepts, kind by kind.
+CHECK_SCHEMAS = tuple(_check_schema(kind) for kind in contract_rules.CHECK_KINDS)
+CHECK_IN = Annotated[Union[CHECK_SCHEMAS], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007, E501
+
+
+class IntentIn(Strict):
+    """The intent a reviewer approves first (§6): lists of trimmed, distinct strings."""
+
+    constraints: list[str] = omittable(max_length=contract_rules.MAX_INTENT_ITEMS)
+    assumptions: list[str] = omittable(max_length=contract_rules.MAX_INTENT_ITEMS)
+    non_goals: list[str] = omittable(max_length=contract_rules.MAX_INTENT_ITEMS)
+    ambiguities: list[str] = omittable(max_length=contract_rules.MAX_INTENT_ITEMS)
+
+
+class ProposalIn(Strict):
+    """A contract proposal (SEMANTICS §4–§6), to assess. Its claims, checks, intent and budget
+    are checked by `governor/domain/contracts.py`, naming every failing field (`checks/2/path`);
+    `max_attempts` is 1..the project's cap."""
+
+    objective: str = Field(description="non-blank; at most "
+                                       f"{contract_rules.MAX_OBJECTIVE_BYTES} UTF-8 bytes")
+    claims: Annotated[list[dict[str, Any]], DescribedBy(list[ClaimIn])] = Field(
+        json_schema_extra={"maxItems": contract_rules.MAX_CLAIMS})
+    checks: Annotated[list[dict[str, Any]], DescribedBy(list[CHECK_IN])]
+    max_attempts: int = omittable(
+        {"minimum": 1, "maximum": contract_rules.MAX_ATTEMPTS_CAP},
+        description="the repair budget: 1..the project's cap (default "
+                    f"{contract_rules.DEFAULT_ATTEMPTS_CAP}, never above "
+                    f"{contract_rules.MAX_ATTEMPTS_CAP}); omitted: the cap")
+    intent: Annotated[dict[str, Any] | None, DescribedBy(IntentIn | None)] = omittable()
+    draft_receipt: str = omittable({"pattern": contract_rules.RECEIPT_RE.pattern},
+                                   description="§9: the receipt of the session's latest draft")
+
+
+class BeginIn(ProposalIn):
+    """A proposal to begin; a snapshot session names its latest snapshot (`tree`, §11.3)."""
+
+    tree: str = omittable(description="gittree:sha256:<64 hex>: the session's latest snapshot")
+
+
+class TreeIn(Strict):
+    """A snapshot session's tree to judge (§11.3); a path session sends no body."""
+
+    tree: str = omittable(description="gittree:sha256:<64 hex>: the session's latest snapshot")
+
+
+class AbstainIn(Strict):
+    reason: str = Field(description=f"1..{attempts.MAX_ABSTAIN_REASON_CHARS} characters, "
+                                    "not blank")
+
+
+class RunIn(Strict):
+    """Only a profile's name: an agent never sends a command. Any other field is ignored, not
+    refused (pinned by tests/api/test_code_verification.py: a body with `argv` runs the profile
+    and nothing else)."""
+
+    model_config = ConfigDict(extra="ignore")
+    profile: str = Field(min_length=1, description="a profile id (GET /code-profiles)")
+    tree: str = omittable(description="gittree:sha256:<64 hex>: a snapshot session's latest "
+                                      "snapshot")
+
+
+class DraftIn(Strict):
+    """What the auxiliary model is asked to draft (§9); checked by governor/domain/drafting.py."""
+
+    contract_kind: str = Field(json_schema_extra={"enum": list(DRAFT_KINDS)})
+    objective: str = Field(description="non-blank; at most "
+                                       f"{contract_rules.MAX_OBJECTIVE_BYTES} UTF-8 bytes")
+    context: str = omittable(description="Private background for the model; never stored. The "
+                                         "whole user block is capped by the route's "
+                                         "max_input_bytes.")
+
+
+# --- responses ----------------------------------------------------------------------------------
+
+
+# A key the answer holds but the schema lacks is a server error, never silently dropped. (No
+# field of an answer has a default: each is sent, or NotRequired in a TypedDict.)
+OUT = ConfigDict(extra="forbid")
+
+
+class Out(Schema):
+    model_config = OUT
+
+
+class SessionOut(Out):
     id: str
     project: str
     external_id: str | None
@@ -34,13 +234,13 @@ class SessionOut(Schema):
     created_at: str
 
 
-class AppendOut(Schema):
+class AppendOut(Out):
     first_seq: int
     last_seq: int
     head: str
 
 
-class EventOut(Schema):
+class EventOut(Out):
     seq: int
     type: str
     time: int
@@ -48,20 +248,163 @@ class EventOut(Schema):
     data: Any
     prev: str
     hash: str
-    meta: dict[str, Any] | None = None
+    meta: dict[str, Any] | None
 
 
-class EventPage(Schema):
+class EventPage(Out):
     events: list[EventOut]
     next_after: int | None
 
 
-class KeyOut(Schema):
+class KeyOut(Out):
     keyid: str
     algorithm: str
     publicKey: str  # noqa: N815 - wire name
     active: bool
 
 
-class KeysOut(Schema):
+class KeysOut(Out):
     keys: list[KeyOut]
+
+
+@with_config(OUT)
+class ReviewOut(TypedDict):
+    id: str
+    stage: Literal["intent", "evidence"]
+    status: str
+    proposal_receipt: str
+    review_url: str
+    expires_at: str
+    decision: str | None
+    decision_receipt: str | None
+    feedback: str | None
+
+
+class ReviewAnswer(Out):
+    review: ReviewOut | None
+
+
+class StatusContract(ContractDocument):
+    imported: bool
+
+
+class StatusAttempt(AttemptDocument):
+    seq: int
+    imported: bool
+
+
+class StatusTerminal(Out):
+    """The terminal, with the tree its deciding attempt judged (§10.2; null without one)."""
+
+    status: str | None
+    reason: str | None
+    receipt: str | None
+    contract_id: str | None
+    seq: int
+    imported: bool
+    tree: Annotated[TreeRef | None, DescribedBy()]
+
+
+class SessionStatus(SessionOut):
+    state: str
+    contract: Annotated[StatusContract | None, DescribedBy()]
+    attempts: Annotated[list[StatusAttempt], DescribedBy()]
+    terminal: StatusTerminal | None
+    review: ReviewOut | None
+    latest_draft: dict[str, Any] | None
+
+
+class AssessOut(Out):
+    status: Literal["ready", "not-ready"]
+    assessment: dict[str, Any]
+
+
+@with_config(OUT)
+class BeginOut(TypedDict):
+    """200 review-required (nothing written), 201 active (`contract`), 202 review-pending
+    (`review`, `review_url`)."""
+
+    status: Literal["active", "review-pending", "review-required"]
+    assessment: dict[str, Any]
+    contract: NotRequired[Annotated[ContractDocument, DescribedBy()]]
+    review: NotRequired[ReviewOut]
+    review_url: NotRequired[str]
+
+
+class Outcome(Out):
+    decision: str
+    message: str
+    attempt: Annotated[AttemptDocument | None, DescribedBy()]
+    terminal: Annotated[TerminalDocument | None, DescribedBy()]
+
+
+@with_config(OUT)
+class TurnStopOut(TypedDict):
+    action: Literal["allow", "steer"]
+    message: str
+    attempt: NotRequired[Annotated[AttemptDocument | None, DescribedBy()]]
+    terminal: NotRequired[Annotated[TerminalDocument, DescribedBy()]]
+
+
+class ProfileOut(Out):
+    id: str
+    description: str
+    required: bool
+    timeout_ms: int
+    sandbox_mode: Literal["read-only", "workspace-write"]
+    receipt: str
+
+
+class ProfilesOut(Out):
+    profiles: list[ProfileOut]
+
+
+class RunQueued(Out):
+    id: str
+    state: Literal["queued", "running", "finished"]
+
+
+class RunOut(RunQueued):
+    profile: str
+    result: dict[str, Any] | None
+
+
+class DraftOut(Out):
+    """`begin` is the body that begins a contract matching the draft exactly."""
+
+    draft: dict[str, Any]
+    coverage: dict[str, Any]
+    receipt: str
+    begin: dict[str, Any]
+
+
+class ReceiptEvent(Out):
+    """A governor event's document (`data`) carries the receipt."""
+
+    kind: Literal["event"]
+    session: str
+    seq: int
+    type: str
+    data: dict[str, Any]
+
+
+class ReceiptReviewProposal(Out):
+    kind: Literal["review-proposal"]
+    session: str
+    stage: Literal["intent", "evidence"]
+    status: str
+    proposal: dict[str, Any]
+
+
+class ReceiptProfile(Out):
+    """A verifier profile version; never its command or environment."""
+
+    kind: Literal["code-verification-profile"]
+    profile: str
+    sandbox_mode: Literal["read-only", "workspace-write"]
+    timeout_ms: int
+    current: bool
+
+
+ReceiptOut = Annotated[ReceiptEvent | ReceiptReviewProposal | ReceiptProfile,
+                       Field(discriminator="kind")]

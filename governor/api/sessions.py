@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import zstandard
 from django.conf import settings
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router, Status
+from ninja.params import functions as param_functions
 
 from governor.api.auth import agent_token
-from governor.api.bodies import events_body
+from governor.api.bodies import event_texts
 from governor.api.errors import ERROR_RESPONSES
-from governor.api.schemas import AppendOut, EventPage, SessionCreateIn, SessionOut
+from governor.api.schemas import AppendOut, EventPage, EventsIn, SessionCreateIn, SessionOut
 from governor.models import Session
 from governor.services import selectors
 from governor.services import sessions as session_services
@@ -21,29 +22,6 @@ from governor.services.errors import Invalid
 from governor.services.events import events_append
 
 router = Router(tags=["sessions"])
-
-EVENTS_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["events"],
-                    "additionalProperties": False,
-                    "properties": {
-                        "events": {"type": "array", "minItems": 1, "maxItems": 1000,
-                                   "items": {"type": "object"}},
-                        "expected_seq": {"type": "integer", "minimum": 0},
-                    },
-                }
-            }
-        },
-    },
-    "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
-                    "schema": {"type": "string", "maxLength": 200}}],
-}
-
 
 @router.post("/sessions", response={201: SessionOut, 200: SessionOut, **ERROR_RESPONSES})
 def create_session(request: HttpRequest, payload: SessionCreateIn) -> Status[dict[str, Any]]:
@@ -56,19 +34,21 @@ def create_session(request: HttpRequest, payload: SessionCreateIn) -> Status[dic
     return Status(201 if created else 200, selectors.session_out(session))
 
 
-@router.post("/sessions/{session_id}/events", response={200: AppendOut, **ERROR_RESPONSES},
-             openapi_extra=EVENTS_BODY)
-def append_events(request: HttpRequest, session_id: str) -> dict[str, Any]:
+@router.post("/sessions/{session_id}/events", response={200: AppendOut, **ERROR_RESPONSES})
+def append_events(
+    request: HttpRequest, session_id: str, payload: EventsIn,
+    idempotency_key: Annotated[str | None, param_functions.Header(
+        alias="Idempotency-Key", max_length=200,
+        description="the same batch under the same key returns the first answer, storing "
+                    "nothing")] = None,
+) -> dict[str, Any]:
+    """Each event is stored as the exact text it was sent as (its hash covers those bytes)."""
     token = agent_token(request)
     session = session_for_token(token, session_id)
-    envelopes, raws, body = events_body(request)
-    key = request.headers.get("Idempotency-Key") or None
-    if key is not None and len(key) > 200:
-        raise Invalid("Idempotency-Key is longer than 200 characters",
-                      details=[{"path": "Idempotency-Key", "message": "at most 200 characters"}])
     result = events_append(
-        session=session, envelopes=envelopes, raws=raws, expected_seq=body.get("expected_seq"),
-        idempotency_key=key, extra_types=frozenset(session.project.extra_event_types),
+        session=session, envelopes=payload.events, raws=event_texts(request, payload.events),
+        expected_seq=payload.expected_seq, idempotency_key=idempotency_key or None,
+        extra_types=frozenset(session.project.extra_event_types),
     )
     return result.as_dict()
 

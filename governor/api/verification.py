@@ -10,12 +10,11 @@ from django.utils import timezone
 from ninja import Router, Status
 
 from governor.api.auth import AgentBearerAsync, agent_token
-from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
+from governor.api.schemas import ProfilesOut, RunIn, RunOut, RunQueued
 from governor.models import AgentToken
 from governor.services import selectors
 from governor.services.access import run_for_token, session_for_token
-from governor.services.errors import Invalid
 from governor.services.notify import run_topic
 from governor.services.waits import long_poll, off_thread
 from verification import services
@@ -24,29 +23,16 @@ from verification.models import RunState, VerificationRun
 router = Router(tags=["verification"])
 
 
-@router.get("/code-profiles", response={200: dict, **ERROR_RESPONSES})
+@router.get("/code-profiles", response={200: ProfilesOut, **ERROR_RESPONSES})
 def code_profiles(request: HttpRequest) -> dict[str, Any]:
     return {"profiles": selectors.code_profiles(agent_token(request).project)}
 
 
-RUN_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
-    "type": "object", "required": ["profile"],
-    "properties": {"profile": {"type": "string", "description": "a profile id"},
-                   "tree": {"type": "string",
-                            "description": "a snapshot session's latest snapshot"}}}}}}}
-
-
 @router.post("/sessions/{session_id}/code-verifications",
-             response={202: dict, **ERROR_RESPONSES}, openapi_extra=RUN_BODY)
-def request_run(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
+             response={202: RunQueued, **ERROR_RESPONSES})
+def request_run(request: HttpRequest, session_id: str, payload: RunIn) -> Status[dict[str, Any]]:
     session = session_for_token(agent_token(request), session_id)
-    # Any field but `profile` and a snapshot session's `tree` is ignored: no commands, options.
-    body, _ = json_body(request)
-    profile = body.get("profile")
-    if not isinstance(profile, str) or not profile:
-        raise Invalid("profile: required, the id of one of the project's verifier profiles",
-                      details=[{"path": "profile", "message": "required"}])
-    run = services.run_request(session=session, profile_id=profile, tree=body.get("tree"))
+    run = services.run_request(session=session, profile_id=payload.profile, tree=payload.tree)
     return Status(202, {"id": str(run.pk), "state": run.state})
 
 
@@ -59,7 +45,7 @@ def _run_now(token: AgentToken, run_id: str) -> VerificationRun:
     return run
 
 
-@router.get("/code-verifications/{run_id}", response={200: dict, **WAIT_RESPONSES},
+@router.get("/code-verifications/{run_id}", response={200: RunOut, **WAIT_RESPONSES},
             auth=AgentBearerAsync())
 async def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str, Any]:
     """The run. With `wait`, holds the request (at most 60 s, holding no server thread) until

@@ -1,9 +1,12 @@
 """The shapes of the governor's event documents (the `data` of its events), as the functions that
-build them return them. Each is JSON; `receipt` covers the document without itself."""
+build them return them. Each is JSON; `receipt` covers the document without itself. The API's
+output schemas reuse them (pydantic reads `typing_extensions.TypedDict` on Python 3.11)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired
+
+from typing_extensions import TypedDict
 
 
 class TreeRef(TypedDict):

@@ -157,13 +157,18 @@ def _profiles(project: Project) -> list[dict[str, Any]]:
             for p in VerifierProfile.objects.filter(project=project).order_by("profile_id")]
 
 
-def draft_create(*, session: Session, body: Any) -> dict[str, Any]:
-    """§9: draft claims and checks with the project's auxiliary model and record the draft."""
-    project = session.project
+def drafting_required(project: Project) -> None:
+    """Drafting is for projects in the auxiliary-model authoring mode; others answer 409."""
     if project.authoring_mode != AuthoringMode.AUXILIARY_MODEL:
         raise Conflict(f"this project's authoring mode is {project.authoring_mode!r} (claims "
                        "and checks are declared by the caller); drafting needs the mode "
                        "'auxiliary-model'")
+
+
+def draft_create(*, session: Session, body: Any) -> dict[str, Any]:
+    """§9: draft claims and checks with the project's auxiliary model and record the draft."""
+    project = session.project
+    drafting_required(project)
     request = domain.draft_request(body)
     route, row = route_of(project)
     profiles = _profiles(project)

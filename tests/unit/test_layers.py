@@ -33,7 +33,7 @@ FUNCTION_LEVEL = {
     ("reviews.apps", "reviews.tasks"): "ready(): connects the proposal_waiting receiver",
     ("governor.domain.workspace", "governor.domain.tree"): "tree imports workspace",
 }
-DOMAIN_MAY_IMPORT = {"governor", "cryptography", "rfc8785", "yaml", "httpx"}
+DOMAIN_MAY_IMPORT = {"governor", "cryptography", "rfc8785", "yaml", "httpx", "typing_extensions"}
 
 
 def layer(module: str) -> str | None:

@@ -38,10 +38,13 @@ from governor_client.types import (
     LoggedEvent,
     Outcome,
     Profile,
+    ProjectInfo,
     PublicKey,
     ReviewAnswer,
+    RunQueued,
     SessionInfo,
     SessionStatus,
+    SnapshotInfo,
     TurnStop,
     VerificationRun,
 )
@@ -287,9 +290,9 @@ class GovernorClient:
 
     # --- snapshots (SEMANTICS §11) -------------------------------------------------------------
 
-    def project(self) -> dict[str, Any]:
+    def project(self) -> ProjectInfo:
         """The token's project as an agent needs it: `tree_exclusions` and the tree caps."""
-        return cast(dict[str, Any], self._json("GET", "/project", retry=Retry.REPEATABLE))
+        return cast(ProjectInfo, self._json("GET", "/project", retry=Retry.REPEATABLE))
 
     def blobs_missing(self, blobs: list[str]) -> list[str]:
         answer = self._json("POST", "/blobs/missing", json={"blobs": blobs},
@@ -311,12 +314,12 @@ class GovernorClient:
             headers={"Content-Type": "application/octet-stream"}))
 
     def create_snapshot(self, session_id: str, entries: list[dict[str, Any]], *,
-                        base: str | None = None) -> dict[str, Any]:
+                        base: str | None = None) -> SnapshotInfo:
         body: dict[str, Any] = {"entries": entries}
         if base is not None:
             body["base"] = base
-        return cast(dict[str, Any], self._json("POST", f"/sessions/{session_id}/snapshots",
-                                               json=body, retry=Retry.REPEATABLE))
+        return cast(SnapshotInfo, self._json("POST", f"/sessions/{session_id}/snapshots",
+                                             json=body, retry=Retry.REPEATABLE))
 
     def abstain(self, session_id: str, reason: str) -> Outcome:
         return cast(Outcome, self._json("POST", f"/sessions/{session_id}/abstain",
@@ -329,8 +332,8 @@ class GovernorClient:
         return cast(list[Profile], answer["profiles"])
 
     def request_verification(self, session_id: str, profile: str, *,
-                             tree: str | None = None) -> VerificationRun:
-        return cast(VerificationRun, self._json(
+                             tree: str | None = None) -> RunQueued:
+        return cast(RunQueued, self._json(
             "POST", f"/sessions/{session_id}/code-verifications",
             json={"profile": profile, **(_tree(tree) or {})}, retry=Retry.UNSENT))
 

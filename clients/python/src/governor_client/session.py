@@ -26,6 +26,7 @@ from governor_client.types import (
     Kind,
     Outcome,
     Review,
+    RunQueued,
     SessionStatus,
     TurnStop,
     VerificationRun,
@@ -290,7 +291,7 @@ class AgentSession:
         self._remember("idle")
         return dict(answer)
 
-    def request_verification(self, profile: str) -> VerificationRun:
+    def request_verification(self, profile: str) -> RunQueued:
         session_id = self.ensure()
         self.flush()  # the run must come after the edits it verifies
         return self.client.request_verification(session_id, profile, tree=self._tree())

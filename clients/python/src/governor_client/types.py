@@ -1,5 +1,8 @@
 """Wire shapes of the agent API (docs/api.md). Request bodies are snake_case; stored contracts,
-attempts and terminals come back camelCase, as the server keeps them."""
+attempts and terminals come back camelCase, as the server keeps them.
+
+The server's `openapi.json` is the source: tests/clients/test_client_types.py holds every type
+here to it (keys, which are required, simple types), route by route."""
 
 from __future__ import annotations
 
@@ -10,7 +13,22 @@ Kind = Literal["general", "code"]
 
 class WorkspaceBinding(TypedDict):
     kind: Literal["path", "snapshot"]
-    path: NotRequired[str]
+    path: NotRequired[str | None]
+
+
+class SessionCreate(TypedDict):
+    """POST /sessions."""
+
+    workspace: WorkspaceBinding
+    external_id: NotRequired[str | None]
+    header: NotRequired[dict[str, Any] | None]
+
+
+class EventBatch(TypedDict):
+    """POST /sessions/{id}/events: Harness envelopes, stored as the exact text sent."""
+
+    events: list[dict[str, Any]]
+    expected_seq: NotRequired[int]
 
 
 class Claim(TypedDict):
@@ -38,10 +56,10 @@ class Check(TypedDict):
 
 
 class Intent(TypedDict):
-    constraints: list[str]
-    assumptions: list[str]
-    non_goals: list[str]
-    ambiguities: list[str]
+    constraints: NotRequired[list[str]]
+    assumptions: NotRequired[list[str]]
+    non_goals: NotRequired[list[str]]
+    ambiguities: NotRequired[list[str]]
 
 
 class ContractBody(TypedDict):
@@ -49,8 +67,30 @@ class ContractBody(TypedDict):
     claims: list[Claim]
     checks: list[Check]
     max_attempts: NotRequired[int]
-    intent: NotRequired[Intent]
+    intent: NotRequired[Intent | None]
     draft_receipt: NotRequired[str]
+
+
+class BeginBody(ContractBody):
+    """A contract to begin; a snapshot session names its latest snapshot."""
+
+    tree: NotRequired[str]
+
+
+class TreeBody(TypedDict):
+    """verify and turn-stop of a snapshot session (a path session sends no body)."""
+
+    tree: NotRequired[str]
+
+
+class AbstainBody(TypedDict):
+    reason: str
+
+
+class DraftRequest(TypedDict):
+    contract_kind: Kind
+    objective: str
+    context: NotRequired[str]
 
 
 class DraftResult(TypedDict):
@@ -83,16 +123,24 @@ class Review(TypedDict):
     expires_at: str
     decision: str | None
     decision_receipt: str | None
-    feedback: NotRequired[str | None]
+    feedback: str | None
+
+
+class TreeRef(TypedDict):
+    id: str  # gittree:sha256:<hex>
+    exclusions: str
 
 
 class Terminal(TypedDict):
-    status: str  # certified | exhausted | abstained
-    reason: str
-    receipt: str
-    contract_id: str
+    """Null fields only in imported history that lacks them."""
+
+    status: str | None  # certified | exhausted | abstained
+    reason: str | None
+    receipt: str | None
+    contract_id: str | None
     seq: int
     imported: bool
+    tree: TreeRef | None  # the tree the deciding attempt judged
 
 
 class SessionStatus(SessionInfo):
@@ -151,7 +199,7 @@ class Outcome(TypedDict):
 class TurnStop(TypedDict):
     action: Literal["allow", "steer"]
     message: str
-    attempt: NotRequired[dict[str, Any]]
+    attempt: NotRequired[dict[str, Any] | None]
     terminal: NotRequired[dict[str, Any]]
 
 
@@ -168,11 +216,25 @@ class Profile(TypedDict):
     receipt: str
 
 
-class VerificationRun(TypedDict):
+class ProfileList(TypedDict):
+    profiles: list[Profile]
+
+
+class RunRequest(TypedDict):
+    """POST /sessions/{id}/code-verifications: a profile's name, never a command."""
+
+    profile: str
+    tree: NotRequired[str]
+
+
+class RunQueued(TypedDict):
     id: str
     state: Literal["queued", "running", "finished"]
-    profile: NotRequired[str]
-    result: NotRequired[dict[str, Any] | None]
+
+
+class VerificationRun(RunQueued):
+    profile: str
+    result: dict[str, Any] | None
 
 
 class PublicKey(TypedDict):
@@ -180,3 +242,78 @@ class PublicKey(TypedDict):
     algorithm: str
     publicKey: str  # noqa: N815 - wire name
     active: bool
+
+
+class KeyList(TypedDict):
+    keys: list[PublicKey]
+
+
+class ReceiptEvent(TypedDict):
+    kind: Literal["event"]
+    session: str
+    seq: int
+    type: str
+    data: dict[str, Any]
+
+
+class ReceiptReviewProposal(TypedDict):
+    kind: Literal["review-proposal"]
+    session: str
+    stage: Literal["intent", "evidence"]
+    status: str
+    proposal: dict[str, Any]
+
+
+class ReceiptProfile(TypedDict):
+    kind: Literal["code-verification-profile"]
+    profile: str
+    sandbox_mode: Literal["read-only", "workspace-write"]
+    timeout_ms: int
+    current: bool
+
+
+Receipt = ReceiptEvent | ReceiptReviewProposal | ReceiptProfile
+
+
+# --- snapshots (SEMANTICS §11) --------------------------------------------------------------
+
+
+class ProjectInfo(TypedDict):
+    slug: str
+    tree_exclusions: list[str]
+    tree_max_files: int
+    tree_max_bytes: int
+    max_blob_bytes: int
+
+
+class BlobIds(TypedDict):
+    """POST /blobs/missing."""
+
+    blobs: list[str]
+
+
+class MissingBlobs(TypedDict):
+    missing: list[str]
+
+
+class BlobStored(TypedDict):
+    blob: str
+
+
+class SnapshotEntry(TypedDict):
+    path: str
+    mode: Literal["100644", "100755", "120000"]
+    blob: str
+
+
+class SnapshotBody(TypedDict):
+    entries: list[SnapshotEntry]
+    base: NotRequired[str]  # an earlier snapshot's tree id: `entries` are the changes
+
+
+class SnapshotInfo(TypedDict):
+    tree: str
+    exclusions: str
+    files: int
+    bytes: int
+    number: int
