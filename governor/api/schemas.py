@@ -158,7 +158,8 @@ class ProposalIn(Strict):
     `max_attempts` is 1..the project's cap."""
 
     objective: str = Field(description="non-blank; at most "
-                                       f"{contract_rules.MAX_OBJECTIVE_BYTES} UTF-8 bytes")
+                                       f"{contract_rules.MAX_OBJECTIVE_BYTES} UTF-8 bytes",
+                           json_schema_extra={"maxLength": contract_rules.MAX_OBJECTIVE_BYTES})
     claims: Annotated[list[dict[str, Any]], DescribedBy(list[ClaimIn])] = Field(
         json_schema_extra={"maxItems": contract_rules.MAX_CLAIMS})
     checks: Annotated[list[dict[str, Any]], DescribedBy(list[CHECK_IN])]
@@ -185,8 +186,9 @@ class TreeIn(Strict):
 
 
 class AbstainIn(Strict):
-    reason: str = Field(description=f"1..{attempts.MAX_ABSTAIN_REASON_CHARS} characters, "
-                                    "not blank")
+    reason: str = Field(description="not blank",
+                        json_schema_extra={"minLength": 1,
+                                           "maxLength": attempts.MAX_ABSTAIN_REASON_CHARS})
 
 
 class RunIn(Strict):
