@@ -6,47 +6,24 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from ninja import Router, Schema, Status
-from pydantic import Field
+from ninja import Router, Status
 
 from governor.api.auth import agent_token
-from governor.api.bodies import json_body
 from governor.api.errors import ERROR_RESPONSES
-from governor.api.schemas import Strict
+from governor.api.schemas import (
+    BatchOut,
+    BlobIdsIn,
+    BlobOut,
+    MissingOut,
+    ProjectOut,
+    SnapshotIn,
+    SnapshotOut,
+    sent,
+)
 from governor.services import blobs, snapshots, treediff
 from governor.services.access import session_for_token
 
 router = Router(tags=["snapshots"])
-
-
-class MissingIn(Strict):
-    blobs: list[Any] = Field(max_length=blobs.MAX_IDS_PER_QUERY)
-
-
-class MissingOut(Schema):
-    missing: list[str]
-
-
-class BlobOut(Schema):
-    blob: str
-
-
-class SnapshotOut(Schema):
-    tree: str
-    exclusions: str
-    files: int
-    bytes: int
-    number: int
-
-
-class ProjectOut(Schema):
-    slug: str
-    tree_exclusions: list[str]
-    tree_max_files: int
-    tree_max_bytes: int
-    max_blob_bytes: int
-    max_batch_bytes: int
-    max_batch_blobs: int
 
 
 @router.get("/project", response={200: ProjectOut, **ERROR_RESPONSES})
@@ -62,7 +39,7 @@ def project(request: HttpRequest) -> dict[str, Any]:
 
 
 @router.post("/blobs/missing", response={200: MissingOut, **ERROR_RESPONSES})
-def blobs_missing(request: HttpRequest, payload: MissingIn) -> dict[str, Any]:
+def blobs_missing(request: HttpRequest, payload: BlobIdsIn) -> dict[str, Any]:
     """The ids of the project's store lacks, of those given (at most 10,000)."""
     return {"missing": blobs.blobs_missing(agent_token(request).project, payload.blobs)}
 
@@ -79,11 +56,6 @@ def blob_put(request: HttpRequest, blob_id: str) -> Status[dict[str, Any]]:
     return Status(201 if created else 200, {"blob": blob_id})
 
 
-class BatchOut(Schema):
-    stored: list[str]
-    present: list[str]
-
-
 BATCH_BODY = {"requestBody": {"required": True, "content": {"application/octet-stream": {
     "schema": {"type": "string", "format": "binary", "description": "for each blob a line "
                "`<64 hex id> <size>\\n`, then exactly `size` bytes"}}}}}
@@ -97,17 +69,6 @@ def blobs_put_batch(request: HttpRequest) -> dict[str, list[str]]:
                                  length=int(length) if length.isdigit() else None)
 
 
-SNAPSHOT_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
-    "type": "object", "required": ["entries"], "additionalProperties": False,
-    "properties": {
-        "entries": {"type": "array", "items": {
-            "type": "object", "required": ["path", "mode", "blob"],
-            "properties": {"path": {"type": "string"},
-                           "mode": {"enum": ["100644", "100755", "120000"]},
-                           "blob": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$"}}}},
-        "base": {"type": "string", "description": "an earlier snapshot's tree id"}}}}}}}
-
-
 @router.get("/sessions/{session_id}/trees/{tree}/files/{path:file_path}",
             response={200: None, **ERROR_RESPONSES})
 def tree_file(request: HttpRequest, session_id: str, tree: str, file_path: str) -> HttpResponse:
@@ -117,10 +78,9 @@ def tree_file(request: HttpRequest, session_id: str, tree: str, file_path: str) 
     return treediff.file_response(*treediff.tree_file(session, tree, file_path))
 
 
-@router.post("/sessions/{session_id}/snapshots", response={201: SnapshotOut, **ERROR_RESPONSES},
-             openapi_extra=SNAPSHOT_BODY)
-def snapshot_create(request: HttpRequest, session_id: str) -> Status[dict[str, Any]]:
+@router.post("/sessions/{session_id}/snapshots", response={201: SnapshotOut, **ERROR_RESPONSES})
+def snapshot_create(request: HttpRequest, session_id: str,
+                    payload: SnapshotIn) -> Status[dict[str, Any]]:
     session = session_for_token(agent_token(request), session_id)
-    body, _ = json_body(request)
-    snapshot = snapshots.snapshot_create(session=session, body=body)
+    snapshot = snapshots.snapshot_create(session=session, body=sent(payload))
     return Status(201, snapshots.snapshot_out(snapshot))

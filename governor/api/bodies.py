@@ -1,4 +1,4 @@
-"""Strict request bodies: lossless JSON, and the exact text of each event as received."""
+"""The exact text of each event of a batch, as received (the body was parsed strictly already)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest
 
-from governor.domain.canonical import loads_strict
 from governor.services.errors import Invalid
 
 _WHITESPACE = " \t\n\r"
@@ -47,21 +46,6 @@ def array_item_spans(text: str, key: str) -> list[str]:
         if text[index] == ",":
             index = _skip(text, index + 1)
     return []
-
-
-def json_body(request: HttpRequest) -> tuple[dict[str, Any], str]:
-    """The request body as a strictly parsed JSON object, and its text."""
-    raw = request.body  # raises RequestDataTooBig over DATA_UPLOAD_MAX_MEMORY_SIZE
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Invalid("body is not valid UTF-8",
-                      details=[{"path": "", "message": f"invalid UTF-8 ({exc.reason})"}]) from None
-    value = loads_strict(text)
-    if not isinstance(value, dict):
-        raise Invalid("body must be a JSON object",
-                      details=[{"path": "", "message": "expected a JSON object"}])
-    return value, text
 
 
 def event_texts(request: HttpRequest, events: list[dict[str, Any]]) -> list[str]:

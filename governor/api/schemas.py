@@ -26,6 +26,7 @@ from typing_extensions import TypedDict
 
 from governor.domain import attempts
 from governor.domain import contracts as contract_rules
+from governor.domain import snapshots as snapshot_rules
 from governor.domain.documents import (
     AttemptDocument,
     ContractDocument,
@@ -33,6 +34,7 @@ from governor.domain.documents import (
     TreeRef,
 )
 from governor.domain.drafting import DRAFT_KINDS
+from governor.services import blobs as blob_rules
 
 
 class DescribedBy:
@@ -211,6 +213,34 @@ class DraftIn(Strict):
     context: str = omittable(description="Private background for the model; never stored. The "
                                          "whole user block is capped by the route's "
                                          "max_input_bytes.")
+
+
+BLOB_ID = Annotated[str, Field(pattern=f"^{blob_rules.BLOB_ID.pattern}$",
+                              description="a git blob id (SHA-256 object format)")]
+
+
+class BlobIdsIn(Strict):
+    """Ids to look up; each checked by the blob store (`blobs/3` names a malformed one)."""
+
+    blobs: Annotated[list[Any], DescribedBy(list[BLOB_ID])] = Field(
+        json_schema_extra={"maxItems": blob_rules.MAX_IDS_PER_QUERY})
+
+
+class SnapshotEntryIn(Strict):
+    """One file of a tree; over a `base`, a null `blob` deletes the path."""
+
+    path: str = Field(json_schema_extra={"maxLength": snapshot_rules.MAX_PATH_BYTES},
+                      description="as git names it, relative, '/'-separated (UTF-8 bytes)")
+    mode: str = Field(json_schema_extra={"enum": list(snapshot_rules.MODES)})
+    blob: BLOB_ID | None
+
+
+class SnapshotIn(Strict):
+    """A tree as its manifest, checked whole by governor/domain/snapshots.py (`entries/1/path`):
+    git's name rules, the project's exclusions and caps, every blob present."""
+
+    entries: Annotated[list[dict[str, Any]], DescribedBy(list[SnapshotEntryIn])]
+    base: str = omittable(description="an earlier snapshot's tree id: `entries` are the changes")
 
 
 # --- responses ----------------------------------------------------------------------------------
@@ -410,3 +440,36 @@ class ReceiptProfile(Out):
 
 ReceiptOut = Annotated[ReceiptEvent | ReceiptReviewProposal | ReceiptProfile,
                        Field(discriminator="kind")]
+
+
+class ProjectOut(Out):
+    """What an agent needs to compute the tree the server computes (§10.1), and the caps."""
+
+    slug: str
+    tree_exclusions: list[str]
+    tree_max_files: int
+    tree_max_bytes: int
+    max_blob_bytes: int
+    max_batch_bytes: int
+    max_batch_blobs: int
+
+
+class MissingOut(Out):
+    missing: list[str]
+
+
+class BlobOut(Out):
+    blob: str
+
+
+class BatchOut(Out):
+    stored: list[str]
+    present: list[str]
+
+
+class SnapshotOut(Out):
+    tree: str
+    exclusions: str
+    files: int
+    bytes: int
+    number: int

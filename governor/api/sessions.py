@@ -85,33 +85,28 @@ def _import_text(request: HttpRequest) -> str:
                       details=[{"path": "", "message": f"invalid UTF-8 ({exc.reason})"}]) from None
 
 
-IMPORT_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/x-ndjson": {"schema": {"type": "string"}},
-                    "application/zstd": {"schema": {"type": "string", "format": "binary"}}},
-    },
-    "parameters": [
-        {"name": "external_id", "in": "query", "required": False, "schema": {"type": "string"}},
-        {"name": "workspace", "in": "query", "required": False, "schema": {"type": "string"},
-         "description": "absolute workspace path under an allowed root"},
-    ],
-}
+IMPORT_BODY = {"requestBody": {"required": True, "content": {
+    "application/x-ndjson": {"schema": {"type": "string"}},
+    "application/zstd": {"schema": {"type": "string", "format": "binary"}}}}}
 
 
 @router.post("/sessions/import", response={201: SessionOut, **ERROR_RESPONSES},
              openapi_extra=IMPORT_BODY)
-def import_session(request: HttpRequest) -> Status[dict[str, Any]]:
+def import_session(
+    request: HttpRequest, external_id: str | None = None,
+    workspace: Annotated[str | None, param_functions.Query(
+        description="absolute workspace path under an allowed root")] = None,
+) -> Status[dict[str, Any]]:
+    """A whole Harness log (NDJSON, plain or zstd) as a new session."""
     token = agent_token(request)
-    external_id = request.GET.get("external_id") or None
+    external_id = external_id or None
     if external_id is not None and len(external_id) > 200:
         raise Invalid("external_id is longer than 200 characters",
                       details=[{"path": "external_id", "message": "at most 200 characters"}])
     text = _import_text(request)
-    workspace_path = request.GET.get("workspace")
     session, _ = session_services.session_import(
         token=token, text=text,
-        workspace={"kind": "path", "path": workspace_path} if workspace_path else None,
+        workspace={"kind": "path", "path": workspace} if workspace else None,
         external_id=external_id,
     )
     return Status(201, selectors.session_out(session))

@@ -53,6 +53,7 @@ ROUTES: dict[tuple[str, str, str], Any] = {
     ("post", "/blobs/missing", "200"): client.MissingBlobs,
     ("put", "/blobs/{blob_id}", "200"): client.BlobStored,
     ("put", "/blobs/{blob_id}", "201"): client.BlobStored,
+    ("post", "/blobs", "200"): client.BlobBatchStored,
     ("post", "/sessions/{session_id}/snapshots", "request"): client.SnapshotBody,
     ("post", "/sessions/{session_id}/snapshots", "201"): client.SnapshotInfo,
 }

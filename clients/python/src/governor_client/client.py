@@ -31,6 +31,7 @@ from governor_client.types import (
     AppendResult,
     AssessResult,
     BeginResult,
+    BlobBatchStored,
     ContractBody,
     DraftResult,
     EventPage,
@@ -305,11 +306,11 @@ class GovernorClient:
                                  headers={"Content-Type": "application/octet-stream"})
         return response.status_code == 201
 
-    def put_blobs(self, blobs: list[tuple[str, bytes]]) -> dict[str, list[str]]:
+    def put_blobs(self, blobs: list[tuple[str, bytes]]) -> BlobBatchStored:
         """Store many blobs in one request (`POST /blobs`), all or none (idempotent);
         `{"stored": ids new to the server, "present": ids it held}`."""
         body = b"".join(b"%s %d\n%s" % (blob.encode(), len(data), data) for blob, data in blobs)
-        return cast(dict[str, list[str]], self._json(
+        return cast(BlobBatchStored, self._json(
             "POST", "/blobs", content=body, retry=Retry.REPEATABLE,
             headers={"Content-Type": "application/octet-stream"}))
 

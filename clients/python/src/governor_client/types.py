@@ -284,6 +284,8 @@ class ProjectInfo(TypedDict):
     tree_max_files: int
     tree_max_bytes: int
     max_blob_bytes: int
+    max_batch_bytes: int
+    max_batch_blobs: int
 
 
 class BlobIds(TypedDict):
@@ -300,10 +302,17 @@ class BlobStored(TypedDict):
     blob: str
 
 
+class BlobBatchStored(TypedDict):
+    """POST /blobs: which blobs of the batch were stored, which were there already."""
+
+    stored: list[str]
+    present: list[str]
+
+
 class SnapshotEntry(TypedDict):
     path: str
     mode: Literal["100644", "100755", "120000"]
-    blob: str
+    blob: str | None  # null: over a base, the path is deleted
 
 
 class SnapshotBody(TypedDict):
