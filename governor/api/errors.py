@@ -91,6 +91,11 @@ _MESSAGES = {
 
 
 def _ninja_message(item: dict[str, Any]) -> str:
+    limits = item.get("ctx") or {}
+    if item.get("type") == "string_too_long":
+        return f"at most {limits.get('max_length')} characters"
+    if item.get("type") == "string_too_short" and limits.get("min_length") == 1:
+        return "must not be empty"
     return _MESSAGES.get(str(item.get("type")), str(item.get("msg")))
 
 

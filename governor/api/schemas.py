@@ -7,9 +7,9 @@ django-ninja validates request bodies with these schemas and builds `openapi.jso
   refused, on top of the lossless JSON parsing (`StrictParser`). The schema checks the shape —
   which fields, which JSON types; the rules (lengths after trimming, per-kind check fields,
   project caps, cross-references) stay in the domain and the services, which name every failing
-  field. Where a part's rules live in the domain (a proposal's claims, checks and intent; an
-  event envelope; a snapshot's entries), the field is `DescribedBy` a type built from the
-  domain's own constants: documented here, checked there, once.
+  field. Where a part's rules live in the domain (a proposal's claims, checks and intent; a
+  snapshot's entries; the ids of a blob lookup), the field is `DescribedBy` a type built from
+  the domain's own constants: documented here, checked there, once.
 - **Responses** are TypedDicts where a key may be absent and schemas otherwise; the stored
   contract, attempt and terminal documents are the domain's TypedDicts
   (`governor/domain/documents.py`), returned as stored (a session may hold older versions).

@@ -52,6 +52,17 @@ def test_a_missing_field_is_required(worker: Agent) -> None:
     assert refusal(response) == [{"path": "reason", "message": "required"}]
 
 
+def test_an_idempotency_key_over_200_characters_is_refused(
+    agent: AgentClient, session: dict[str, Any]
+) -> None:
+    response = agent.post(f"/sessions/{session['id']}/events",
+                          {"events": [{"type": "turn/start", "data": {"turn": 1}}]},
+                          headers={"Idempotency-Key": "k" * 201})
+    assert refusal(response) == [{"path": "Idempotency-Key",
+                                  "message": "at most 200 characters"}]
+    assert not Event.objects.filter(session_id=session["id"]).exists()
+
+
 def test_an_event_that_is_not_an_object_is_named_by_its_index(
     agent: AgentClient, session: dict[str, Any]
 ) -> None:
