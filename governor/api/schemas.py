@@ -53,9 +53,9 @@ class DescribedBy:
 
 
 def omittable(documented: dict[str, Any] | None = None, **field: Any) -> Any:
-    """An optional field that may be left out but is never null: absent stays absent
-    (`sent(payload)`), and the schema shows no default. `documented`: JSON-schema keywords the
-    domain enforces (the schema only states them)."""
+    """An optional field that may be left out: absent stays absent (`sent(payload)`), the
+    schema shows no default, and null is refused unless the type allows it. `documented`:
+    JSON-schema keywords the domain enforces (the schema only states them)."""
 
     def schema_extra(schema: dict[str, Any]) -> None:
         schema.pop("default", None)
@@ -178,13 +178,15 @@ class ProposalIn(Strict):
 class BeginIn(ProposalIn):
     """A proposal to begin; a snapshot session names its latest snapshot (`tree`, §11.3)."""
 
-    tree: str = omittable(description="gittree:sha256:<64 hex>: the session's latest snapshot")
+    tree: str | None = omittable(
+        description="gittree:sha256:<64 hex>: the session's latest snapshot")
 
 
 class TreeIn(Strict):
     """A snapshot session's tree to judge (§11.3); a path session sends no body."""
 
-    tree: str = omittable(description="gittree:sha256:<64 hex>: the session's latest snapshot")
+    tree: str | None = omittable(
+        description="gittree:sha256:<64 hex>: the session's latest snapshot")
 
 
 class AbstainIn(Strict):
@@ -200,8 +202,8 @@ class RunIn(Strict):
 
     model_config = ConfigDict(extra="ignore")
     profile: str = Field(min_length=1, description="a profile id (GET /code-profiles)")
-    tree: str = omittable(description="gittree:sha256:<64 hex>: a snapshot session's latest "
-                                      "snapshot")
+    tree: str | None = omittable(
+        description="gittree:sha256:<64 hex>: a snapshot session's latest snapshot")
 
 
 class DraftIn(Strict):
@@ -240,7 +242,8 @@ class SnapshotIn(Strict):
     git's name rules, the project's exclusions and caps, every blob present."""
 
     entries: Annotated[list[dict[str, Any]], DescribedBy(list[SnapshotEntryIn])]
-    base: str = omittable(description="an earlier snapshot's tree id: `entries` are the changes")
+    base: str | None = omittable(
+        description="an earlier snapshot's tree id: `entries` are the changes")
 
 
 # --- responses ----------------------------------------------------------------------------------

@@ -74,13 +74,13 @@ class ContractBody(TypedDict):
 class BeginBody(ContractBody):
     """A contract to begin; a snapshot session names its latest snapshot."""
 
-    tree: NotRequired[str]
+    tree: NotRequired[str | None]
 
 
 class TreeBody(TypedDict):
     """verify and turn-stop of a snapshot session (a path session sends no body)."""
 
-    tree: NotRequired[str]
+    tree: NotRequired[str | None]
 
 
 class AbstainBody(TypedDict):
@@ -224,7 +224,7 @@ class RunRequest(TypedDict):
     """POST /sessions/{id}/code-verifications: a profile's name, never a command."""
 
     profile: str
-    tree: NotRequired[str]
+    tree: NotRequired[str | None]
 
 
 class RunQueued(TypedDict):
@@ -317,7 +317,7 @@ class SnapshotEntry(TypedDict):
 
 class SnapshotBody(TypedDict):
     entries: list[SnapshotEntry]
-    base: NotRequired[str]  # an earlier snapshot's tree id: `entries` are the changes
+    base: NotRequired[str | None]  # an earlier snapshot's tree id: `entries` are the changes
 
 
 class SnapshotInfo(TypedDict):
