@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
+from governor.domain.canonical import loads_strict
 from governor.models import AgentToken
 from governor.services.drafts import drafting_required
 from governor.services.tokens import token_authenticate
@@ -26,12 +27,14 @@ class AgentBearerAsync(HttpBearer):
 
 class DraftingBearer(AgentBearer):
     """The drafting route's caller: an agent of a project that drafts with an auxiliary model.
-    Any other project is answered 409 before its body is read, as a client's probe with an
-    empty body relies on (governor_client `drafting_available`)."""
+    Any other project is answered 409 once the body parses as JSON (a body that does not is
+    INVALID_JSON on every route) and before the schema checks it: a client's probe with an
+    empty object tells whether the project drafts (governor_client `drafting_available`)."""
 
     def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
         agent = token_authenticate(token)
         if agent is not None:
+            loads_strict(request.body)
             drafting_required(agent.project)
         return agent
 
