@@ -40,7 +40,7 @@ statements and intent items are stored trimmed; everything else is stored exactl
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -394,29 +394,37 @@ def _parse_list(
     return value
 
 
+def _parse_items(
+    errors: FieldErrors, name: str, raws: list[Any], parse: Callable[[int, Any], Any], *,
+    most: int, allow_empty: bool,
+) -> list[dict[str, Any]]:
+    """Each item of the list `name` (`checks`, `claims`) parsed, and each id used once."""
+    if not raws and not allow_empty:
+        errors.add(name, f"at least one {name[:-1]} is required")
+    if len(raws) > most:
+        errors.add(name, f"at most {most} {name} are allowed (got {len(raws)})")
+    items: list[dict[str, Any]] = []
+    first_at: dict[str, int] = {}
+    for index, raw in enumerate(raws):
+        parsed = parse(index, raw)
+        item_id = _declared_id(raw)
+        if item_id is not None:
+            if item_id in first_at:
+                errors.add(join_path(name, index, "id"), f"duplicate {name[:-1]} id {item_id!r} "
+                           f"(first used by {name}/{first_at[item_id]})")
+            else:
+                first_at[item_id] = index
+        if parsed is not None:
+            items.append(parsed)
+    return items
+
+
 def _parse_checks(
     errors: FieldErrors, raw_checks: list[Any], *, max_checks: int, allow_empty: bool
 ) -> list[dict[str, Any]]:
-    if not raw_checks and not allow_empty:
-        errors.add("checks", "at least one check is required")
-    if len(raw_checks) > max_checks:
-        errors.add("checks", f"at most {max_checks} checks are allowed (got {len(raw_checks)})")
-    checks: list[dict[str, Any]] = []
-    first_at: dict[str, int] = {}
-    for index, raw in enumerate(raw_checks):
-        parsed = _parse_check(errors, index, raw)
-        check_id = _declared_id(raw)
-        if check_id is not None:
-            if check_id in first_at:
-                errors.add(
-                    join_path("checks", index, "id"),
-                    f"duplicate check id {check_id!r} (first used by checks/{first_at[check_id]})",
-                )
-            else:
-                first_at[check_id] = index
-        if parsed is not None:
-            checks.append(parsed)
-    return checks
+    return _parse_items(errors, "checks", raw_checks,
+                        lambda index, raw: _parse_check(errors, index, raw),
+                        most=max_checks, allow_empty=allow_empty)
 
 
 def _declared_id(raw: Any) -> str | None:
@@ -428,27 +436,10 @@ def _declared_id(raw: Any) -> str | None:
 def _parse_claims(
     errors: FieldErrors, raw_claims: list[Any], raw_checks: list[Any], *, allow_empty: bool
 ) -> list[dict[str, Any]]:
-    if not raw_claims and not allow_empty:
-        errors.add("claims", "at least one claim is required")
-    if len(raw_claims) > MAX_CLAIMS:
-        errors.add("claims", f"at most {MAX_CLAIMS} claims are allowed (got {len(raw_claims)})")
     check_ids = {i for i in (_declared_id(raw) for raw in raw_checks) if i is not None}
-    claims: list[dict[str, Any]] = []
-    first_at: dict[str, int] = {}
-    for index, raw in enumerate(raw_claims):
-        parsed = _parse_claim(errors, index, raw, check_ids)
-        claim_id = _declared_id(raw)
-        if claim_id is not None:
-            if claim_id in first_at:
-                errors.add(
-                    join_path("claims", index, "id"),
-                    f"duplicate claim id {claim_id!r} (first used by claims/{first_at[claim_id]})",
-                )
-            else:
-                first_at[claim_id] = index
-        if parsed is not None:
-            claims.append(parsed)
-    return claims
+    return _parse_items(errors, "claims", raw_claims,
+                        lambda index, raw: _parse_claim(errors, index, raw, check_ids),
+                        most=MAX_CLAIMS, allow_empty=allow_empty)
 
 
 def _parse_intent(errors: FieldErrors, raw: Any) -> dict[str, Any] | None:
