@@ -6,6 +6,7 @@ and nothing is written outside tmp_path."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,10 @@ pytestmark = [pytest.mark.redis, pytest.mark.sandbox]
 
 
 def test_b9_agents_certify_with_no_error_and_no_lost_event(tmp_path: Path) -> None:
-    result = b9_load.measure([2], 6, 20, {"sqlite": None})
+    # On a thread of its own: the session's sync Playwright driver, once started by a browser
+    # test, keeps an event loop running on the main thread, where asyncio.run refuses to start.
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        result = thread.submit(b9_load.measure, [2], 6, 20, {"sqlite": None}).result()
     level = result["databases"]["sqlite"]["2"]
     assert level["errors"] == 0, level["error_examples"]
     assert level["lifecycles"] >= 2
