@@ -24,7 +24,7 @@ from governor.api.schemas import (
     TurnStopOut,
     sent,
 )
-from governor.models import Session
+from governor.models import AgentToken, Session
 from governor.services import contracts, reviews, selectors
 from governor.services.access import session_for_token
 from governor.services.notify import review_topic
@@ -113,6 +113,12 @@ def abstain(request: HttpRequest, session_id: str, payload: AbstainIn) -> dict[s
     return _outcome(contracts.contract_abstain(session=session, reason=payload.reason))
 
 
+def _session_and_review(token: AgentToken, session_id: str) -> tuple[Session, Any]:
+    """The session and its latest review (expiring a due one), in one trip off the event loop."""
+    session = session_for_token(token, session_id)
+    return session, reviews.review_latest(session)
+
+
 @router.get("/sessions/{session_id}/review", response={200: ReviewAnswer, **WAIT_RESPONSES},
             auth=AgentBearerAsync())
 async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> dict[str, Any]:
@@ -120,8 +126,7 @@ async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> 
     no server thread) until the pending proposal is decided, expires or is replaced by the next
     stage's."""
     token = agent_token(request)
-    session = await off_thread(request, session_for_token, token, session_id)
-    review = await off_thread(request, reviews.review_latest, session)  # expires a due one
+    session, review = await off_thread(request, _session_and_review, token, session_id)
     if wait > 0:  # a slot even when nothing is pending: the cap counts every `wait`
         pending = review if review is not None and review.status == "pending" else None
         seen = (pending.pk, pending.status) if pending else None

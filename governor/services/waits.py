@@ -170,16 +170,27 @@ async def long_poll(request: HttpRequest, *, waiter: Waiter, seconds: int,
     wait slot of `waiter` (an agent token or a signed-in person) throughout, or raises
     TooManyWaits."""
     seconds = max(0, min(seconds, MAX_WAIT_SECONDS))
-    held = await off_thread(request, slot_claim, waiter, seconds)
-    try:
-        async with Listener(*topics) as heard:
-            answer = await off_thread(request, read)
+    async with Listener(*topics) as heard:
+        # The slot and the first read on one trip to a reader thread (and one pooled
+        # connection): what thousands of waits opening at once cost.
+        held, answer = await off_thread(request, lambda: _claim_and_read(waiter, seconds, read))
+        try:
             deadline = time.monotonic() + seconds
             recheck = settings.GOVERNOR_WAIT_RECHECK_MS / 1000
             while not settled(answer) and (left := deadline - time.monotonic()) > 0:
                 due = changes_in(answer)
                 await heard.wait(min(left, recheck, recheck if due is None else max(due, 0.01)))
                 answer = await off_thread(request, read)
-        return answer
-    finally:
-        await off_thread(request, slot_release, held)
+            return answer
+        finally:
+            await off_thread(request, slot_release, held)
+
+
+def _claim_and_read(waiter: Waiter, seconds: int,
+                    read: Callable[[], T]) -> tuple[WaitSlot | None, T]:
+    held = slot_claim(waiter, seconds)
+    try:
+        return held, read()
+    except BaseException:
+        slot_release(held)
+        raise

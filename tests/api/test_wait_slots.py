@@ -10,14 +10,16 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
+from django.http import HttpRequest
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from governor.models import AgentToken, Project, WaitSlot
 from governor.services.errors import TooManyWaits
 from governor.services.tokens import token_create
-from governor.services.waits import ABANDONED_AFTER, wait_slot
+from governor.services.waits import ABANDONED_AFTER, long_poll, wait_slot
 from tests.api.test_code_verification import add_profile
 from tests.conftest import AgentClient
 from verification.models import VerificationRun
@@ -152,3 +154,17 @@ def test_on_postgresql_a_slots_claim_and_release_do_not_wait_for_the_disk(
     assert len(writes) == 2, statements
     assert all(statements[n - 1] == "SET LOCAL synchronous_commit TO OFF" for n in writes), \
         statements
+
+
+def test_a_long_poll_whose_first_read_fails_frees_its_slot(token: AgentToken) -> None:
+    """The slot is claimed together with the first read: a read that fails releases it."""
+    def failing_read() -> None:
+        raise RuntimeError("the read failed")
+
+    async def poll() -> None:
+        await long_poll(HttpRequest(), waiter=token, seconds=5, topics=[], read=failing_read,
+                        settled=lambda _: True)
+
+    with pytest.raises(RuntimeError, match="the read failed"):
+        async_to_sync(poll)()
+    assert not WaitSlot.objects.filter(token=token).exists()
