@@ -29,11 +29,13 @@ def test_b9_agents_certify_with_no_error_and_no_lost_event(tmp_path: Path) -> No
     assert level["lost_events"] == 0 and level["exports_failed"] == 0
     assert level["refold"].endswith(" 0 with differences"), level["refold"]
     assert level["long_polls_open_max"] == 20
+    assert level["health_alone"]["count"] >= 10  # /healthz asked with only the polls open
     assert level["wake_ms"] is not None and level["wake_ms"]["count"] >= 2
     assert {"POST /turn-stop", "GET /code-verifications?wait", "GET /healthz"} <= set(
         level["routes"])
     assert not [gate for gate in b9_load.gates(result)
                 if "errors" in gate or "lost" in gate or "refold" in gate]
     assert "| 2 | `POST /turn-stop` |" in b9_load.table(result)
+    assert "polls alone" in b9_load.table(result)
     draw_b9(result, tmp_path / "b9.png")
     assert (tmp_path / "b9.png").read_bytes().startswith(b"\x89PNG")
