@@ -22,13 +22,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def review_project(project: Project) -> Project:
-    project.review_mode = "required"
-    project.save(update_fields=["review_mode"])
-    return project
-
-
-@pytest.fixture
 def sams_secret(review_project: Project) -> str:
     """The secret of an agent token owned by sam, a reviewer of the project: logged in, sam
     could approve what another token proposes."""

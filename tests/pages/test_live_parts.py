@@ -19,27 +19,10 @@ from governor.services.waits import wait_slot
 from reviews.models import Review
 from tests.conftest import AgentClient
 from tests.harness_builders import Trace
-from tests.pages import propose, reviewer_client
+from tests.pages import propose
 from tests.pages.test_review_pages import member
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def review_project(project: Project) -> Project:
-    project.review_mode = "required"
-    project.save(update_fields=["review_mode"])
-    return project
-
-
-@pytest.fixture
-def rita(reviewer: Any, review_project: Project) -> Client:
-    return reviewer_client("rita", "rita-password-1")
-
-
-@pytest.fixture
-def intent_review(agent: AgentClient, workspace: Path, review_project: Project) -> Review:
-    return propose(agent, workspace)[1]
 
 
 def live_url(html: str, part: str) -> str:

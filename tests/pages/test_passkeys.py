@@ -37,18 +37,6 @@ def _relying_party(settings: Any) -> None:
 
 
 @pytest.fixture
-def review_project(project: Project) -> Project:
-    project.review_mode = "required"
-    project.save(update_fields=["review_mode"])
-    return project
-
-
-@pytest.fixture
-def rita(reviewer: Any, review_project: Project) -> Client:
-    return reviewer_client("rita", "rita-password-1")
-
-
-@pytest.fixture
 def soft() -> SoftAuthenticator:
     return SoftAuthenticator(rp_id="localhost", origin=ORIGIN)
 

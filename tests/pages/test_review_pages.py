@@ -23,23 +23,6 @@ from tests.pages import forms_on, press, propose, reject, reviewer_client
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def review_project(project: Project) -> Project:
-    project.review_mode = "required"
-    project.save(update_fields=["review_mode"])
-    return project
-
-
-@pytest.fixture
-def rita(reviewer: Any, review_project: Project) -> Client:
-    return reviewer_client("rita", "rita-password-1")
-
-
-@pytest.fixture
-def intent_review(agent: AgentClient, workspace: Path, review_project: Project) -> Review:
-    return propose(agent, workspace)[1]
-
-
 def member(username: str, project: Project, *roles: str) -> Client:
     user = get_user_model().objects.create_user(username, f"{username}@example.com",
                                                 f"{username}-password-1")

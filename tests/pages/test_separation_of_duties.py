@@ -22,18 +22,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def review_project(project: Project) -> Project:
-    project.review_mode = "required"
-    project.save(update_fields=["review_mode"])
-    return project
-
-
-@pytest.fixture
-def rita(reviewer: Any, review_project: Project) -> Client:
-    return reviewer_client("rita", "rita-password-1")
-
-
-@pytest.fixture
 def ritas_agent(reviewer: Any, review_project: Project) -> AgentClient:
     """An agent token of the project that the reviewer rita owns."""
     _, secret = token_create(project=review_project, name="rita's agent", owner=reviewer)
