@@ -437,8 +437,8 @@ def _child_setup(limits: Mapping[str, int], who: _Identity, staged: list[tuple[s
     (source, target) binds in a mount namespace of its own."""
     rlimits = [(resource.RLIMIT_NPROC, limits["pids"]),
                (resource.RLIMIT_FSIZE, limits["fileBytes"]),
-               (resource.RLIMIT_CPU, limits["cpuSeconds"]),
-               (resource.RLIMIT_NOFILE, limits["openFiles"])]
+               (resource.RLIMIT_CPU, limits["cpuSeconds"])]
+    open_files = limits["openFiles"]
     address_space = limits["memoryBytes"]
     binds = [(source.encode(), target.encode()) for source, target in staged]
     kill = int(signal.SIGKILL)
@@ -447,7 +447,7 @@ def _child_setup(limits: Mapping[str, int], who: _Identity, staged: list[tuple[s
         # The cgroup first, while still root: everything of the run is counted in it.
         if cgroup is not None:
             cgroup.join()
-        # Limits next: only root may raise a hard limit (open files may need it).
+        # Limits next: only root may raise a hard limit.
         for which, value in rlimits:
             resource.setrlimit(which, (value, value))
         if who.switch_from_root:
@@ -468,6 +468,10 @@ def _child_setup(limits: Mapping[str, int], who: _Identity, staged: list[tuple[s
             os.close(directory)
             for source, target in binds:
                 checked(_libc.mount(source, target, None, MS_BIND | MS_REC, None), "bind")
+        # Open files after staging, which opens descriptors while the child still holds every
+        # descriptor of the worker (they are closed just before exec), and while still root,
+        # which may raise the hard limit.
+        resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
         if who.switch_from_root:
             os.setgroups([])
             os.setresgid(who.gid, who.gid, who.gid)

@@ -46,6 +46,23 @@ def test_a_command_cannot_open_more_files_than_the_open_files_limit(workspace: P
     assert "held" not in result.stdout.tail
 
 
+def test_a_worker_holding_many_descriptors_still_starts_a_sandbox_with_a_low_open_files_limit(
+    workspace: Path,
+) -> None:
+    """A long-lived worker holds many descriptors, all below the profile's `open_files`; the
+    child that starts bubblewrap still has them until just before exec, so it must stage the
+    workspace before that limit applies, or the run fails as infrastructure."""
+    held = [os.open("/dev/null", os.O_RDONLY) for _ in range(64)]
+    try:
+        result = run(["python3", "-c", OPEN_MANY, "100"], workspace, limits={"open_files": 32})
+    finally:
+        for descriptor in held:
+            os.close(descriptor)
+    assert (result.passed, result.failure_kind, result.exit_code) == (False, "exit", 1), (
+        output(result))
+    assert "Too many open files" in result.stderr.tail
+
+
 # --- the sandbox dies with the process that started it ---------------------------------------
 
 STARTER = textwrap.dedent("""\
