@@ -96,6 +96,21 @@ def session(agent: AgentClient, workspace: Path) -> dict[str, Any]:
     return agent.create_session(workspace)
 
 
+def filesystem_store(location: Path) -> dict[str, Any]:
+    """A blob store on the filesystem at `location` (settings.STORAGES["governor_blobs"])."""
+    return {"BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(location), "allow_overwrite": True,
+                        "file_permissions_mode": 0o600, "directory_permissions_mode": 0o700}}
+
+
+@pytest.fixture
+def private_store(settings: Any, tmp_path: Path) -> None:
+    """The test's own var directory and filesystem blob store."""
+    settings.VAR_DIR = tmp_path / "var"
+    settings.STORAGES = {**settings.STORAGES,
+                         "governor_blobs": filesystem_store(tmp_path / "blobs")}
+
+
 @pytest.fixture(autouse=True)
 def _tasks_run_inline() -> Any:
     """Unit and API tests run Celery tasks in-process; integration tests use a real worker."""

@@ -13,8 +13,7 @@ from governor.domain.tree import blob_id
 from governor.models import Blob, Project
 from governor.services import blobs as blob_services
 from tests.api import test_blob_store
-from tests.api.test_blob_store import filesystem_store
-from tests.conftest import AgentClient
+from tests.conftest import AgentClient, filesystem_store
 from tests.s3_server import s3_server  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db

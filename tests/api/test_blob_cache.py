@@ -14,17 +14,9 @@ from governor.domain.tree import ManifestEntry, blob_id
 from governor.models import Project
 from governor.services.blobs import blob_store_bytes
 from governor.services.materialise import blob_cache_trim, materialised
-from tests.api.test_blob_store import filesystem_store
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_store")]
 CONTENTS = {name: name.encode() * 1000 for name in "ABCD"}  # 1,000 bytes each
-
-
-@pytest.fixture(autouse=True)
-def private_store(settings: Any, tmp_path: Path) -> None:
-    settings.VAR_DIR = tmp_path / "var"
-    settings.STORAGES = {**settings.STORAGES,
-                         "governor_blobs": filesystem_store(tmp_path / "blobs")}
 
 
 @pytest.fixture

@@ -15,16 +15,10 @@ from django.utils import timezone
 from governor.domain.tree import blob_id
 from governor.models import Blob, Project
 from governor.services import blobs as blob_services
-from tests.conftest import AgentClient
+from tests.conftest import AgentClient, filesystem_store
 from tests.s3_server import s3_server  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.django_db
-
-
-def filesystem_store(location: Path) -> dict[str, Any]:
-    return {"BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(location), "allow_overwrite": True,
-                        "file_permissions_mode": 0o600, "directory_permissions_mode": 0o700}}
 
 
 @pytest.fixture(params=["filesystem", "s3"])

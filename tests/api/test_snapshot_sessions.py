@@ -13,18 +13,11 @@ import pytest
 from governor.domain.tree import blob_id, hash_tree
 from governor.models import Blob, Event, WorkspaceTree
 from governor.services.blobs import blob_read
-from tests.api.test_blob_store import filesystem_store, put
+from tests.api.test_blob_store import put
 from tests.api.test_contracts import readme_contract
 from tests.conftest import AgentClient
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def private_store(settings: Any, tmp_path: Path) -> None:
-    settings.VAR_DIR = tmp_path / "var"
-    settings.STORAGES = {**settings.STORAGES,
-                         "governor_blobs": filesystem_store(tmp_path / "blobs")}
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_store")]
 
 
 def upload_directory(agent: AgentClient, session: str, root: Path) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.core.files.storage import storages
@@ -22,17 +21,8 @@ from tests.api.test_snapshot_sessions import upload_directory
 from tests.conftest import AgentClient
 from verification.models import VerificationRun, VerifierProfile
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_store")]
 LONG_AGO = timedelta(days=2)
-
-
-@pytest.fixture(autouse=True)
-def private_store(settings: Any, tmp_path: Path) -> None:
-    from tests.api.test_blob_store import filesystem_store
-
-    settings.VAR_DIR = tmp_path / "var"
-    settings.STORAGES = {**settings.STORAGES,
-                         "governor_blobs": filesystem_store(tmp_path / "blobs")}
 
 
 def version(agent: AgentClient, session: str, root: Path, text: str) -> str:

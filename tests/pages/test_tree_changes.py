@@ -11,20 +11,12 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from tests.api.test_blob_store import filesystem_store
 from tests.api.test_contracts import readme_contract
 from tests.api.test_snapshot_sessions import upload_directory
 from tests.conftest import AgentClient
 from tests.pages import reviewer_client
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def private_store(settings: Any, tmp_path: Path) -> None:
-    settings.VAR_DIR = tmp_path / "var"
-    settings.STORAGES = {**settings.STORAGES,
-                         "governor_blobs": filesystem_store(tmp_path / "blobs")}
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_store")]
 
 
 @pytest.fixture
