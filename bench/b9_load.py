@@ -10,17 +10,18 @@ only. For each level of concurrent scripted agents (10, 50, 200 by default), for
   run, the run requested and waited for with the long poll, the turn-stop that certifies
   (review off). Agents share 50 tokens, so the per-token cap on waits never refuses them;
 - 1,000 long polls are held open on a pending review (another session, begun while review was
-  required; 250 more tokens, 4 waits each) by a client process of their own, opened over the
-  5 s before the agents start and re-issued as they end;
-- `/healthz` is asked every 100 ms: for 5 s with the 1,000 polls open and no agent yet (the
-  goal's condition), then all the while the agents work.
+  required; 250 more tokens, 4 waits each) by a client process of their own, opened over 5 s
+  and re-issued as they end;
+- `/healthz` is asked every 100 ms: from 5 s after the last poll opened, for 5 s with the 1,000
+  polls waiting and no agent yet (the goal's condition), then all the while the agents work.
 
 Reported per level: `/healthz` with the polls alone, per route p50/p95/p99 and throughput,
 errors (any unexpected status or a transport error), lifecycles completed, the wake-up delay
-of a waiting client after the run's result committed (its answer's arrival − the run's
-`finished_at`), and lost events: after the level, `manage.py governor_refold --check` must
-find every projection equal to the fold of its log, and every session's export must verify
-(governor.verify) and hold every event its agent sent. The chart docs/img/b9_load.png draws
+of a waiting client after the run's result committed (its answer's arrival − the moment a
+subscriber of the bench's own hears the run announced, which the service does when the result's
+transaction commits), and lost events: after the level, `manage.py governor_refold --check`
+must find every projection equal to the fold of its log, and every session's export must
+verify (governor.verify) and hold every event its agent sent. The chart docs/img/b9_load.png draws
 the p99 of each route against agents.
 """
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import multiprocessing
@@ -37,9 +39,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import redis.asyncio as aioredis
 
 from bench.common import markdown_table, postgres_url, progress
 from bench.live import broker_for, governor, load_profiles, set_project
+from governor.services.notify import channel
 from tests.harness_builders import Trace
 
 NAME = "B9"
@@ -51,7 +55,8 @@ WAITS_PER_TOKEN = 4  # the default GOVERNOR_MAX_WAITS_PER_TOKEN
 PACE_SECONDS = 0.1
 HEALTH_EVERY = 0.1
 RAMP_SECONDS = 5.0  # the held polls are opened over this long, before the agents start
-ALONE_SECONDS = 5.0  # then /healthz is asked with only the held polls open
+SETTLE_SECONDS = 5.0  # then left to finish opening (each is a few reads and a write)
+ALONE_SECONDS = 5.0  # then /healthz is asked with only the held polls open, waiting
 REDIS_DB = 12
 GOAL_ERRORS = 0
 GOAL_TURN_STOP_P99_MS = 250.0  # at 50 agents on PostgreSQL
@@ -82,12 +87,6 @@ project = Project.objects.get(slug="demo")
 owner = get_user_model().objects.get(username="demo-agent")
 print(json.dumps([token_create(project=project, name=f"b9-{uuid.uuid4().hex[:12]}",
                                owner=owner)[1] for _ in range({count})]))
-"""
-FINISHED_SCRIPT = """
-import json
-from verification.models import VerificationRun
-print(json.dumps({str(pk): at.timestamp() for pk, at in
-                  VerificationRun.objects.values_list("pk", "finished_at") if at}))
 """
 
 
@@ -138,14 +137,13 @@ def _level(server: str | None, agents: int, seconds: float, waiters: int) -> dic
         out = live.manage("shell", "-v", "0", "-c",
                           TOKENS_SCRIPT.replace("{count}", str(AGENT_TOKENS + wait_tokens)))
         tokens = json.loads(out.strip().splitlines()[-1])
-        load = asyncio.run(_drive(live.url, live.workspace_root, tokens[:AGENT_TOKENS],
+        load = asyncio.run(_drive(live.url, broker, live.workspace_root, tokens[:AGENT_TOKENS],
                                   tokens[AGENT_TOKENS:], waits_on, agents, seconds, waiters))
         refold = live.manage("governor_refold", "--check").strip().splitlines()[-1]
-        finished = json.loads(live.manage("shell", "-v", "0", "-c",
-                                          FINISHED_SCRIPT).strip().splitlines()[-1])
         lost = _check_exports(live.url, tokens[0], load["sessions"])
-    wake = sorted((answered - finished[run_id]) * 1000
-                  for run_id, answered in load["run_answers"].items() if run_id in finished)
+    wake = sorted((answered - load["run_commits"][run_id]) * 1000
+                  for run_id, answered in load["run_answers"].items()
+                  if run_id in load["run_commits"])
     return {
         "health_alone": (_stats(load["health_alone"], ALONE_SECONDS)
                          if load["health_alone"] else None),
@@ -205,9 +203,11 @@ class Load:
         return response.json()
 
 
-async def _drive(url: str, root: Path, agent_tokens: list[str], wait_tokens: list[str],
-                 waits_on: str, agents: int, seconds: float, waiters: int) -> dict[str, Any]:
+async def _drive(url: str, broker: str, root: Path, agent_tokens: list[str],
+                 wait_tokens: list[str], waits_on: str, agents: int, seconds: float,
+                 waiters: int) -> dict[str, Any]:
     load = Load(time.monotonic() + seconds)
+    commits = asyncio.create_task(_run_commits(broker)) if broker.startswith("redis") else None
     # The held polls come from a process of their own, so its event loop's work is not counted
     # in the agents' latencies (both still share the machine's CPUs with the server).
     context = multiprocessing.get_context("spawn")
@@ -217,7 +217,7 @@ async def _drive(url: str, root: Path, agent_tokens: list[str], wait_tokens: lis
     holder.start()
     limits = httpx.Limits(max_connections=agents + 20, max_keepalive_connections=None)
     async with httpx.AsyncClient(base_url=url, timeout=90, limits=limits) as client:
-        await asyncio.sleep(RAMP_SECONDS)  # the polls are open before the agents start
+        await asyncio.sleep(RAMP_SECONDS + SETTLE_SECONDS)  # the polls wait before agents start
         alone = Load(time.monotonic() + ALONE_SECONDS)  # /healthz with only the polls open
         await _health(alone, client)
         load.errors += alone.errors
@@ -227,6 +227,11 @@ async def _drive(url: str, root: Path, agent_tokens: list[str], wait_tokens: lis
                  for n in range(agents)]
         tasks.append(_health(load, client))
         await asyncio.gather(*tasks)
+    run_commits: dict[str, float] = {}
+    if commits is not None:
+        commits.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            run_commits = await commits
     polls = await asyncio.get_running_loop().run_in_executor(None, answers.get, True, 180)
     holder.join(timeout=30)
     load.errors += polls["errors"]
@@ -234,16 +239,37 @@ async def _drive(url: str, root: Path, agent_tokens: list[str], wait_tokens: lis
     return {"samples": load.samples, "errors": load.errors, "error_examples": load.error_examples,
             "health_alone": alone.samples["GET /healthz"],
             "sessions": load.sessions, "run_answers": load.run_answers,
+            "run_commits": run_commits,
             "lifecycles": load.lifecycles, "polls_answered": polls["answered"],
             "open_max": polls["open_max"]}
+
+
+async def _run_commits(broker: str) -> dict[str, float]:
+    """When each run's result committed, as heard by a subscriber of its own: the service
+    announces a run's topic once, after the transaction that finishes it commits (on_commit)."""
+    heard: dict[str, float] = {}
+    prefix = channel(broker, "run:")
+    client = aioredis.Redis.from_url(broker)
+    try:
+        async with client.pubsub() as pubsub:
+            await pubsub.psubscribe(prefix + "*")
+            try:
+                async for message in pubsub.listen():
+                    if message["type"] == "pmessage":
+                        heard[message["channel"].decode()[len(prefix):]] = time.time()
+            except asyncio.CancelledError:
+                return heard
+    finally:
+        await client.aclose()
+    return heard
 
 
 def _hold_polls(url: str, path: str, tokens: list[str], waiters: int, seconds: float,
                 answers: Any) -> None:
     """`waiters` long polls on `path`, opened over RAMP_SECONDS and re-issued as they end, until
-    the agents' time is over (ALONE_SECONDS after the ramp, then `seconds`); what happened,
-    into `answers`."""
-    load = Load(time.monotonic() + RAMP_SECONDS + ALONE_SECONDS + seconds)
+    the agents' time is over (SETTLE_SECONDS + ALONE_SECONDS after the ramp, then `seconds`);
+    what happened, into `answers`."""
+    load = Load(time.monotonic() + RAMP_SECONDS + SETTLE_SECONDS + ALONE_SECONDS + seconds)
 
     async def hold() -> None:
         limits = httpx.Limits(max_connections=waiters + 10, max_keepalive_connections=None)
@@ -410,10 +436,11 @@ def table(result: dict[str, Any]) -> str:
     parts.append(
         f"{p['seconds']:g} s per level; agents pace themselves ({p['pace_ms']:g} ms between "
         f"requests) and share {p['agent_tokens']} tokens; {p['waiters']} long polls on a "
-        f"pending review held open meanwhile (re-issued as they end), `/healthz` asked for "
-        f"{ALONE_SECONDS:g} s with only those polls open before the agents start; {p['server']}. "
-        f"Wake-up: a waiting client's answer arriving − the run's `finished_at` (the commit "
-        f"follows it by a little, so this slightly overstates the delay). Goals: "
+        f"pending review held open meanwhile (opened over {RAMP_SECONDS:g} s, re-issued as they "
+        f"end), `/healthz` asked for {ALONE_SECONDS:g} s with only those polls waiting (from "
+        f"{SETTLE_SECONDS:g} s after the last opened) before the agents start; {p['server']}. "
+        f"Wake-up: a waiting client's answer arriving − the bench's own Redis subscriber "
+        f"hearing the run's result announced (on commit). Goals: "
         f"{GOAL_ERRORS} errors and 0 lost events at every level; p99 turn-stop ≤ "
         f"{GOAL_TURN_STOP_P99_MS:g} ms at 50 agents on PostgreSQL; `/healthz` p99 ≤ "
         f"{GOAL_HEALTH_P99_MS:g} ms with the {p['waiters']} polls open; wake-up ≤ "

@@ -93,15 +93,12 @@ async def live_answer(request: HttpRequest, *, user: AbstractBaseUser, topics: S
                                       f"expected, not {raw!r}", content_type="text/plain")
     before = request.GET.get("version", "")
     try:
-        now = await long_poll(request, waiter=user, seconds=int(raw),
-                              topics=topics, read=shown,
-                              settled=lambda answer: answer.version != before,
-                              changes_in=lambda answer: answer.changes_in)
+        return await long_poll(
+            request, waiter=user, seconds=int(raw), topics=topics, read=shown,
+            settled=lambda now: now.version != before, changes_in=lambda now: now.changes_in,
+            answer=lambda now: HttpResponse(status=204) if now.version == before else fragment(0))
     except TooManyWaits:
         return await off_thread(request, fragment, LIVE_FALLBACK_SECONDS)
-    if now.version == before:
-        return HttpResponse(status=204)
-    return await off_thread(request, fragment, 0)
 
 
 def signed_in_live(view: Callable[..., Any]) -> Callable[..., Any]:

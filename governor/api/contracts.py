@@ -130,14 +130,13 @@ async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> 
     if wait > 0:  # a slot even when nothing is pending: the cap counts every `wait`
         pending = review if review is not None and review.status == "pending" else None
         seen = (pending.pk, pending.status) if pending else None
-        await long_poll(
+        review = await long_poll(
             request, waiter=token, seconds=wait, topics=[review_topic(session.pk)],
             read=lambda: reviews.review_newest(session),
             settled=lambda latest: (pending is None or latest is None
                                     or (latest.pk, latest.status) != seen
-                                    or timezone.now() >= pending.expires_at))
-        if pending is not None:
-            review = await off_thread(request, reviews.review_latest, session)
+                                    or timezone.now() >= pending.expires_at),
+            answer=lambda _: review if pending is None else reviews.review_latest(session))
     return {"review": reviews.review_status(review) if review else None}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from django.http import HttpRequest
@@ -55,19 +54,18 @@ async def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str
     if wait > 0:  # a slot even when it has finished: the cap counts every `wait`
         # A lost run ends when its lease or queue time runs out, which nobody announces: the
         # wait re-reads at that moment, and the read after it ends the run.
-        def lost_in(row: tuple[str, datetime | None, datetime]) -> float | None:
-            at = services.run_lost_at(*row)
+        def lost_in(now: VerificationRun) -> float | None:
+            at = services.run_lost_at(now.state, now.lease_expires_at, now.created_at)
             return None if at is None else (at - timezone.now()).total_seconds()
 
-        def settled(row: tuple[str, datetime | None, datetime]) -> bool:
-            due = lost_in(row)
-            return row[0] == RunState.FINISHED or (due is not None and due <= 0)
+        def settled(now: VerificationRun) -> bool:
+            due = lost_in(now)
+            return now.state == RunState.FINISHED or (due is not None and due <= 0)
 
-        await long_poll(
+        # Each read is the whole run: a wake-up's trip answers with what it read.
+        return await long_poll(
             request, waiter=token, seconds=wait, topics=[run_topic(run.pk)],
-            read=lambda: VerificationRun.objects.values_list(
-                "state", "lease_expires_at", "created_at").get(pk=run.pk),
-            settled=settled, changes_in=lost_in)
-        if run.state != RunState.FINISHED:  # one read for the answer, on the wake-up's path
-            return await off_thread(request, lambda: _run_now(token, run_id).as_dict())
+            read=lambda: run_for_token(token, run_id), settled=settled, changes_in=lost_in,
+            answer=lambda now: (now if now.state == RunState.FINISHED
+                                else _run_now(token, run_id)).as_dict())
     return await off_thread(request, run.as_dict)

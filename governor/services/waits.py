@@ -12,16 +12,16 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.handlers.asgi import ASGIRequest
 from django.db import DatabaseError, IntegrityError, connection, transaction
-from django.db.models import Min
+from django.db.models import Min, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -30,6 +30,7 @@ from governor.services.errors import TooManyWaits
 from governor.services.notify import Listener
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 # A slot outlives its wait only when the process holding it died (its `finally` never ran);
 # after this much longer it counts as free again.
@@ -51,18 +52,18 @@ def _holder(waiter: Waiter) -> tuple[dict[str, Any], int, str]:
     return {"user": waiter}, settings.GOVERNOR_MAX_WAITS_PER_USER, "GOVERNOR_MAX_WAITS_PER_USER"
 
 
-@contextmanager
-def _slot_transaction() -> Iterator[None]:
-    """A transaction writing wait slots. Their rows need not outlive a crash of the database
-    server, so on PostgreSQL its commit does not wait for the log to reach the disk
-    (synchronous_commit off, several milliseconds per long poll): a claim lost in a crash was
-    a wait that ended with it, a release lost is a slot that frees itself after its wait and
-    ABANDONED_AFTER."""
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        yield
+def _one_statement() -> AbstractContextManager[Any]:
+    """Each write of wait slots is one statement committed on its own (in a transaction, as in
+    a test, a savepoint, so a conflict does not end it). On PostgreSQL the table is UNLOGGED
+    (migration 0013): a claim or release skips the write-ahead log and does not wait for the
+    disk, as the slots need not outlive a crash of the database server: the waits end with it."""
+    return transaction.atomic() if connection.in_atomic_block else nullcontext()
+
+
+def _delete(slots: QuerySet[WaitSlot]) -> None:
+    """One DELETE statement (QuerySet.delete() adds a transaction around it: two more trips)."""
+    with _one_statement():
+        slots._raw_delete(slots.db)
 
 
 def _claim(holder: dict[str, Any], cap: int, seconds: int) -> WaitSlot | None:
@@ -71,14 +72,13 @@ def _claim(holder: dict[str, Any], cap: int, seconds: int) -> WaitSlot | None:
     now = timezone.now()
     held = dict(WaitSlot.objects.filter(**holder).values_list("slot", "until"))
     if any(until < now - ABANDONED_AFTER for until in held.values()):
-        with _slot_transaction():
-            WaitSlot.objects.filter(**holder, until__lt=now - ABANDONED_AFTER).delete()
+        _delete(WaitSlot.objects.filter(**holder, until__lt=now - ABANDONED_AFTER))
         held = {slot: until for slot, until in held.items() if until >= now - ABANDONED_AFTER}
     for slot in range(cap):
         if slot in held:
             continue
         try:
-            with _slot_transaction():
+            with _one_statement():
                 return WaitSlot.objects.create(**holder, slot=slot,
                                                until=now + timedelta(seconds=seconds))
         except IntegrityError:
@@ -110,8 +110,7 @@ def slot_claim(waiter: Waiter, seconds: int) -> WaitSlot | None:
 
 def slot_release(held: WaitSlot | None) -> None:
     if held is not None:
-        with _slot_transaction():
-            WaitSlot.objects.filter(pk=held.pk).delete()
+        _delete(WaitSlot.objects.filter(pk=held.pk))
 
 
 @contextmanager
@@ -122,6 +121,10 @@ def wait_slot(waiter: Waiter, seconds: int) -> Iterator[None]:
         yield
     finally:
         slot_release(held)
+
+
+def _as_is(state: Any) -> Any:
+    return state
 
 
 # The threads long polls read on (served over ASGI). Plain executor threads: sync_to_async
@@ -161,36 +164,59 @@ def off_thread(request: HttpRequest, function: Callable[..., T], *args: Any) -> 
 
 async def long_poll(request: HttpRequest, *, waiter: Waiter, seconds: int,
                     topics: Sequence[str], read: Callable[[], T], settled: Callable[[T], bool],
-                    changes_in: Callable[[T], float | None] = lambda _: None) -> T:
-    """The one long poll (`?wait=`): `read()` until `settled(answer)` or `seconds` (clamped to
+                    changes_in: Callable[[T], float | None] = lambda _: None,
+                    answer: Callable[[T], R] = _as_is) -> R:
+    """The one long poll (`?wait=`): `read()` until `settled(state)` or `seconds` (clamped to
     0..MAX_WAIT_SECONDS) pass, waking when any of `topics` is announced, at least every
-    GOVERNOR_WAIT_RECHECK_MS, and when `changes_in(answer)` seconds have passed (an answer
-    that changes with time alone, with nobody to announce it: a run whose lease runs out, a
-    proposal whose time runs out). `read` only reads: no write happens while waiting. Holds a
-    wait slot of `waiter` (an agent token or a signed-in person) throughout, or raises
-    TooManyWaits."""
+    GOVERNOR_WAIT_RECHECK_MS, and when `changes_in(state)` seconds have passed (a state that
+    changes with time alone, with nobody to announce it: a run whose lease runs out, a proposal
+    whose time runs out); then `answer(state)`, read after the wait. `read` only reads: no
+    write happens while waiting. Holds a wait slot of `waiter` (an agent token or a signed-in
+    person) throughout, or raises TooManyWaits.
+
+    Each read is one trip to a reader thread, and the read that ends the wait also releases the
+    slot and reads the answer on that trip: a wake-up costs one trip, as does a wait whose
+    first read is already settled (the slot is claimed on that trip too)."""
     seconds = max(0, min(seconds, MAX_WAIT_SECONDS))
     async with Listener(*topics) as heard:
-        # The slot and the first read on one trip to a reader thread (and one pooled
-        # connection): what thousands of waits opening at once cost.
-        held, answer = await off_thread(request, lambda: _claim_and_read(waiter, seconds, read))
+        held, (done, state) = await off_thread(
+            request, _first_trip, waiter, seconds, read, settled, answer)
         try:
             deadline = time.monotonic() + seconds
             recheck = settings.GOVERNOR_WAIT_RECHECK_MS / 1000
-            while not settled(answer) and (left := deadline - time.monotonic()) > 0:
-                due = changes_in(answer)
-                await heard.wait(min(left, recheck, recheck if due is None else max(due, 0.01)))
-                answer = await off_thread(request, read)
-            return answer
-        finally:
-            await off_thread(request, slot_release, held)
+            while not done:
+                if (left := deadline - time.monotonic()) > 0:
+                    due = changes_in(state)
+                    await heard.wait(min(left, recheck,
+                                         recheck if due is None else max(due, 0.01)))
+                done, state = await off_thread(request, _trip, held, read, settled, answer,
+                                               time.monotonic() >= deadline)
+            return cast(R, state)  # done: the answer
+        except BaseException:
+            if not done:
+                await off_thread(request, slot_release, held)
+            raise
 
 
-def _claim_and_read(waiter: Waiter, seconds: int,
-                    read: Callable[[], T]) -> tuple[WaitSlot | None, T]:
+def _trip(held: WaitSlot | None, read: Callable[[], T], settled: Callable[[T], bool],
+          answer: Callable[[T], R], last: bool) -> tuple[bool, Any]:
+    """One read of a long poll: (False, state) while it waits on, or (True, answer) with the
+    slot released."""
+    state = read()
+    if not (last or settled(state)):
+        return False, state
+    try:
+        return True, answer(state)
+    finally:
+        slot_release(held)
+
+
+def _first_trip(waiter: Waiter, seconds: int, read: Callable[[], T],
+                settled: Callable[[T], bool], answer: Callable[[T], R],
+                ) -> tuple[WaitSlot | None, tuple[bool, Any]]:
     held = slot_claim(waiter, seconds)
     try:
-        return held, read()
+        return held, _trip(held, read, settled, answer, last=seconds == 0)
     except BaseException:
         slot_release(held)
         raise
