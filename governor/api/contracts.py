@@ -136,7 +136,7 @@ async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> 
             settled=lambda latest: (pending is None or latest is None
                                     or (latest.pk, latest.status) != seen
                                     or timezone.now() >= pending.expires_at),
-            answer=lambda _: review if pending is None else reviews.review_latest(session))
+            answer=lambda latest: latest if pending is None else reviews.review_latest(session))
     return {"review": reviews.review_status(review) if review else None}
 
 

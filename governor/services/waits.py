@@ -123,10 +123,6 @@ def wait_slot(waiter: Waiter, seconds: int) -> Iterator[None]:
         slot_release(held)
 
 
-def _as_is(state: Any) -> Any:
-    return state
-
-
 # The threads long polls read on (served over ASGI). Plain executor threads: sync_to_async
 # would carry the request's context, and with it the request thread's connection.
 READ_THREADS = 8
@@ -160,6 +156,10 @@ def off_thread(request: HttpRequest, function: Callable[..., T], *args: Any) -> 
         return asyncio.get_running_loop().run_in_executor(
             _readers, _pooled, lambda: function(*args))
     return sync_to_async(function)(*args)
+
+
+def _as_is(state: Any) -> Any:
+    return state
 
 
 async def long_poll(request: HttpRequest, *, waiter: Waiter, seconds: int,
