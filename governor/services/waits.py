@@ -53,17 +53,17 @@ def _holder(waiter: Waiter) -> tuple[dict[str, Any], int, str]:
 
 
 def _one_statement() -> AbstractContextManager[Any]:
-    """Each write of wait slots is one statement committed on its own (in a transaction, as in
-    a test, a savepoint, so a conflict does not end it). On PostgreSQL the table is UNLOGGED
-    (migration 0013): a claim or release skips the write-ahead log and does not wait for the
-    disk, as the slots need not outlive a crash of the database server: the waits end with it."""
+    """A claim is one statement committed on its own (in a transaction, as in a test, a
+    savepoint, so a conflict does not end it); so is a release (`_delete`). On PostgreSQL the
+    table is UNLOGGED (migration 0013): a claim or release skips the write-ahead log and does
+    not wait for the disk, as the slots need not outlive a crash of the database server: the
+    waits end with it."""
     return transaction.atomic() if connection.in_atomic_block else nullcontext()
 
 
 def _delete(slots: QuerySet[WaitSlot]) -> None:
     """One DELETE statement (QuerySet.delete() adds a transaction around it: two more trips)."""
-    with _one_statement():
-        slots._raw_delete(slots.db)
+    slots._raw_delete(slots.db)
 
 
 def _claim(holder: dict[str, Any], cap: int, seconds: int) -> WaitSlot | None:
