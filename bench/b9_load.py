@@ -33,6 +33,7 @@ import contextlib
 import json
 import math
 import multiprocessing
+import os
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -41,6 +42,7 @@ from typing import Any
 import httpx
 import redis.asyncio as aioredis
 
+from bench import cpu
 from bench.common import markdown_table, postgres_url, progress
 from bench.live import broker_for, governor, load_profiles, set_project
 from governor.services.notify import channel
@@ -118,6 +120,7 @@ def measure(levels: list[int], seconds: float, waiters: int,
                                                                  waiters)
     return {"params": {"levels": levels, "seconds": seconds, "waiters": waiters,
                        "agent_tokens": AGENT_TOKENS, "pace_ms": PACE_SECONDS * 1000,
+                       "cpus": cpu.machine_cpus(),
                        "server": "governor_serve: gunicorn, 2 uvicorn workers; Celery worker "
                                  "--concurrency 2; Redis broker"},
             "databases": results}
@@ -138,7 +141,8 @@ def _level(server: str | None, agents: int, seconds: float, waiters: int) -> dic
                           TOKENS_SCRIPT.replace("{count}", str(AGENT_TOKENS + wait_tokens)))
         tokens = json.loads(out.strip().splitlines()[-1])
         load = asyncio.run(_drive(live.url, broker, live.workspace_root, tokens[:AGENT_TOKENS],
-                                  tokens[AGENT_TOKENS:], waits_on, agents, seconds, waiters))
+                                  tokens[AGENT_TOKENS:], waits_on, agents, seconds, waiters,
+                                  live.server_pid))
         refold = live.manage("governor_refold", "--check").strip().splitlines()[-1]
         lost = _check_exports(live.url, tokens[0], load["sessions"])
     wake = sorted((answered - load["run_commits"][run_id]) * 1000
@@ -153,7 +157,7 @@ def _level(server: str | None, agents: int, seconds: float, waiters: int) -> dic
         "long_polls_answered": load["polls_answered"], "long_polls_open_max": load["open_max"],
         "wake_ms": _stats(wake, seconds) if wake else None,
         "refold": refold, "lost_events": lost["lost"], "exports_failed": lost["failed"],
-        "exports_checked": lost["checked"],
+        "exports_checked": lost["checked"], "cpu": load["cpu"],
     }
 
 
@@ -205,7 +209,7 @@ class Load:
 
 async def _drive(url: str, broker: str, root: Path, agent_tokens: list[str],
                  wait_tokens: list[str], waits_on: str, agents: int, seconds: float,
-                 waiters: int) -> dict[str, Any]:
+                 waiters: int, server_pid: int) -> dict[str, Any]:
     load = Load(time.monotonic() + seconds)
     commits = asyncio.create_task(_run_commits(broker)) if broker.startswith("redis") else None
     # The held polls come from a process of their own, so its event loop's work is not counted
@@ -226,7 +230,9 @@ async def _drive(url: str, broker: str, root: Path, agent_tokens: list[str],
         tasks = [_agent(load, client, root, n, agent_tokens[n % len(agent_tokens)])
                  for n in range(agents)]
         tasks.append(_health(load, client))
+        before = _cpu_now(server_pid)
         await asyncio.gather(*tasks)
+        used = _cpu_used(before, _cpu_now(server_pid))
     run_commits: dict[str, float] = {}
     if commits is not None:
         commits.cancel()
@@ -241,7 +247,28 @@ async def _drive(url: str, broker: str, root: Path, agent_tokens: list[str],
             "sessions": load.sessions, "run_answers": load.run_answers,
             "run_commits": run_commits,
             "lifecycles": load.lifecycles, "polls_answered": polls["answered"],
-            "open_max": polls["open_max"]}
+            "open_max": polls["open_max"], "cpu": used}
+
+
+def _cpu_now(server_pid: int) -> dict[str, float]:
+    """CPU seconds so far: the machine's, the web processes' (gunicorn), the worker's (Celery,
+    with its sandboxes), and this bench's with its poll holder (its process tree, less the
+    server it started)."""
+    parts: dict[str, list[int]] = {"web": [], "worker": []}
+    for child in cpu.child_processes(server_pid):
+        parts["worker" if "celery" in cpu.command_line(child) else "web"].append(child)
+    seconds = cpu.trees_seconds({**parts, "self": [os.getpid()], "server": [server_pid]})
+    return {"time": time.monotonic(), "busy": cpu.machine_busy(), "web": seconds["web"],
+            "worker": seconds["worker"], "client": seconds["self"] - seconds["server"]}
+
+
+def _cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Each part's share of the machine's CPU capacity over the interval, in percent."""
+    capacity = (after["time"] - before["time"]) * cpu.machine_cpus() / 100
+    used = {part: (after[part] - before[part]) / capacity
+            for part in ("busy", "web", "worker", "client")}
+    used["rest"] = used["busy"] - used["web"] - used["worker"] - used["client"]
+    return {part: round(share, 1) for part, share in used.items()}
 
 
 async def _run_commits(broker: str) -> dict[str, float]:
@@ -432,6 +459,12 @@ def table(result: dict[str, Any]) -> str:
              "lost events", "exports verified", "refold --check", "long polls open (max)",
              "wake-up after commit p50 / p99 ms"],
             summary))
+        parts.append(markdown_table(
+            ["agents", "CPU busy", "web processes", "worker and sandboxes", "bench client",
+             "rest (database, Redis, other)"],
+            [[agents, *(f"{level['cpu'][part]:.0f} %"
+                        for part in ("busy", "web", "worker", "client", "rest"))]
+             for agents, level in levels.items() if "cpu" in level]))
     p = result["params"]
     parts.append(
         f"{p['seconds']:g} s per level; agents pace themselves ({p['pace_ms']:g} ms between "
@@ -440,7 +473,10 @@ def table(result: dict[str, Any]) -> str:
         f"end), `/healthz` asked for {ALONE_SECONDS:g} s with only those polls waiting (from "
         f"{SETTLE_SECONDS:g} s after the last opened) before the agents start; {p['server']}. "
         f"Wake-up: a waiting client's answer arriving − the bench's own Redis subscriber "
-        f"hearing the run's result announced (on commit). Goals: "
+        f"hearing the run's result announced (on commit). CPU: shares of the machine's "
+        f"{p.get('cpus', '?')} CPUs while the agents worked, from /proc (the web and worker "
+        f"process trees, the bench's own with its poll holder; the rest is the machine's busy "
+        f"time less those). Goals: "
         f"{GOAL_ERRORS} errors and 0 lost events at every level; p99 turn-stop ≤ "
         f"{GOAL_TURN_STOP_P99_MS:g} ms at 50 agents on PostgreSQL; `/healthz` p99 ≤ "
         f"{GOAL_HEALTH_P99_MS:g} ms with the {p['waiters']} polls open; wake-up ≤ "

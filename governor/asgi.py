@@ -1,17 +1,42 @@
 """The ASGI application `governor_serve` runs (gunicorn with uvicorn workers): long polls wait
-on a notification there and hold no thread (governor.services.waits)."""
+on a notification there and hold no thread (governor.services.waits). The API and /healthz are
+served by a handler of their own with only settings.API_MIDDLEWARE; the pages, admin and static
+files by one with settings.MIDDLEWARE."""
 
 import os
+from typing import Any
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 from django.core.exceptions import ImproperlyConfigured
+from django.core.handlers.asgi import ASGIHandler
+from django.test.utils import override_settings
 from django.urls import get_resolver
 
 from governor.startup import prepare
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governor.settings")
 prepare()
-application = get_asgi_application()
+pages = get_asgi_application()
+
+
+class APIHandler(ASGIHandler):
+    """Django's ASGI handler with settings.API_MIDDLEWARE in place of settings.MIDDLEWARE."""
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        with override_settings(MIDDLEWARE=settings.API_MIDDLEWARE):
+            super().load_middleware(is_async)
+
+
+api = APIHandler()
+
+
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    path = scope.get("path", "").removeprefix(scope.get("root_path", ""))
+    handler = api if scope["type"] == "http" and path.startswith(settings.API_PATHS) else pages
+    await handler(scope, receive, send)
+
+
 # The URLconf, and with it every API route's schema, is imported now rather than by the first
 # requests, which would wait on it (B9: the first sessions' second-long tail).
 get_resolver().url_patterns  # noqa: B018 - read for its side effect

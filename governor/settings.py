@@ -188,6 +188,14 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
+# Served over ASGI (governor.asgi), /api/ and /healthz run only these: they take bearer tokens
+# and set no cookies, so the pages' sessions, CSRF, login, messages, framing, htmx and lockout
+# middleware has nothing to do there, and over ASGI each of its hooks is a hop to a thread.
+API_MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+]
+API_PATHS = ("/api/", "/healthz")
 
 ROOT_URLCONF = "governor.urls"
 WSGI_APPLICATION = "governor.wsgi.application"

@@ -51,6 +51,7 @@ class Live:
     token: str
     env: dict[str, str]
     workspace_root: Path
+    server_pid: int = 0  # `manage.py governor_serve`, parent of the web and worker processes
 
     def manage(self, *args: str) -> str:
         result = subprocess.run(  # noqa: S603
@@ -92,6 +93,7 @@ def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
     log = (tmp / "server.log").open("w")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log,  # noqa: S603
                                stderr=subprocess.STDOUT, start_new_session=True)
+    live.server_pid = process.pid
     try:
         deadline = time.monotonic() + 30
         while True:

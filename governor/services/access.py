@@ -35,6 +35,7 @@ def session_for_token(token: AgentToken, session_id: Any) -> Session:
                                      project_id=token.project_id).first()
     if session is None:
         raise NotFound(missing)
+    session.project = token.project  # the same row, read with the token: one query less
     return session
 
 
