@@ -37,5 +37,9 @@ def test_b9_agents_certify_with_no_error_and_no_lost_event(tmp_path: Path) -> No
                 if "errors" in gate or "lost" in gate or "refold" in gate]
     assert "| 2 | `POST /turn-stop` |" in b9_load.table(result)
     assert "polls alone" in b9_load.table(result)
+    cpu = level["cpu"]  # where the machine's CPU went while the agents worked
+    assert cpu["web"] > 0 and cpu["worker"] > 0 and cpu["client"] > 0
+    assert cpu["web"] + cpu["worker"] + cpu["client"] <= cpu["busy"] + 5  # /proc's tick rounding
+    assert "| 2 | " in b9_load.table(result).split("CPU busy")[1]
     draw_b9(result, tmp_path / "b9.png")
     assert (tmp_path / "b9.png").read_bytes().startswith(b"\x89PNG")

@@ -3,7 +3,7 @@ notification sent when the deciding transaction commits, not on a timer: a headl
 sees a change well within the old 5 s refresh.
 
 The server runs with Redis as its broker, as in production, so its safety-net re-check is
-GOVERNOR_WAIT_RECHECK_MS = 10 s: a page that shows a change sooner was woken by the notification.
+GOVERNOR_WAIT_RECHECK_MS = 30 s: a page that shows a change sooner was woken by the notification.
 The changes come from elsewhere: the agent API (in either of the server's two web processes)
 and a Celery worker process finishing a run."""
 
