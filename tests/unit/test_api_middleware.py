@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -22,7 +23,10 @@ def serve(request: HttpRequest) -> tuple[HttpResponseBase, list[HttpRequest]]:
         reached.append(request)
         return HttpResponse(b'{"ok": true}', content_type="application/json")
 
-    return asyncio.run(APIMiddleware(view)(request)), reached
+    # On a thread of its own: once a browser test ran, Playwright's sync driver keeps an event
+    # loop running on the main thread, where asyncio.run refuses to start.
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        return thread.submit(asyncio.run, APIMiddleware(view)(request)).result(), reached
 
 
 def test_an_api_answer_gets_the_security_and_common_headers(settings: Any) -> None:
