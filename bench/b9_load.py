@@ -3,7 +3,8 @@
 The served stack `make run` starts (`governor_serve`: gunicorn with 2 uvicorn workers running
 the ASGI application, one Celery worker with 2 processes), a Redis broker (database 12 on
 127.0.0.1:6379, flushed first), on SQLite and on PostgreSQL (a throwaway database), loopback
-only. For each level of concurrent scripted agents (10, 50, 200 by default), for a bounded time:
+only. For each level of concurrent scripted agents (5, 10, 50, 200 by default), for a bounded
+time:
 
 - every agent does whole lifecycles, pacing itself (~100 ms between its requests): a path
   session, ~50 Harness events in five batches, a contract whose evidence includes a trusted
@@ -11,9 +12,10 @@ only. For each level of concurrent scripted agents (10, 50, 200 by default), for
   (review off). Agents share 50 tokens, so the per-token cap on waits never refuses them;
 - 1,000 long polls are held open on a pending review (another session, begun while review was
   required; 250 more tokens, 4 waits each) by a client process of their own, opened over 5 s
-  and re-issued as they end;
-- `/healthz` is asked every 100 ms: from 5 s after the last poll opened, for 5 s with the 1,000
-  polls waiting and no agent yet (the goal's condition), then all the while the agents work.
+  and re-issued as they end, dropped when the agents are done;
+- `/healthz` is asked every 100 ms: once the polls all wait (the web processes have gone quiet),
+  for 5 s with the 1,000 polls waiting and no agent yet (the goal's condition), then all the
+  while the agents work.
 
 Reported per level: `/healthz` with the polls alone, per route p50/p95/p99 and throughput,
 errors (any unexpected status or a transport error), lifecycles completed, the wake-up delay
@@ -21,8 +23,9 @@ of a waiting client after the run's result committed (its answer's arrival − t
 subscriber of the bench's own hears the run announced, which the service does when the result's
 transaction commits), and lost events: after the level, `manage.py governor_refold --check`
 must find every projection equal to the fold of its log, and every session's export must
-verify (governor.verify) and hold every event its agent sent. The chart docs/img/b9_load.png draws
-the p99 of each route against agents.
+verify (governor.verify) and hold every event its agent sent. Where the CPU went (bench/cpu.py),
+with the polls alone and with the agents working, and what one lifecycle cost the machine. The
+chart docs/img/b9_load.png draws the p99 of each route against agents.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from governor.services.notify import channel
 from tests.harness_builders import Trace
 
 NAME = "B9"
-LEVELS = (10, 50, 200)
+LEVELS = (5, 10, 50, 200)  # BENCHMARKS.md's 10, 50, 200, and 5: a load two CPUs still serve
 SECONDS = 30
 WAITERS = 1000
 AGENT_TOKENS = 50
@@ -58,7 +61,8 @@ WAITS_PER_TOKEN = 4  # the default GOVERNOR_MAX_WAITS_PER_TOKEN
 PACE_SECONDS = 0.1
 HEALTH_EVERY = 0.1
 RAMP_SECONDS = 5.0  # the held polls are opened over this long, before the agents start
-SETTLE_SECONDS = 5.0  # then left to finish opening (each is a few reads and a write)
+QUIET_PERCENT = 10.0  # then they are all waiting once the web processes take less of the CPUs
+SETTLE_MAX_SECONDS = 60.0  # (opening one is a few reads and a write: ~10 s for 1,000 here)
 ALONE_SECONDS = 5.0  # then /healthz is asked with only the held polls open, waiting
 REDIS_DB = 12
 GOAL_ERRORS = 0
@@ -94,8 +98,9 @@ print(json.dumps([token_create(project=project, name=f"b9-{uuid.uuid4().hex[:12]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--b9-agents", default=",".join(map(str, LEVELS)), metavar="N,N,...",
-                        help="B9: levels of concurrent agents (default 10,50,200)")
+    levels = ",".join(map(str, LEVELS))
+    parser.add_argument("--b9-agents", default=levels, metavar="N,N,...",
+                        help=f"B9: levels of concurrent agents (default {levels})")
     parser.add_argument("--b9-seconds", type=float, default=SECONDS,
                         help=f"B9: seconds of load per level (default {SECONDS})")
     parser.add_argument("--b9-waiters", type=int, default=WAITERS,
@@ -103,7 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    levels = [int(n) for n in str(getattr(args, "b9_agents", "10,50,200")).split(",") if n]
+    levels = [int(n) for n in str(getattr(args, "b9_agents", "")).split(",") if n] or list(LEVELS)
     postgres = postgres_url(getattr(args, "postgres", None))
     databases = {"sqlite": None, **({"postgresql": postgres} if postgres else {})}
     return measure(levels, float(getattr(args, "b9_seconds", SECONDS)),
@@ -156,10 +161,17 @@ def _level(server: str | None, agents: int, seconds: float, waiters: int) -> dic
         "errors": load["errors"], "error_examples": load["error_examples"][:5],
         "lifecycles": load["lifecycles"], "events_sent": sum(load["sessions"].values()),
         "long_polls_answered": load["polls_answered"], "long_polls_open_max": load["open_max"],
+        "long_polls_settled_s": load["settled_s"],
         "wake_ms": _stats(wake, seconds) if wake else None,
         "refold": refold, "lost_events": lost["lost"], "exports_failed": lost["failed"],
         "exports_checked": lost["checked"], "cpu": load["cpu"],
         "cpu_alone": load["cpu_alone"],
+        # What one lifecycle costs the machine (and its web processes), the polls' and
+        # /healthz's share included: the figure to size a machine by.
+        "cpu_ms_per_lifecycle": ({part: round(load["cpu"][f"{part}_s"] * 1000
+                                              / load["lifecycles"])
+                                  for part in ("busy", "web", "worker")}
+                                 if load["lifecycles"] else None),
     }
 
 
@@ -219,11 +231,13 @@ async def _drive(url: str, broker: str, root: Path, agent_tokens: list[str],
     # in the agents' latencies (both still share the machine's CPUs with the server).
     context = multiprocessing.get_context("spawn")
     answers = context.Queue()
+    stop = context.Event()
     holder = context.Process(target=_hold_polls, args=(url, waits_on, wait_tokens, waiters,
-                                                       seconds, answers))
+                                                       stop, answers))
     holder.start()
     async with _client(url, agents + 20) as client:
-        await asyncio.sleep(RAMP_SECONDS + SETTLE_SECONDS)  # the polls wait before agents start
+        await asyncio.sleep(RAMP_SECONDS)
+        settled = await _settle(server_pid)  # the polls all wait before the agents start
         alone = Load(time.monotonic() + ALONE_SECONDS)  # /healthz with only the polls open
         before = _cpu_now(server_pid)
         await _health(alone, client)
@@ -237,6 +251,7 @@ async def _drive(url: str, broker: str, root: Path, agent_tokens: list[str],
         before = _cpu_now(server_pid)
         await asyncio.gather(*tasks)
         used = _cpu_used(before, _cpu_now(server_pid))
+    stop.set()
     run_commits: dict[str, float] = {}
     if commits is not None:
         commits.cancel()
@@ -251,7 +266,21 @@ async def _drive(url: str, broker: str, root: Path, agent_tokens: list[str],
             "sessions": load.sessions, "run_answers": load.run_answers,
             "run_commits": run_commits,
             "lifecycles": load.lifecycles, "polls_answered": polls["answered"],
-            "open_max": polls["open_max"], "cpu": used, "cpu_alone": used_alone}
+            "open_max": polls["open_max"], "settled_s": settled, "cpu": used,
+            "cpu_alone": used_alone}
+
+
+async def _settle(server_pid: int) -> float:
+    """Seconds until the held polls are all open and waiting: until the web processes take
+    less than QUIET_PERCENT of the machine over a second (at most SETTLE_MAX_SECONDS)."""
+    started = before = _cpu_now(server_pid)
+    while before["time"] - started["time"] < SETTLE_MAX_SECONDS:
+        await asyncio.sleep(1)
+        after = _cpu_now(server_pid)
+        if _cpu_used(before, after)["web"] < QUIET_PERCENT:
+            return round(after["time"] - started["time"], 1)
+        before = after
+    return round(before["time"] - started["time"], 1)
 
 
 def _cpu_now(server_pid: int) -> dict[str, float]:
@@ -259,20 +288,23 @@ def _cpu_now(server_pid: int) -> dict[str, float]:
     with its sandboxes), and this bench's with its poll holder (its process tree, less the
     server it started)."""
     parts: dict[str, list[int]] = {"web": [], "worker": []}
-    for child in cpu.child_processes(server_pid):
+    table = cpu.process_table()
+    for child in table.get(server_pid, []):
         parts["worker" if "celery" in cpu.command_line(child) else "web"].append(child)
-    seconds = cpu.trees_seconds({**parts, "self": [os.getpid()], "server": [server_pid]})
+    seconds = cpu.trees_seconds({**parts, "self": [os.getpid()], "server": [server_pid]}, table)
     return {"time": time.monotonic(), "busy": cpu.machine_busy(), "web": seconds["web"],
             "worker": seconds["worker"], "client": seconds["self"] - seconds["server"]}
 
 
 def _cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """Each part's share of the machine's CPU capacity over the interval, in percent."""
+    """Each part's share of the machine's CPU capacity over the interval, in percent, and the
+    CPU seconds it took (`<part>_s`)."""
     capacity = (after["time"] - before["time"]) * cpu.machine_cpus() / 100
-    used = {part: (after[part] - before[part]) / capacity
-            for part in ("busy", "web", "worker", "client")}
+    spent = {part: after[part] - before[part] for part in ("busy", "web", "worker", "client")}
+    used = {part: seconds / capacity for part, seconds in spent.items()}
     used["rest"] = used["busy"] - used["web"] - used["worker"] - used["client"]
-    return {part: round(share, 1) for part, share in used.items()}
+    return {**{part: round(share, 1) for part, share in used.items()},
+            **{f"{part}_s": round(seconds, 2) for part, seconds in spent.items()}}
 
 
 def _client(url: str, connections: int) -> aiohttp.ClientSession:
@@ -302,18 +334,22 @@ async def _run_commits(broker: str) -> dict[str, float]:
     return heard
 
 
-def _hold_polls(url: str, path: str, tokens: list[str], waiters: int, seconds: float,
+def _hold_polls(url: str, path: str, tokens: list[str], waiters: int, stop: Any,
                 answers: Any) -> None:
     """`waiters` long polls on `path`, opened over RAMP_SECONDS and re-issued as they end, until
-    the agents' time is over (SETTLE_SECONDS + ALONE_SECONDS after the ramp, then `seconds`);
-    what happened, into `answers`."""
-    load = Load(time.monotonic() + RAMP_SECONDS + SETTLE_SECONDS + ALONE_SECONDS + seconds)
+    `stop` is set (the agents are done: the open ones are dropped); what happened, into
+    `answers`."""
+    load = Load(math.inf)
 
     async def hold() -> None:
         async with _client(url, waiters + 10) as client:
-            await asyncio.gather(*[
+            polls = asyncio.gather(*[
                 _waiter(load, client, path, tokens[n // WAITS_PER_TOKEN],
                         RAMP_SECONDS * n / max(1, waiters)) for n in range(waiters)])
+            await asyncio.get_running_loop().run_in_executor(None, stop.wait)
+            polls.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await polls
 
     asyncio.run(hold())
     answers.put({"answered": load.polls_answered, "open_max": load.open_max,
@@ -386,11 +422,11 @@ async def _lifecycle(load: Load, client: aiohttp.ClientSession, workspace: Path,
 async def _waiter(load: Load, client: aiohttp.ClientSession, path: str, token: str,
                   delay: float) -> None:
     await asyncio.sleep(delay)
-    while (left := load.deadline - time.monotonic()) > 1:
+    while True:  # until cancelled
         load.open += 1
         load.open_max = max(load.open_max, load.open)
         try:
-            async with client.get(path, params={"wait": min(60, int(left))},
+            async with client.get(path, params={"wait": 60},
                                   headers={"Authorization": f"Bearer {token}"}) as response:
                 body = await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -464,18 +500,22 @@ def table(result: dict[str, Any]) -> str:
                             str(level["lost_events"]),
                             f"{level['exports_checked'] - level['exports_failed']}/"
                             f"{level['exports_checked']}",
-                            level["refold"], str(level["long_polls_open_max"]),
+                            level["refold"],
+                            f"{level['long_polls_open_max']} ({level['long_polls_settled_s']:g} s)",
                             f"{wake['p50_ms']:.1f} / {wake['p99_ms']:.1f}" if wake else "—"])
         parts.append(markdown_table(
             ["agents", "`/healthz` p50 / p99 ms, polls alone", "lifecycles", "errors",
-             "lost events", "exports verified", "refold --check", "long polls open (max)",
+             "lost events", "exports verified", "refold --check",
+             "long polls open (max; all waiting after)",
              "wake-up after commit p50 / p99 ms"],
             summary))
         parts.append(markdown_table(
             ["agents", "while", "CPU busy", "web processes", "worker and sandboxes",
-             "bench client", "rest (database, Redis, other)"],
+             "bench client", "rest (database, Redis, other)",
+             "CPU per lifecycle ms: machine / web / worker"],
             [[agents, while_, *(f"{level[key][part]:.0f} %"
-                                for part in ("busy", "web", "worker", "client", "rest"))]
+                                for part in ("busy", "web", "worker", "client", "rest")),
+              _per_lifecycle(level) if key == "cpu" else "—"]
              for agents, level in levels.items()
              for key, while_ in (("cpu_alone", "polls alone"), ("cpu", "agents working"))]))
     p = result["params"]
@@ -483,18 +523,24 @@ def table(result: dict[str, Any]) -> str:
         f"{p['seconds']:g} s per level; agents pace themselves ({p['pace_ms']:g} ms between "
         f"requests) and share {p['agent_tokens']} tokens; {p['waiters']} long polls on a "
         f"pending review held open meanwhile (opened over {RAMP_SECONDS:g} s, re-issued as they "
-        f"end), `/healthz` asked for {ALONE_SECONDS:g} s with only those polls waiting (from "
-        f"{SETTLE_SECONDS:g} s after the last opened) before the agents start; {p['server']}. "
+        f"end), `/healthz` asked for {ALONE_SECONDS:g} s with only those polls waiting (once "
+        f"they all wait: the web processes under {QUIET_PERCENT:g} % of the CPUs over a second) "
+        f"before the agents start; {p['server']}. "
         f"Wake-up: a waiting client's answer arriving − the bench's own Redis subscriber "
         f"hearing the run's result announced (on commit). CPU: shares of the machine's "
         f"{p.get('cpus', '?')} CPUs while the agents worked, from /proc (the web and worker "
         f"process trees, the bench's own with its poll holder; the rest is the machine's busy "
-        f"time less those). Goals: "
+        f"time less those), and per lifecycle completed. Goals: "
         f"{GOAL_ERRORS} errors and 0 lost events at every level; p99 turn-stop ≤ "
         f"{GOAL_TURN_STOP_P99_MS:g} ms at 50 agents on PostgreSQL; `/healthz` p99 ≤ "
         f"{GOAL_HEALTH_P99_MS:g} ms with the {p['waiters']} polls open; wake-up ≤ "
         f"{GOAL_WAKE_MS:g} ms.")
     return "\n\n".join(parts)
+
+
+def _per_lifecycle(level: dict[str, Any]) -> str:
+    ms = level.get("cpu_ms_per_lifecycle")
+    return f"{ms['busy']} / {ms['web']} / {ms['worker']}" if ms else "—"
 
 
 def gates(result: dict[str, Any]) -> list[str]:

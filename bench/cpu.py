@@ -28,7 +28,8 @@ def _stat(pid: int) -> list[str] | None:
         return None  # ended meanwhile
 
 
-def _children() -> dict[int, list[int]]:
+def process_table() -> dict[int, list[int]]:
+    """Every living process's children, by parent pid, from one reading of /proc."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and (stat := _stat(int(entry.name))) is not None:
@@ -36,10 +37,9 @@ def _children() -> dict[int, list[int]]:
     return children
 
 
-def tree_seconds(root: int, children: dict[int, list[int]] | None = None) -> float:
-    """CPU seconds of `root` and its living descendants, each with its reaped children's
-    (utime, stime, cutime, cstime)."""
-    children = _children() if children is None else children
+def tree_seconds(root: int, children: dict[int, list[int]]) -> float:
+    """CPU seconds of `root` and its living descendants (`children`: a `process_table()`), each
+    with its reaped children's (utime, stime, cutime, cstime)."""
     total, pending = 0, [root]
     while pending:
         pid = pending.pop()
@@ -49,15 +49,10 @@ def tree_seconds(root: int, children: dict[int, list[int]] | None = None) -> flo
     return total / TICK
 
 
-def trees_seconds(roots: dict[str, list[int]]) -> dict[str, float]:
-    """`tree_seconds` summed per name, from one reading of the process table."""
-    children = _children()
+def trees_seconds(roots: dict[str, list[int]], children: dict[int, list[int]]) -> dict[str, float]:
+    """`tree_seconds` summed per name."""
     return {name: sum(tree_seconds(root, children) for root in pids)
             for name, pids in roots.items()}
-
-
-def child_processes(pid: int) -> list[int]:
-    return _children().get(pid, [])
 
 
 def command_line(pid: int) -> str:
