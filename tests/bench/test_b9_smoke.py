@@ -43,6 +43,6 @@ def test_b9_agents_certify_with_no_error_and_no_lost_event(tmp_path: Path) -> No
     assert "| 2 | " in b9_load.table(result).split("CPU busy")[1]
     per_lifecycle = level["cpu_ms_per_lifecycle"]  # the figure to size a machine by
     assert min(per_lifecycle.values()) > 0
-    assert f"| {per_lifecycle['busy']} / {per_lifecycle['web']} / " in b9_load.table(result)
+    assert f"| {per_lifecycle['service']} / {per_lifecycle['web']} / " in b9_load.table(result)
     draw_b9(result, tmp_path / "b9.png")
     assert (tmp_path / "b9.png").read_bytes().startswith(b"\x89PNG")
