@@ -24,7 +24,7 @@ subscriber of the bench's own hears the run announced, which the service does wh
 transaction commits), and lost events: after the level, `manage.py governor_refold --check`
 must find every projection equal to the fold of its log, and every session's export must
 verify (governor.verify) and hold every event its agent sent. Where the CPU went (bench/cpu.py),
-with the polls alone and with the agents working, and what one lifecycle cost the machine. The
+with the polls alone and with the agents working, and what one lifecycle cost the service. The
 chart docs/img/b9_load.png draws the p99 of each route against agents.
 """
 
