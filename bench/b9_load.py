@@ -230,23 +230,25 @@ async def _drive(url: str, broker: str, root: Path, agent_tokens: list[str],
     holder = context.Process(target=_hold_polls, args=(url, waits_on, wait_tokens, waiters,
                                                        stop, answers))
     holder.start()
-    async with _client(url, agents + 20) as client:
-        await asyncio.sleep(RAMP_SECONDS)
-        settled = await _settle(server_pid)  # the polls all wait before the agents start
-        alone = Load(time.monotonic() + ALONE_SECONDS)  # /healthz with only the polls open
-        before = _cpu_now(server_pid)
-        await _health(alone, client)
-        used_alone = _cpu_used(before, _cpu_now(server_pid))
-        load.errors += alone.errors
-        load.error_examples += alone.error_examples
-        load.deadline = time.monotonic() + seconds
-        tasks = [_agent(load, client, root, n, agent_tokens[n % len(agent_tokens)])
-                 for n in range(agents)]
-        tasks.append(_health(load, client))
-        before = _cpu_now(server_pid)
-        await asyncio.gather(*tasks)
-        used = _cpu_used(before, _cpu_now(server_pid))
-    stop.set()
+    try:  # however the agents end, the holder drops its polls and reports
+        async with _client(url, agents + 20) as client:
+            await asyncio.sleep(RAMP_SECONDS)
+            settled = await _settle(server_pid)  # the polls all wait before the agents start
+            alone = Load(time.monotonic() + ALONE_SECONDS)  # /healthz with only the polls open
+            before = _cpu_now(server_pid)
+            await _health(alone, client)
+            used_alone = _cpu_used(before, _cpu_now(server_pid))
+            load.errors += alone.errors
+            load.error_examples += alone.error_examples
+            load.deadline = time.monotonic() + seconds
+            tasks = [_agent(load, client, root, n, agent_tokens[n % len(agent_tokens)])
+                     for n in range(agents)]
+            tasks.append(_health(load, client))
+            before = _cpu_now(server_pid)
+            await asyncio.gather(*tasks)
+            used = _cpu_used(before, _cpu_now(server_pid))
+    finally:
+        stop.set()
     run_commits: dict[str, float] = {}
     if commits is not None:
         commits.cancel()
