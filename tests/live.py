@@ -61,9 +61,12 @@ class Live:
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout
 
-    def client(self, timeout: float = 70.0) -> httpx.Client:
+    def client(self, timeout: float = 70.0, connections: int = 100) -> httpx.Client:
+        """`connections`: how many requests it may have open at once (httpx's client is
+        thread-safe; one client serves many concurrent requests)."""
         return httpx.Client(base_url=self.url + "/api/v1", timeout=timeout,
-                            headers={"Authorization": f"Bearer {self.token}"})
+                            headers={"Authorization": f"Bearer {self.token}"},
+                            limits=httpx.Limits(max_connections=connections))
 
 
 @contextmanager

@@ -35,12 +35,12 @@ def test_fifty_concurrent_review_waits_are_served(tmp_path: Path) -> None:
 
         def wait(session_id: str) -> tuple[int, str, float]:
             started = time.monotonic()
-            with live.client() as own:
-                response = own.get(f"/sessions/{session_id}/review", params={"wait": 6})
+            response = waiters.get(f"/sessions/{session_id}/review", params={"wait": 6})
             return (response.status_code, response.json()["review"]["status"],
                     time.monotonic() - started)
 
-        with ThreadPoolExecutor(max_workers=WAITERS) as pool:
+        with (live.client(connections=WAITERS) as waiters,
+              ThreadPoolExecutor(max_workers=WAITERS) as pool):
             futures = [pool.submit(wait, session_id) for session_id in session_ids]
             time.sleep(1.5)  # every waiter is now parked on the server
             started = time.monotonic()
@@ -81,20 +81,23 @@ def test_140_waits_from_one_token_hold_four_slots_and_the_server_stays_responsiv
         review = pending_review(live, client)
         other = second_token(live)
 
-        def wait(agent: Live, seconds: int) -> tuple[int, str | None, float]:
+        def wait(agent: httpx.Client, seconds: int) -> tuple[int, str | None, float]:
+            """Timed from the request alone: building 140 clients at once (each loads its TLS
+            context) took the test itself up to 2 s on an idle machine, enough to push a
+            refusal past 5 s in a busy CI run."""
             started = time.monotonic()
-            with agent.client() as own:
-                response = own.get(review, params={"wait": seconds})
+            response = agent.get(review, params={"wait": seconds})
             return (response.status_code, response.headers.get("Retry-After"),
                     time.monotonic() - started)
 
-        with ThreadPoolExecutor(max_workers=150) as pool:
-            flood = [pool.submit(wait, live, 8) for _ in range(140)]
+        with (live.client(connections=140) as flooding, other.client() as others_client,
+              ThreadPoolExecutor(max_workers=150) as pool):
+            flood = [pool.submit(wait, flooding, 8) for _ in range(140)]
             time.sleep(2)  # every request of the flood has been answered or is parked
             started = time.monotonic()
             health = httpx.get(live.url + "/healthz", timeout=30)
             health_seconds = time.monotonic() - started
-            others = [pool.submit(wait, other, 2) for _ in range(4)]
+            others = [pool.submit(wait, others_client, 2) for _ in range(4)]
             other_results = [future.result(timeout=60) for future in others]
             results = [future.result(timeout=60) for future in flood]
 
@@ -105,7 +108,8 @@ def test_140_waits_from_one_token_hold_four_slots_and_the_server_stays_responsiv
         assert len(held) == 4 and len(refused) == 136, sorted({s for s, _, _ in results})
         assert all(seconds >= 7.5 for seconds in held)
         assert all(after is not None and 1 <= int(after) <= 8 for after, _ in refused)
-        assert all(seconds < 5 for _, seconds in refused)  # refused at once, no thread held
+        slowest_refusal = max(seconds for _, seconds in refused)
+        assert slowest_refusal < 5, slowest_refusal  # refused at once, no thread held
         answer = client.get(review, params={"wait": 1})  # every slot was given back
         assert answer.status_code == 200, answer.text
         assert answer.json()["review"]["status"] == "pending"
