@@ -3,6 +3,7 @@ on a notification there and hold no thread (governor.services.waits). The API an
 served by a handler of their own with only settings.API_MIDDLEWARE; the pages, admin and static
 files by one with settings.MIDDLEWARE."""
 
+import gc
 import os
 from typing import Any
 
@@ -47,3 +48,14 @@ from governor.system_checks import secrets_are_owner_only  # noqa: E402 - needs 
 if problems := secrets_are_owner_only():
     raise ImproperlyConfigured("; ".join(f"{problem.msg} (fix: {problem.hint})"
                                          for problem in problems))
+
+
+# A full garbage collection stops the process's event loop, and every request and waiting poll
+# of that process with it, while it scans every object the process holds: in B9 (40 s, 5 agents,
+# 1,000 polls) the two web processes made 6-7 such passes of 64-346 ms, over 160,000-290,000
+# objects. The ~160,000 of start-up (Django, the routes and their schemas) live as long as the
+# process: frozen, no collection scans them again. And a full collection waits for 100
+# collections of the middle generation instead of Python's 10; the cyclic garbage that grows
+# that old is small (9-1,113 objects a pass). Measured: no full pass in those 40 s.
+gc.freeze()
+gc.set_threshold(*gc.get_threshold()[:2], 100)
