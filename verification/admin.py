@@ -32,20 +32,28 @@ class ProfileForm(forms.ModelForm[VerifierProfile]):
     limits = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False,
                              help_text="JSON object: memory_bytes, pids, file_bytes, "
                                        "cpu_seconds, open_files, output_bytes")
+    environment = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), required=False,
+        help_text='JSON array of directories the command needs that the project excludes from '
+                  'the tree, e.g. [".venv"]. A run sees the tree and nothing else of the '
+                  'workspace: these are hashed, recorded with every run and copied in beside '
+                  'it; a change to them makes earlier results stale.')
 
     class Meta:
         model = VerifierProfile
         fields = ("project", "profile_id", "description", "argv", "timeout_ms", "sandbox_mode",
-                  "required", "env", "limits", "rootfs", "show_output_to_reviewers")
+                  "required", "env", "limits", "rootfs", "environment",
+                  "show_output_to_reviewers")
         help_texts = {
             "profile_id": "The name agents use to ask for this command "
                           "(reliability_code_verify); they can never change what it runs.",
             "description": "What the command checks, as reviewers read it.",
             "timeout_ms": f"Milliseconds before the run is stopped and fails "
                           f"({TIMEOUT_MS_RANGE[0]:,}–{TIMEOUT_MS_RANGE[1]:,}).",
-            "sandbox_mode": "read-only: the workspace is mounted read-only. workspace-write: "
-                            "the run writes an overlay whose changes are applied only when it "
-                            "passes.",
+            "sandbox_mode": "Either way the command runs on a private copy of the workspace "
+                            "tree, never the agent's directory. read-only: the copy is mounted "
+                            "read-only. workspace-write: the run may write its copy; its "
+                            "changes are applied to the workspace only when it passes.",
             "required": "Added to every code contract of this project: no code contract is "
                         "certified until this profile passes.",
             "show_output_to_reviewers": "Show the tail of the run's output on the session "
@@ -54,7 +62,7 @@ class ProfileForm(forms.ModelForm[VerifierProfile]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for name in ("argv", "env", "limits"):
+        for name in ("argv", "env", "limits", "environment"):
             value = self.initial.get(name)
             if value is not None and not isinstance(value, str):
                 self.initial[name] = json.dumps(value)
@@ -77,12 +85,16 @@ class ProfileForm(forms.ModelForm[VerifierProfile]):
     def clean_limits(self) -> Any:
         return self._json("limits", {})
 
+    def clean_environment(self) -> Any:
+        return self._json("environment", [])
+
     def raw(self) -> dict[str, Any]:
         data = self.cleaned_data
         return {"id": data["profile_id"], "description": data["description"],
                 "argv": data["argv"], "timeout_ms": data["timeout_ms"],
                 "sandbox_mode": data["sandbox_mode"], "required": data["required"],
                 "env": data["env"], "limits": data["limits"], "rootfs": data["rootfs"] or None,
+                "environment": data["environment"],
                 "show_output_to_reviewers": data["show_output_to_reviewers"]}
 
     def clean(self) -> dict[str, Any]:

@@ -35,6 +35,11 @@ class VerifierProfile(models.Model):
     rootfs = models.CharField(max_length=1024, blank=True,
                               help_text="Unpacked root filesystem to run in instead of the "
                                         "host's read-only system (absolute path).")
+    environment = JSONTextField(
+        default=list, blank=True,
+        help_text='Directories the command needs that the project excludes from the tree, '
+                  'e.g. [".venv"] or ["node_modules"]: hashed, recorded with every run and '
+                  'materialised beside the tree; a change makes earlier results stale.')
     show_output_to_reviewers = models.BooleanField(default=False)
     receipt = models.CharField(max_length=71, editable=False)
     updated_at = models.DateTimeField(auto_now=True)

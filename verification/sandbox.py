@@ -86,8 +86,11 @@ WORKSPACE = "/workspace"
 SANDBOX_TMP = "/tmp"  # noqa: S108
 SANDBOX_SHM = "/dev/shm"  # noqa: S108
 TMPFS_BYTES = 64 * 1024 * 1024
+# Python reads no bytecode cache from the tree and writes none into it: its caches go to the
+# sandbox's own /tmp (a planted `__pycache__` is excluded from trees, and never materialised).
 FIXED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SANDBOX_TMP, "LANG": "C.UTF-8",
-             "TMPDIR": SANDBOX_TMP}
+             "TMPDIR": SANDBOX_TMP, "PYTHONDONTWRITEBYTECODE": "1",
+             "PYTHONPYCACHEPREFIX": SANDBOX_TMP + "/pycache"}
 # The only parts of the host's /etc a command sees: the dynamic linker's cache and the
 # Debian alternatives that /usr/bin links point through. No passwd, shadow, hosts or keys.
 HOST_ETC = ("/etc/alternatives", "/etc/ld.so.cache")
@@ -135,8 +138,7 @@ class StreamResult:
 @dataclass(frozen=True)
 class SandboxResult:
     passed: bool
-    # None | "exit" | "timeout" | "configuration" | "infrastructure"; the caller adds
-    # "tree-changed" (verification/services.py bound_to_trees)
+    # None | "exit" | "timeout" | "configuration" | "infrastructure"
     failure_kind: str | None
     exit_code: int | None
     signal: int | None

@@ -19,19 +19,26 @@ from django.utils import timezone
 
 from governor.domain import lifecycle
 from governor.domain.canonical import receipt
+from governor.domain.workspace import (
+    WorkspaceError,
+    open_bound_directory,
+    open_directory,
+)
 from governor.models import Session, SessionState, WorkspaceKind
 from governor.services.errors import Conflict, NotFound, Unavailable
 from governor.services.events import (
     governor_event_append,
     session_locked,
 )
+from governor.services.materialise import tree_changes_apply
 from governor.services.notify import announce_on_commit, run_topic, session_topic
 from governor.services.trees import (
+    RunTree,
     TreeUnavailable,
-    session_tree,
-    session_workspace,
+    run_tree,
     tree_named,
     tree_reference,
+    tree_written,
 )
 from verification import tasks
 from verification.models import RunState, VerificationRun, VerifierProfile
@@ -169,7 +176,7 @@ def infrastructure_record(run: VerificationRun, why: str) -> dict[str, Any]:
     return {"passed": False, "failureKind": "infrastructure", "exitCode": None, "signal": None,
             "durationMs": 0, "sandboxMode": run.definition["sandboxMode"],
             "stdout": empty_stream_record("stdout"), "stderr": empty_stream_record("stderr"),
-            "treeBefore": None, "tree": None}
+            "treeBefore": None, "tree": None, "environment": None}
 
 
 def run_lost_at(state: str, lease_expires_at: datetime | None,
@@ -216,56 +223,59 @@ def runs_expire_lost(*, run_id: Any = None) -> int:
     return count
 
 
-def bound_to_trees(record: dict[str, Any], before: dict[str, str],
-                   after: dict[str, str] | None) -> dict[str, Any]:
-    """SEMANTICS §10.2: the result with `treeBefore` (hashed before the command started) and
-    `tree`, the tree it counts for. A `read-only` run counts for the tree it ran on, and fails
-    as `tree-changed` when the tree after it ended is another (or cannot be hashed) — unless
-    its command never started. A `workspace-write` run counts for the tree it left; one that
-    left a tree that cannot be hashed counts for none and fails as `infrastructure`."""
-    if record["sandboxMode"] == "workspace-write":
-        bound = {**record, "treeBefore": before, "tree": after}
-        if after is None and bound["passed"]:
-            bound.update(passed=False, failureKind="infrastructure")
-        return bound
-    bound = {**record, "treeBefore": before, "tree": before}
-    if after != before and record["failureKind"] not in ("configuration", "infrastructure"):
-        bound.update(passed=False, failureKind="tree-changed")
-    return bound
-
-
 def run_execute(run: VerificationRun) -> None:
-    """Run a claimed run in the sandbox, between two hashes of the workspace tree, and record
-    its result."""
-    # Only the directory bound when the session was created (run_sandboxed refuses any other);
-    # both hashes and the sandbox use the one descriptor opened and checked here.
+    """Run a claimed run in the sandbox on a private copy of exactly the tree it is credited
+    with (SEMANTICS §10.2, `run_tree`), and record its result. A `read-only` run counts for
+    that tree. A `workspace-write` run counts for the tree it leaves in its copy; on a path
+    session its changes are applied to the workspace when it passes (a snapshot's copy is
+    discarded: it counts for the snapshot it was given)."""
     session = run.session
+    definition = run.definition
+    writes = definition["sandboxMode"] == "workspace-write"
     snapshot = session.workspace_kind == WorkspaceKind.SNAPSHOT
-    writes = run.definition["sandboxMode"] == "workspace-write"
     try:
-        with session_workspace(session, run.tree or None, writable=writes,
-                               latest=False) as workspace:
-            before = tree_reference(session_tree(session, workspace))
-            result = run_sandboxed(run.definition, workspace.root, workspace.recorded_identity,
-                                   directory=workspace.directory,
+        with run_tree(session, run.tree or None, writable=writes,
+                      environment=definition.get("environment", [])) as given:
+            copy = given.workspace
+            result = run_sandboxed(definition, copy.root, copy.recorded_identity,
+                                   directory=copy.directory,
                                    write_bytes=settings.GOVERNOR_RUN_WRITE_BYTES)
+            record: dict[str, Any] = {**result.record(), "treeBefore": given.tree,
+                                      "tree": given.tree, "environment": given.environment}
             detail = result.detail
-            try:
-                after: dict[str, str] | None = (
-                    before if snapshot and writes  # §10.2: a private copy, its writes discarded
-                    else tree_reference(session_tree(session, workspace)))
-            except TreeUnavailable as exc:
-                after, detail = None, f"{detail}; {exc}" if detail else str(exc)
+            if writes and not snapshot:
+                record["tree"], detail = _changes_kept(session, given, result.passed, detail)
+                if record["tree"] is None and record["passed"]:
+                    record.update(passed=False, failureKind="infrastructure")
     except TreeUnavailable as exc:
         run_finish(run=run, record=infrastructure_record(run, str(exc)), detail=str(exc))
         return
-    record = bound_to_trees(result.record(), before, after)
-    if record["failureKind"] == "tree-changed":
-        detail = (f"the workspace tree changed while the run ran: {before['id']} before, "
-                  f"{after['id'] if after else 'unhashable'} after")
     if detail:
         log.warning("run %s (%s): %s", run.pk, run.profile.profile_id, detail)
     tail = ""
     if run.profile.show_output_to_reviewers:
         tail = "\n".join(part for part in (result.stdout.tail, result.stderr.tail) if part)
     run_finish(run=run, record=record, output_tail=tail, detail=detail)
+
+
+def _changes_kept(session: Session, given: RunTree, passed: bool,
+                  detail: str) -> tuple[dict[str, str] | None, str]:
+    """A path session's `workspace-write` run: the tree its copy holds now, and when it passed,
+    its changes applied to the workspace. (None, why) when either fails."""
+    copy = given.workspace
+    try:
+        after = tree_written(session, copy)
+        if passed:
+            source = open_directory(copy.root)
+            try:
+                target = open_bound_directory(session.workspace_path, session.workspace_identity)
+                try:
+                    tree_changes_apply(source, target, copy.expected.manifest, after.manifest)
+                finally:
+                    os.close(target)
+            finally:
+                os.close(source)
+    except (TreeUnavailable, WorkspaceError, OSError) as exc:
+        why = f"the run's changes could not be kept: {exc}"
+        return None, f"{detail}; {why}" if detail else why
+    return tree_reference(after), detail

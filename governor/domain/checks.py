@@ -61,6 +61,7 @@ class VerificationRecord:
     started_after_seq: int  # the last seq of the log when the run was claimed
     receipt: str = ""  # its `code-verification-result` receipt ("" when recorded without one)
     tree: TreeKey | None = None  # the tree the result counts for (None: recorded without one)
+    environment: str | None = None  # its environment's digest (None: the profile had none)
 
 
 class Evidence(Protocol):
@@ -215,7 +216,13 @@ def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord
         started_after_seq=_int(data.get("startedAfterSeq"), seq - 1),
         receipt=str(data.get("receipt", "")),
         tree=tree_key(data.get("tree")),
+        environment=_environment_digest(data.get("environment")),
     )
+
+
+def _environment_digest(reference: Any) -> str | None:
+    digest = reference.get("digest") if isinstance(reference, Mapping) else None
+    return digest if isinstance(digest, str) else None
 
 
 # --- JSON pointer (rule 4.8) ---------------------------------------------------------------
@@ -270,6 +277,7 @@ class _Context:
     tree: TreeKey | None
     current_profile_receipts: Mapping[str, str]
     max_file_bytes: int
+    environments: Mapping[str, str | None]
 
 
 def _file_exists(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
@@ -370,15 +378,18 @@ class _Window(NamedTuple):
     stale: int  # results of an edited profile
     other_tree: VerificationRecord | None  # the latest result that ran on another tree
     other_trees: int  # how many results ran on another tree
+    other_environment: VerificationRecord | None  # the latest on this tree, another environment
     boundary: int
 
 
 def _counted_runs(
     check: Mapping[str, Any], evidence: Evidence, after_seq: int, current: str,
-    tree: TreeKey | None,
+    tree: TreeKey | None, environments: Mapping[str, str | None],
 ) -> _Window:
     """Rules 4.10 and 10.3: the last `minCount` fresh runs of the check's profile — started
-    after the mutation boundary, of the profile's current receipt, and on the tree judged."""
+    after the mutation boundary, of the profile's current receipt, on the tree judged and, for a
+    profile with an environment, with the environment as it hashes now (`environments`: the
+    digest by profile id, None when it could not be hashed; absent: the profile has none)."""
     profile, need = check["profile"], _min_count(check)
     boundary = evidence.mutation_boundary(after_seq, profile)
     # A run counts only if it STARTED after the boundary: one that was already running when
@@ -387,10 +398,14 @@ def _counted_runs(
             if run.started_after_seq >= boundary]
     current_runs = [run for run in runs if run.profile_receipt == current]
     # §10.3: a result counts only for the tree it ran on — whatever the log says changed.
-    fresh = [run for run in current_runs if tree is not None and run.tree == tree]
+    on_tree = [run for run in current_runs if tree is not None and run.tree == tree]
     other = [run for run in current_runs if tree is None or run.tree != tree]
+    environment = environments.get(profile)
+    fresh = [run for run in on_tree if run.environment == environment
+             and (environment is not None or profile not in environments)]
+    elsewhere = [run for run in on_tree if run not in fresh]
     return _Window(fresh[-need:], len(runs) - len(current_runs), other[-1] if other else None,
-                   len(other), boundary)
+                   len(other), elsewhere[-1] if elsewhere else None, boundary)
 
 
 def _short_hex(text: str) -> str:
@@ -410,12 +425,23 @@ def stale_tree_note(ran_on: TreeKey | None, now: TreeKey | None) -> str:
             f"{_short_hex(now[0])}")
 
 
+def stale_environment_note(ran_with: str | None, now: str | None) -> str:
+    """Evidence for a result whose environment directories have changed since it ran."""
+    if now is None:
+        return "stale: the profile's environment could not be hashed"
+    if ran_with is None:
+        return f"stale: ran without the profile's environment, which is now {_short_hex(now)}"
+    return (f"stale: ran with environment {_short_hex(ran_with)}, the environment is now "
+            f"{_short_hex(now)}")
+
+
 def _code_verification_succeeded(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
     profile, need = check["profile"], _min_count(check)
     current = ctx.current_profile_receipts.get(profile)
     if current is None:
         return False, f"Profile {profile!r} is not configured in this project."
-    window = _counted_runs(check, ctx.evidence, ctx.after_seq, current, ctx.tree)
+    window = _counted_runs(check, ctx.evidence, ctx.after_seq, current, ctx.tree,
+                           ctx.environments)
     passed_count = sum(1 for run in window.runs if run.passed)
     stale = window.stale
     notes = f"; {stale} stale result{'s' if stale != 1 else ''} of an edited profile ignored"
@@ -423,6 +449,10 @@ def _code_verification_succeeded(check: Mapping[str, Any], ctx: _Context) -> tup
         count = window.other_trees
         notes += (f"; {count} result{'s' if count != 1 else ''} of another tree ignored "
                   f"({stale_tree_note(window.other_tree.tree, ctx.tree)})")
+    if window.other_environment is not None:
+        note = stale_environment_note(window.other_environment.environment,
+                                      ctx.environments.get(profile))
+        notes += f"; a result of another environment ignored ({note})"
     since = f"after seq {window.boundary}" + (
         " (the last workspace change)" if window.boundary > ctx.after_seq
         else " (the contract start)"
@@ -460,12 +490,14 @@ def evaluate_check(
     tree: Mapping[str, str] | None,
     current_profile_receipts: Mapping[str, str],
     max_file_bytes: int,
+    environments: Mapping[str, str | None] | None = None,
 ) -> CheckResult:
     """One stored check's result on the tree `workspace` was hashed to (`tree`, its
-    reference). Any exception is this check's failure, never a pass."""
+    reference; `environments`: the environment digests of the profiles that declare one, see
+    `_counted_runs`). Any exception is this check's failure, never a pass."""
     check_id, kind = str(check.get("id")), str(check.get("kind"))
     ctx = _Context(after_seq, evidence, workspace, tree_key(tree), current_profile_receipts,
-                   max_file_bytes)
+                   max_file_bytes, environments or {})
     try:
         evaluator = _EVALUATORS.get(kind)
         if evaluator is None:
@@ -484,6 +516,7 @@ def runs_counted(
     evidence: Evidence,
     current_profile_receipts: Mapping[str, str],
     tree: Mapping[str, str] | None,
+    environments: Mapping[str, str | None] | None = None,
 ) -> list[VerificationRecord]:
     """The runs an attempt on `tree` evaluated now counts for the contract's code checks
     (rules 4.10 and 10.3), in check order: what a terminal's attestation lists."""
@@ -492,7 +525,8 @@ def runs_counted(
     for check in contract["checks"]:
         current = current_profile_receipts.get(str(check.get("profile")))
         if check.get("kind") == "code_verification_succeeded" and current is not None:
-            counted += _counted_runs(check, evidence, after_seq, current, tree_key(tree)).runs
+            counted += _counted_runs(check, evidence, after_seq, current, tree_key(tree),
+                                     environments or {}).runs
     return counted
 
 
@@ -504,6 +538,7 @@ def evaluate_checks(
     tree: Mapping[str, str] | None,
     current_profile_receipts: Mapping[str, str],
     max_file_bytes: int,
+    environments: Mapping[str, str | None] | None = None,
 ) -> list[CheckResult]:
     """Every check of a stored contract (any version), in declaration order, on `tree`."""
     after_seq = int(contract["startedAtSeq"])
@@ -516,6 +551,7 @@ def evaluate_checks(
             tree=tree,
             current_profile_receipts=current_profile_receipts,
             max_file_bytes=max_file_bytes,
+            environments=environments,
         )
         for check in contract["checks"]
     ]

@@ -12,6 +12,7 @@ Input (snake_case, as an operator form or API sends it)::
       "env": {"CI": "1"},                # optional; ≤ 64 names, values strings ≤ 4096
       "limits": {…},                     # optional; any of LIMITS below
       "rootfs": "/srv/images/py311",     # optional; directory used as / instead of the host's
+      "environment": [".venv"],          # optional; excluded directories the command needs
       "show_output_to_reviewers": false  # optional; output policy, does not change how it runs
     }
 
@@ -30,8 +31,18 @@ Limits (defaults and inclusive bounds), set as rlimits on every process of the s
 (verification/cgroups.py), `memory_bytes` and `pids` also cap the whole run: its total memory
 and its total processes.
 
+Environment: a run sees the workspace tree and nothing else of the workspace (SEMANTICS §10.1's
+exclusions keep installed dependencies out of the tree id). Directories a command needs that the
+project excludes (`.venv`, `node_modules`) are declared as the profile's `environment`: each is
+hashed as a tree of its own, materialised beside the tree, and their digest
+(`environment_digest`) is recorded with the run; a result counts only while the environment
+still hashes to it. Each is a relative directory path the project's exclusions exclude (checked
+when a run starts, as exclusions are the project's): ≤ 16 of them, none inside another.
+
 The definition (camelCase) holds exactly what changes how the command runs; its receipt is the
-profile receipt. Description, `required` and the output policy are not part of it.
+profile receipt. Description, `required` and the output policy are not part of it. Fields added
+after the first version (`environment`) enter the definition only when set, so the receipts of
+profiles that do not use them never changed.
 """
 
 from __future__ import annotations
@@ -55,6 +66,8 @@ MAX_ENV_VARS = 64
 MAX_ENV_NAME_CHARS = 256
 MAX_ENV_VALUE_CHARS = 4096
 MAX_ROOTFS_CHARS = 1024
+MAX_ENVIRONMENT_PATHS = 16
+MAX_ENVIRONMENT_PATH_CHARS = 1024
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_NAME_RE = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
@@ -82,6 +95,7 @@ FIELDS = frozenset(
         "env",
         "limits",
         "rootfs",
+        "environment",
         "show_output_to_reviewers",
     }
 )
@@ -252,6 +266,46 @@ def _rootfs(errors: FieldErrors, value: Any) -> str | None:
     return None
 
 
+def _environment_path(errors: FieldErrors, path: str, value: Any) -> str | None:
+    text = _text(errors, path, value, 1, MAX_ENVIRONMENT_PATH_CHARS)
+    if text is None:
+        return None
+    segments = text.split("/")
+    if "\\" in text or any(part in ("", ".", "..") for part in segments):
+        errors.add(path, "must be a relative directory path without empty, '.' or '..' "
+                         "segments or backslashes (e.g. .venv or web/node_modules)")
+        return None
+    if segments[0] in (".git", ".governor"):
+        errors.add(path, f"must not be under {segments[0]}/, which no tree holds")
+        return None
+    return text
+
+
+def _environment(errors: FieldErrors, value: Any) -> list[str] | None:
+    if type(value) is not list:
+        errors.add("environment", "must be a list of directory paths")
+        return None
+    if len(value) > MAX_ENVIRONMENT_PATHS:
+        errors.add("environment", f"has {len(value)} paths; at most {MAX_ENVIRONMENT_PATHS} "
+                                  "are allowed")
+        return None
+    before = len(errors.items)
+    paths = [_environment_path(errors, join_path("", "environment", index), item)
+             for index, item in enumerate(value)]
+    if len(errors.items) != before:
+        return None
+    for index, path in enumerate(paths):
+        assert path is not None
+        for other in paths[:index]:
+            assert other is not None
+            if path == other:
+                errors.add(join_path("", "environment", index), f"repeats {path!r}")
+            elif path.startswith(other + "/") or other.startswith(path + "/"):
+                errors.add(join_path("", "environment", index),
+                           f"{path!r} and {other!r} overlap: declare the outer one only")
+    return sorted(str(path) for path in paths) if len(errors.items) == before else None
+
+
 def validate_profile(raw: Any) -> dict[str, Any]:
     """§8: the profile `raw` describes, with every default filled in (snake_case), or
     ProfileError listing every failing field."""
@@ -276,6 +330,7 @@ def validate_profile(raw: Any) -> dict[str, Any]:
         "env": _env(errors, raw.get("env", {})),
         "limits": _limits(errors, raw.get("limits", {})),
         "rootfs": _rootfs(errors, raw.get("rootfs")),
+        "environment": _environment(errors, raw.get("environment", [])),
         "show_output_to_reviewers": _boolean(
             errors, "show_output_to_reviewers", raw.get("show_output_to_reviewers", False)
         ),
@@ -289,7 +344,7 @@ def validate_profile(raw: Any) -> dict[str, Any]:
 
 def profile_definition(validated: dict[str, Any]) -> dict[str, Any]:
     """The canonical definition of a validated profile: everything that changes how it runs."""
-    return {
+    definition: dict[str, Any] = {
         "id": validated["id"],
         "argv": list(validated["argv"]),
         "timeoutMs": validated["timeout_ms"],
@@ -301,6 +356,9 @@ def profile_definition(validated: dict[str, Any]) -> dict[str, Any]:
         },
         "rootfs": validated["rootfs"],
     }
+    if validated["environment"]:
+        definition["environment"] = list(validated["environment"])
+    return definition
 
 
 def profile_receipt(definition: dict[str, Any]) -> str:

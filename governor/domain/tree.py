@@ -203,6 +203,21 @@ def exclusions_digest(patterns: Iterable[str]) -> str:
     return receipt("tree-exclusions", list(validate_exclusions(list(patterns))))
 
 
+def directory_excluded(patterns: Sequence[str], path: str) -> bool:
+    """Is the directory at relative `path` left out of the tree, whole, by `patterns` (itself
+    or one of the directories above it excluded, as the walk never enters those)?"""
+    exclusions = _Exclusions(validate_exclusions(list(patterns)))
+    parts = path.encode().split(b"/")
+    return any(exclusions.excludes(b"/".join(parts[:depth]), True)
+               for depth in range(1, len(parts) + 1))
+
+
+def environment_digest(trees: Mapping[str, str]) -> str:
+    """The digest a run records for a profile's environment (governor/domain/profiles.py): the
+    tree id of each declared directory, by its path."""
+    return receipt("code-verification-environment", dict(sorted(trees.items())))
+
+
 class _Exclusions:
     def __init__(self, patterns: Sequence[str]) -> None:
         self.literal = frozenset(p.encode() for p in patterns)

@@ -29,7 +29,7 @@ import re
 import stat
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
     from governor.domain.tree import ManifestEntry, StatCache, Tree
@@ -128,7 +128,7 @@ class Workspace:
         self._directory: int | None = None
         self._entries: dict[str, ManifestEntry] | None = None  # the tree's, by path, once read
 
-    def __enter__(self) -> Workspace:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,

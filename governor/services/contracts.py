@@ -34,9 +34,14 @@ from governor.services.events import (
     session_locked,
 )
 from governor.services.evidence import DatabaseEvidence
-from governor.services.profiles import profile_receipts, required_profile_ids
+from governor.services.profiles import (
+    profile_environments,
+    profile_receipts,
+    required_profile_ids,
+)
 from governor.services.trees import (
     TreeUnavailable,
+    environment_digests,
     session_tree,
     session_workspace,
     tree_named,
@@ -204,13 +209,18 @@ def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> Attem
             return _terminal_answer(folded)
         project = session.project
         evidence, current_profiles = DatabaseEvidence(session, state), profile_receipts(project)
+        declared = profile_environments(project, {
+            str(check.get("profile")) for check in contract["checks"]
+            if check.get("kind") == "code_verification_succeeded"})
+        environments: dict[str, str | None] = {}
         try:
             with session_workspace(session, tree) as workspace:
                 judged = tree_reference(session_tree(session, workspace))
+                environments = environment_digests(session, workspace, declared)
                 results = evaluate_checks(
                     contract, evidence=evidence, workspace=workspace, tree=judged,
                     current_profile_receipts=current_profiles,
-                    max_file_bytes=project.max_file_bytes,
+                    max_file_bytes=project.max_file_bytes, environments=environments,
                 )
         except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
             judged, results = None, unjudged_results(contract, str(exc))
@@ -229,7 +239,7 @@ def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> Attem
                                        attempt_receipt=attempt["receipt"], tree=judged,
                                        runs=runs_counted(contract, evidence=evidence,
                                                          current_profile_receipts=current_profiles,
-                                                         tree=judged))
+                                                         tree=judged, environments=environments))
             message = messages.terminal_message(terminal, results)
     return AttemptResult(attempt=attempt, terminal=terminal, decision=decision, message=message,
                          results=list(results))

@@ -185,3 +185,97 @@ def materialised(project_id: int, manifest: Sequence[ManifestEntry], *,
         yield root
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _open_parent(root: int, parts: Sequence[str], *, create: bool,
+                 owner: tuple[int, int] | None) -> int:
+    """The directory holding `parts[-1]` below `root`, entered one component at a time without
+    following a link (created, 0755 and owned by `owner`, where `create` and missing)."""
+    fd = os.dup(root)
+    try:
+        for part in parts[:-1]:
+            if create:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                    if owner is not None:
+                        os.chown(part, *owner, dir_fd=fd, follow_symlinks=False)
+                except FileExistsError:
+                    pass
+            parent, fd = fd, -1
+            try:
+                fd = os.open(part, OPEN_DIRECTORY, dir_fd=parent)
+            finally:
+                os.close(parent)
+        return fd
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        raise
+
+
+def _copy_entry(source: int, target: int, entry: ManifestEntry,
+                owner: tuple[int, int] | None) -> None:
+    """Write `entry` from the tree at `source` to the directory at `target`: under a temporary
+    name, then renamed over whatever is there (a file, never a directory)."""
+    parts = entry.path.split("/")
+    source_parent = _open_parent(source, parts, create=False, owner=None)
+    target_parent = _open_parent(target, parts, create=True, owner=owner)
+    name, temporary = parts[-1], f".governor-change-{os.urandom(8).hex()}"
+    try:
+        if entry.mode == MODE_SYMLINK:
+            os.symlink(os.readlink(name, dir_fd=source_parent), temporary, dir_fd=target_parent)
+            if owner is not None:
+                os.chown(temporary, *owner, dir_fd=target_parent, follow_symlinks=False)
+        else:
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+            reader = os.open(name, flags, dir_fd=source_parent)
+            try:
+                writer = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                                 | os.O_CLOEXEC, 0o600, dir_fd=target_parent)
+                try:
+                    while os.sendfile(writer, reader, None, 1 << 20):
+                        pass
+                    os.fchmod(writer, 0o755 if entry.mode == MODE_EXECUTABLE else 0o644)
+                    if owner is not None:
+                        os.fchown(writer, *owner)
+                finally:
+                    os.close(writer)
+            finally:
+                os.close(reader)
+        try:
+            os.rename(temporary, name, src_dir_fd=target_parent, dst_dir_fd=target_parent)
+        except OSError:
+            os.unlink(temporary, dir_fd=target_parent)
+            raise
+    finally:
+        os.close(source_parent)
+        os.close(target_parent)
+
+
+def tree_changes_apply(source: int, target: int, before: Sequence[ManifestEntry],
+                       after: Sequence[ManifestEntry]) -> None:
+    """Make the directory open as `target` (a path session's workspace) hold what a run changed
+    between `before` and `after` in its private copy open as `source`: every entry added or
+    changed is copied over (a temporary file renamed into place, owned by the workspace's
+    owner when the worker is root), every entry removed is unlinked. Nothing is followed on the
+    way in either tree. Raises OSError when the workspace no longer fits (a directory where a
+    file goes, say): what was applied stays, and the caller fails the run."""
+    was = {entry[0]: tuple(entry) for entry in before}
+    now = {entry[0]: tuple(entry) for entry in after}
+    info = os.fstat(target)
+    owner = (info.st_uid, info.st_gid) if os.geteuid() == 0 else None
+    for path in sorted(was.keys() - now.keys()):
+        parts = path.split("/")
+        try:
+            parent = _open_parent(target, parts, create=False, owner=None)
+        except FileNotFoundError:
+            continue
+        try:
+            os.unlink(parts[-1], dir_fd=parent)
+        except FileNotFoundError:
+            pass
+        finally:
+            os.close(parent)
+    for path, entry in sorted(now.items()):
+        if was.get(path) != entry:
+            _copy_entry(source, target, ManifestEntry(*entry), owner)

@@ -3,6 +3,7 @@ for contracts (required profiles, current receipts)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -22,6 +23,13 @@ def profile_receipts(project: Project) -> dict[str, str]:
     """Each profile's current receipt, by profile id (rule 4.10 freshness needs it)."""
     return dict(VerifierProfile.objects.filter(project=project)
                 .values_list("profile_id", "receipt"))
+
+
+def profile_environments(project: Project, ids: Iterable[str]) -> dict[str, list[str]]:
+    """The environment directories of each named profile that declares some."""
+    rows = VerifierProfile.objects.filter(project=project, profile_id__in=list(ids))
+    return {profile_id: list(paths) for profile_id, paths in
+            rows.values_list("profile_id", "environment") if paths}
 
 
 def required_profile_ids(project: Project) -> list[str]:

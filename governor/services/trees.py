@@ -7,20 +7,37 @@ manifest is kept once per (project, tree id, exclusions digest) in `WorkspaceTre
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
 from governor.domain.fields import FieldsInvalid
-from governor.domain.tree import StatCache, Tree, TreeError, validate_exclusions
-from governor.domain.workspace import Workspace, WorkspaceError, identity_at
+from governor.domain.tree import (
+    StatCache,
+    Tree,
+    TreeError,
+    directory_excluded,
+    environment_digest,
+    hash_tree,
+    validate_exclusions,
+)
+from governor.domain.workspace import (
+    DIRECTORY_FLAGS,
+    Workspace,
+    WorkspaceError,
+    identity,
+    identity_at,
+)
 from governor.models import Project, Session, WorkspaceKind, WorkspaceTree
 from governor.services.blobs import blob_store_bytes, blobs_touch
 from governor.services.errors import Invalid, ServiceError, Unavailable
@@ -43,16 +60,20 @@ def _cache_directory() -> Path:
     return Path(settings.VAR_DIR) / "tree-cache"
 
 
-def _cache_path(session: Session) -> Path:
-    return _cache_directory() / f"{session.pk}.json"
+def _cache_path(session: Session, environment: str | None) -> Path:
+    if environment is None:
+        return _cache_directory() / f"{session.pk}.json"
+    key = hashlib.sha256(environment.encode()).hexdigest()[:16]
+    return _cache_directory() / f"{session.pk}-environment-{key}.json"
 
 
-def stat_cache_load(session: Session) -> StatCache:
-    """The session's stat cache; empty (a cold hash) when it is missing or unreadable."""
+def stat_cache_load(session: Session, environment: str | None = None) -> StatCache:
+    """The session's stat cache (of its tree, or of one environment directory); empty (a cold
+    hash) when it is missing or unreadable."""
     directory = _cache_directory()
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
-        data = json.loads(_cache_path(session).read_bytes())
+        data = json.loads(_cache_path(session, environment).read_bytes())
         if not isinstance(data, dict):
             raise ValueError("not a JSON object")
         return StatCache.from_dict(data, stamp_dir=str(directory))
@@ -63,7 +84,7 @@ def stat_cache_load(session: Session) -> StatCache:
     return StatCache(stamp_dir=str(directory))
 
 
-def stat_cache_save(session: Session, cache: StatCache) -> None:
+def stat_cache_save(session: Session, cache: StatCache, environment: str | None = None) -> None:
     """Replace the session's stat cache atomically (a new file of mode 0600, renamed). A cache
     that cannot be written only makes the next hash cold: it is logged, not raised."""
     try:
@@ -74,7 +95,7 @@ def stat_cache_save(session: Session, cache: StatCache) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(cache.as_dict(), handle, separators=(",", ":"))
-        os.replace(name, _cache_path(session))
+        os.replace(name, _cache_path(session, environment))
     except OSError as exc:
         os.unlink(name)
         log.warning("session %s: the stat cache cannot be written: %s", session.pk, exc)
@@ -93,37 +114,44 @@ def tree_record(project: Project, tree: Tree,
                   "manifest": lambda: [list(entry) for entry in tree.manifest]})
 
 
-def session_tree(session: Session, workspace: Workspace) -> Tree:
-    """Hash the session's workspace through `workspace` (which then reads only this tree), with
-    the project's exclusions and limits, and record its manifest. Raises TreeUnavailable.
-    A snapshot session's workspace is a materialised snapshot (`session_workspace`): hashed
-    without a stat cache, and it must hash to the snapshot's id."""
-    if isinstance(workspace, SnapshotWorkspace):
-        return _snapshot_tree(session, workspace)
+def _hashed(session: Session, workspace: Workspace, exclusions: list[str],
+            environment: str | None = None) -> Tree:
+    """Hash `workspace` with the session's stat cache (of its tree, or of the `environment`
+    directory) and record the manifest, keeping the blobs of a tree new to the project."""
     project = session.project
-    try:
-        exclusions = list(validate_exclusions(project.tree_exclusions, "tree_exclusions"))
-        cache = stat_cache_load(session)
-        loaded = dict(cache.directories)
-        tree = workspace.hash(exclusions=exclusions, cache=cache,
-                              max_files=project.tree_max_files,
-                              max_bytes=project.tree_max_bytes)
-    except (TreeError, WorkspaceError, FieldsInvalid) as exc:
-        raise TreeUnavailable(f"the workspace tree cannot be hashed: {exc}") from None
+    cache = stat_cache_load(session, environment)
+    loaded = dict(cache.directories)
+    tree = workspace.hash(exclusions=exclusions, cache=cache, max_files=project.tree_max_files,
+                          max_bytes=project.tree_max_bytes)
     # A scan that changed nothing keeps every loaded record: writing them again is skipped.
     if cache.directories.keys() != loaded.keys() or any(
             record is not loaded[prefix] for prefix, record in cache.directories.items()):
-        stat_cache_save(session, cache)
+        stat_cache_save(session, cache, environment)
     if tree_record(project, tree, exclusions)[1]:
         tree_blobs_keep(project, tree, workspace)
     return tree
 
 
+def session_tree(session: Session, workspace: Workspace) -> Tree:
+    """Hash the session's workspace through `workspace` (which then reads only this tree), with
+    the project's exclusions and limits, and record its manifest. Raises TreeUnavailable.
+    A materialised workspace (a snapshot, or a run's private copy) is hashed without a stat
+    cache, and it must hash to the tree it was written from."""
+    if isinstance(workspace, MaterialisedWorkspace):
+        return _materialised_tree(session, workspace)
+    try:
+        exclusions = list(validate_exclusions(session.project.tree_exclusions,
+                                              "tree_exclusions"))
+        return _hashed(session, workspace, exclusions)
+    except (TreeError, WorkspaceError, FieldsInvalid) as exc:
+        raise TreeUnavailable(f"the workspace tree cannot be hashed: {exc}") from None
+
+
 def tree_blobs_keep(project: Project, tree: Tree, workspace: Workspace) -> None:
     """§11 "the server keeps the trees it judges": store the blobs of a newly recorded path
     tree the project's store lacks, read through the descriptor it was hashed through (each read
-    checked against the tree). A blob that cannot be kept is logged: the verdict stands, only
-    its replay from the store would be missing that file."""
+    checked against the tree). A blob that cannot be kept is logged: the verdict stands, but a
+    run cannot be given that tree (it is materialised from the store)."""
     manifest = tree.manifest
     present = blobs_touch(project, {entry.blob for entry in manifest})
     for entry in manifest:
@@ -142,26 +170,158 @@ def tree_blobs_keep(project: Project, tree: Tree, workspace: Workspace) -> None:
         present.add(entry.blob)
 
 
-class SnapshotWorkspace(Workspace):
-    """A snapshot materialised privately: the tree it must hash to is `expected`."""
+def _directory_below(workspace: Workspace, path: str) -> str:
+    """The identity of the directory at relative `path` under the workspace's bound root,
+    walked one component at a time without following a link."""
+    assert workspace.directory is not None
+    fd = os.dup(workspace.directory)
+    try:
+        for name in path.split("/"):
+            parent, fd = fd, -1
+            try:
+                fd = os.open(name, DIRECTORY_FLAGS, dir_fd=parent)
+            finally:
+                os.close(parent)
+        return identity(fd)
+    except OSError as exc:
+        reason = ("is a symbolic link or not a directory"
+                  if exc.errno in (errno.ELOOP, errno.ENOTDIR) else exc.strerror)
+        raise TreeUnavailable(f"the environment directory {path} cannot be opened "
+                              f"({reason})") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
-    def __init__(self, root: str, identity: str, expected: WorkspaceTree) -> None:
+
+def environment_trees(session: Session, workspace: Workspace,
+                      paths: Sequence[str]) -> dict[str, Tree]:
+    """Each environment directory of a profile (governor/domain/profiles.py) under the hashed
+    path workspace `workspace`, hashed as a tree of its own (no exclusions; a stat cache each)
+    and recorded like the workspace tree. Each must be left out of the workspace tree by the
+    project's exclusions, else it is part of the tree already. Raises TreeUnavailable."""
+    if not paths:
+        return {}
+    exclusions = list(validate_exclusions(session.project.tree_exclusions, "tree_exclusions"))
+    trees = {}
+    for path in paths:
+        if not directory_excluded(exclusions, path):
+            raise TreeUnavailable(f"the environment directory {path} is not excluded from the "
+                                  f"workspace tree: add an exclusion such as '{path}/**' to "
+                                  f"the project, or drop it from the profile")
+        below = Workspace(f"{workspace.root.rstrip('/')}/{path}", _directory_below(workspace,
+                                                                                   path))
+        with below:
+            try:
+                trees[path] = _hashed(session, below, [], environment=path)
+            except (TreeError, WorkspaceError) as exc:
+                raise TreeUnavailable(f"the environment directory {path} cannot be hashed: "
+                                      f"{exc}") from None
+    return trees
+
+
+def environment_reference(ids: Mapping[str, str]) -> dict[str, Any] | None:
+    """How a run names its environment: the digest and each directory's tree id, by path (None
+    when the profile declares none)."""
+    if not ids:
+        return None
+    return {"digest": environment_digest(ids), "trees": dict(sorted(ids.items()))}
+
+
+def environment_digests(session: Session, workspace: Workspace,
+                        declared: Mapping[str, Sequence[str]]) -> dict[str, str | None]:
+    """The environment digest of each profile in `declared` (its environment directories) as
+    the hashed `workspace` holds them now: None where they cannot be hashed, or for a
+    materialised snapshot, which holds none. What an attempt compares its runs with."""
+    digests: dict[str, str | None] = {}
+    for profile, paths in declared.items():
+        digests[profile] = None
+        if isinstance(workspace, MaterialisedWorkspace):
+            continue
+        try:
+            trees = environment_trees(session, workspace, paths)
+        except TreeUnavailable as exc:
+            log.info("session %s: the environment of %s cannot be hashed: %s", session.pk,
+                     profile, exc)
+            continue
+        reference = environment_reference({path: tree.id for path, tree in trees.items()})
+        digests[profile] = reference["digest"] if reference else None
+    return digests
+
+
+class MaterialisedWorkspace(Workspace):
+    """A kept tree written into a private directory (governor/services/materialise.py): it
+    must hash to `expected`, and each environment directory written beside it to its own
+    record."""
+
+    def __init__(self, root: str, identity: str, expected: WorkspaceTree,
+                 environment: Mapping[str, WorkspaceTree]) -> None:
         super().__init__(root, identity)
         self.expected = expected
+        self.environment = dict(environment)
 
 
-def _snapshot_tree(session: Session, workspace: SnapshotWorkspace) -> Tree:
+def _materialised_tree(session: Session, workspace: MaterialisedWorkspace) -> Tree:
     expected = workspace.expected
+    project = session.project
     try:
         tree = workspace.hash(exclusions=expected.exclusions, cache=None,
-                              max_files=session.project.tree_max_files,
-                              max_bytes=session.project.tree_max_bytes)
+                              max_files=project.tree_max_files,
+                              max_bytes=project.tree_max_bytes)
+        for path, record in workspace.environment.items():
+            below = hash_tree(f"{workspace.root}/{path}", max_files=project.tree_max_files,
+                              max_bytes=project.tree_max_bytes)
+            if below.id != record.tree_id:
+                raise TreeUnavailable(f"the environment directory {path} materialised as "
+                                      f"{below.id}, not {record.tree_id}: the blob store or "
+                                      "cache holds other bytes")
     except (TreeError, WorkspaceError) as exc:
-        raise TreeUnavailable(f"the snapshot cannot be materialised: {exc}") from None
+        raise TreeUnavailable(f"the tree cannot be materialised: {exc}") from None
     if (tree.id, tree.exclusions_digest) != (expected.tree_id, expected.exclusions_digest):
-        raise TreeUnavailable(f"the snapshot materialised as {tree.id}, not {expected.tree_id}: "
+        raise TreeUnavailable(f"the tree materialised as {tree.id}, not {expected.tree_id}: "
                               "the blob store or cache holds other bytes")
     return tree
+
+
+def tree_written(session: Session, copy: MaterialisedWorkspace) -> Tree:
+    """The tree a `workspace-write` run left in its private copy, hashed afresh, recorded and
+    its blobs kept. Raises TreeUnavailable."""
+    exclusions = list(copy.expected.exclusions)
+    project = session.project
+    with Workspace(copy.root, copy.recorded_identity) as written:
+        try:
+            tree = written.hash(exclusions=exclusions, cache=None,
+                                max_files=project.tree_max_files,
+                                max_bytes=project.tree_max_bytes)
+        except (TreeError, WorkspaceError) as exc:
+            raise TreeUnavailable(f"the tree the run left cannot be hashed: {exc}") from None
+        if tree_record(project, tree, exclusions)[1]:
+            tree_blobs_keep(project, tree, written)
+    return tree
+
+
+@contextmanager
+def tree_materialised(session: Session, record: WorkspaceTree, *, writable: bool = False,
+                      environment: Mapping[str, WorkspaceTree] | None = None,
+                      ) -> Iterator[MaterialisedWorkspace]:
+    """`record` (and the `environment` directories, each at its path) written into a private
+    directory and checked to hash to it, deleted afterwards. `writable`: private copies a
+    `workspace-write` run may change; otherwise hard links to the blob cache. Raises
+    TreeUnavailable when it cannot be built."""
+    environment = environment or {}
+    manifest = [*record.manifest,
+                *([f"{path}/{entry[0]}", *entry[1:]]
+                  for path, below in environment.items() for entry in below.manifest)]
+    with ExitStack() as stack:
+        try:
+            root = stack.enter_context(materialised(record.project_id, manifest,
+                                                    writable=writable))
+            workspace = stack.enter_context(
+                MaterialisedWorkspace(root, identity_at(root), record, environment))
+        except (OSError, Unavailable) as exc:
+            raise TreeUnavailable(f"the tree {record.tree_id} cannot be materialised: "
+                                  f"{getattr(exc, 'message', exc)}") from None
+        session_tree(session, workspace)
+        yield workspace
 
 
 def tree_named(session: Session, tree: Any) -> None:
@@ -175,26 +335,55 @@ def tree_named(session: Session, tree: Any) -> None:
 
 
 @contextmanager
-def session_workspace(session: Session, tree: Any = None, *, writable: bool = False,
-                      latest: bool = True) -> Iterator[Workspace]:
-    """The workspace a check or run of `session` reads: a path session's bound directory; for
-    a snapshot session, the snapshot `tree` names (its latest, unless `latest` is False: a run
-    queued before a newer upload still runs on its own) materialised in a private directory,
-    deleted afterwards. Raises TreeUnavailable when it cannot be built."""
+def session_workspace(session: Session, tree: Any = None) -> Iterator[Workspace]:
+    """The workspace the file checks of `session` read: a path session's bound directory (each
+    read checked against the tree it hashes to); for a snapshot session, the snapshot `tree`
+    names (its latest) materialised in a private directory, deleted afterwards. Raises
+    TreeUnavailable when it cannot be built."""
     if session.workspace_kind != WorkspaceKind.SNAPSHOT:
         with Workspace(session.workspace_path, session.workspace_identity) as workspace:
             yield workspace
         return
-    record = (snapshot_current(session, tree) if latest else snapshot_by_tree(session, tree)).tree
-    with ExitStack() as stack:
-        try:
-            root = stack.enter_context(materialised(record.project_id, record.manifest,
-                                                    writable=writable))
-            workspace = stack.enter_context(SnapshotWorkspace(root, identity_at(root), record))
-        except (OSError, Unavailable) as exc:
-            raise TreeUnavailable(f"the snapshot {record.tree_id} cannot be materialised: "
-                                  f"{getattr(exc, 'message', exc)}") from None
-        yield workspace
+    with tree_materialised(session, snapshot_current(session, tree).tree) as materialised_tree:
+        yield materialised_tree
+
+
+def _recorded(session: Session, tree: Tree) -> WorkspaceTree:
+    return WorkspaceTree.objects.get(project=session.project, tree_id=tree.id,
+                                     exclusions_digest=tree.exclusions_digest)
+
+
+@dataclass(frozen=True)
+class RunTree:
+    """What a run executes on (SEMANTICS §10.2): a private copy of exactly the tree it is
+    credited with, never the live directory."""
+
+    workspace: MaterialisedWorkspace
+    tree: dict[str, str]  # the reference of the tree materialised
+    environment: dict[str, Any] | None  # environment_reference, None without one
+
+
+@contextmanager
+def run_tree(session: Session, snapshot: Any, *, writable: bool,
+             environment: Sequence[str]) -> Iterator[RunTree]:
+    """The private copy a run of `session` executes on: a path session's workspace hashed now
+    (the live directory is read for this and never again) with the profile's `environment`
+    directories, or the snapshot `snapshot` names (a run queued before a newer upload still
+    runs on its own), materialised from the kept blobs. Raises TreeUnavailable."""
+    if session.workspace_kind == WorkspaceKind.SNAPSHOT:
+        if environment:
+            raise TreeUnavailable("the profile declares environment directories "
+                                  f"({', '.join(environment)}), which a snapshot holds none "
+                                  "of: a snapshot session's runs see only the uploaded tree")
+        record, below = snapshot_by_tree(session, snapshot).tree, {}
+    else:
+        with Workspace(session.workspace_path, session.workspace_identity) as live:
+            record = _recorded(session, session_tree(session, live))
+            below = {path: _recorded(session, tree)
+                     for path, tree in environment_trees(session, live, environment).items()}
+    with tree_materialised(session, record, writable=writable, environment=below) as copy:
+        yield RunTree(copy, {"id": record.tree_id, "exclusions": record.exclusions_digest},
+                      environment_reference({path: rec.tree_id for path, rec in below.items()}))
 
 
 def session_tree_reference(session: Session, tree: Any = None) -> dict[str, Any]:

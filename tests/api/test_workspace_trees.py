@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -157,36 +155,11 @@ def test_rule_10_3_changing_the_exclusions_makes_earlier_results_stale(
 
 
 @pytest.mark.sandbox
-def test_rule_10_2_a_read_only_run_whose_tree_changes_while_it_runs_fails_tree_changed(
-    worker: Agent, workspace: Path, project: Project
-) -> None:
-    add_profile(project, "slow-tests", ["/bin/sh", "-c", "sleep 3"])
-    code_contract(worker)
-
-    def write_out_of_band() -> None:
-        time.sleep(1.0)  # the run has hashed its tree and its command is sleeping
-        (workspace / "app.py").write_text("changed while the tests ran\n")
-
-    writer = threading.Thread(target=write_out_of_band)
-    writer.start()
-    try:
-        result = run(worker, "slow-tests")["result"]
-    finally:
-        writer.join()
-    assert (result["passed"], result["failureKind"], result["exitCode"]) == (
-        False, "tree-changed", 0)
-    assert result["tree"] == result["treeBefore"]
-    assert result["tree"]["id"] != tree_of(workspace)
-    assert verify(worker)["decision"] == "repair"
-
-
-@pytest.mark.sandbox
 def test_rule_10_2_a_workspace_write_run_counts_for_the_tree_it_leaves(
     worker: Agent, workspace: Path, project: Project
 ) -> None:
     add_profile(project, "generate", ["/bin/sh", "-c", "echo generated > /workspace/gen.txt"],
                 sandbox_mode="workspace-write")
-    workspace.chmod(0o777)  # writable by the sandbox user
     code_contract(worker)
     result = run(worker, "generate")["result"]
     assert result["passed"], result

@@ -355,7 +355,8 @@ def test_the_workers_env_secrets_are_not_visible(workspace: Path,
 def test_only_the_profile_env_and_the_fixed_set_are_visible(workspace: Path) -> None:
     result = run(["env"], workspace, env={"CI": "1"})
     names = sorted(line.split("=", 1)[0] for line in result.stdout.tail.splitlines())
-    assert names == ["CI", "HOME", "LANG", "PATH", "PWD", "TMPDIR"]  # bubblewrap sets PWD
+    assert names == ["CI", "HOME", "LANG", "PATH", "PWD",  # bubblewrap sets PWD
+                     "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "TMPDIR"]
 
 
 def test_only_the_sandboxes_own_processes_are_visible(workspace: Path) -> None:

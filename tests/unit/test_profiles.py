@@ -46,6 +46,7 @@ def test_rule_8_a_minimal_profile_gets_every_default() -> None:
         "limits": {"memory_bytes": 2 * 1024**3, "pids": 256, "file_bytes": 256 * 1024**2,
                    "cpu_seconds": 600, "open_files": 1024, "output_bytes": 65_536},
         "rootfs": None,
+        "environment": [],
         "show_output_to_reviewers": False,
     }
 
@@ -293,3 +294,21 @@ def test_rule_8_path_entries_must_be_absolute_and_outside_the_workspace(path: st
     with pytest.raises(ProfileError) as refused:
         validate_profile({"id": "p", "description": "d", "argv": ["x"], "env": {"PATH": path}})
     assert refused.value.errors[0]["path"] == "env/PATH"
+
+
+def test_environment_paths_are_relative_directories_each_refusal_naming_its_index() -> None:
+    with pytest.raises(ProfileError) as refused:
+        validate_profile(profile(environment=["/abs", "a/../b", ".git/x", ".venv", ".venv"]))
+    paths = {error["path"] for error in refused.value.errors}
+    assert paths == {"environment/0", "environment/1", "environment/2"}
+    with pytest.raises(ProfileError) as overlapping:
+        validate_profile(profile(environment=["web", "web/node_modules"]))
+    assert [error["path"] for error in overlapping.value.errors] == ["environment/1"]
+
+
+def test_a_profile_without_an_environment_keeps_the_receipt_it_always_had() -> None:
+    plain = profile_definition(validate_profile(profile()))
+    assert "environment" not in plain
+    declared = profile_definition(validate_profile(profile(environment=["node_modules", ".venv"])))
+    assert declared["environment"] == [".venv", "node_modules"]
+    assert profile_receipt(declared) != profile_receipt(plain)

@@ -46,7 +46,7 @@ def test_rule_8_env_is_the_fixed_minimal_set_plus_the_profile_env(
     assert argv.index("--clearenv") < argv.index("--setenv")
     assert dict(pairs(argv, "--setenv")) == {
         "CI": "1", "HOME": "/tmp", "LANG": "C.UTF-8", "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "TMPDIR": "/tmp",
+        "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/tmp/pycache",
     }
     assert not any("hunter2" in item or "SOME_API_TOKEN" in item for item in argv)
 
@@ -114,7 +114,9 @@ def test_rule_8_rootfs_replaces_the_hosts_system_entirely() -> None:
         "--disable-userns", "--die-with-parent", "--as-pid-1", "--new-session",
         "--hostname", "sandbox", "--cap-drop", "ALL", "--clearenv",
         "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8",
-        "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "TMPDIR", "/tmp",
+        "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
+        "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "PYTHONPYCACHEPREFIX",
+        "/tmp/pycache", "--setenv", "TMPDIR", "/tmp",
         "--ro-bind", "/srv/images/busybox", "/",
         "--proc", "/proc", "--dev", "/dev", "--size", "67108864", "--tmpfs", "/dev/shm",
         "--size", "67108864", "--tmpfs", "/tmp", "--ro-bind", WORKSPACE, "/workspace",
