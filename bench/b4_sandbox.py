@@ -5,6 +5,14 @@ run takes: the checks before anything starts, bubblewrap with every namespace, r
 capture and hashing, teardown — the same number of runs each, in one process. The two arms take
 turns run by run, so drift and other load hit both alike. Overhead = median(sandboxed) −
 median(bare). Goal: ≤ 10 ms (a published `docker run --rm` start is about 350 ms).
+
+Then what a run's private copy costs (SEMANTICS §10.2: a run executes on a copy of exactly the
+hashed tree, never on the agent's directory). For trees of 1k and 10k files (B7's realistic mix)
+whose blobs the store keeps: `tree_materialised` — hard links from this machine's blob cache,
+the copy hashed again and checked against the tree id, then removed — against stock git
+writing the same tree from its index, `git checkout-index -a --prefix=…` into an empty
+directory, then removed; the arms alternate, medians of `--repeats`. The first copy, with an
+empty blob cache (every blob fetched from the store), is reported too. Goal: ≤ 2× git.
 """
 
 from __future__ import annotations
@@ -15,19 +23,25 @@ import shutil
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
-from bench.common import markdown_table, median, progress
+from bench.b7_tree_hash import Git, build_tree, default_dir
+from bench.common import django_setup, isolated, markdown_table, median, progress
 
 NAME = "B4"
 RUNS = 50
 WARMUP = 5
 GOAL_OVERHEAD_MS = 10.0
+COPY_SIZES = (1_000, 10_000)
+GOAL_COPY_RATIO = 2.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--b4-runs", type=int, default=RUNS,
                         help=f"B4: runs of each arm (default {RUNS})")
+    parser.add_argument("--b4-sizes", default=",".join(map(str, COPY_SIZES)),
+                        help="B4: tree sizes (files) of the private-copy comparison")
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -36,11 +50,81 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    result = _start_overhead(getattr(args, "b4_runs", RUNS))
+    sizes = [int(size) for size in getattr(args, "b4_sizes", "").split(",") if size]
+    scratch = tempfile.mkdtemp(prefix="governor-b4-copy-", dir=default_dir())
+    try:
+        result["copies"] = isolated(_copies, sizes, max(1, getattr(args, "repeats", 5)),
+                                    scratch, env={
+                                        "GOVERNOR_VAR_DIR": f"{scratch}/var",
+                                        "DATABASE_URL": f"sqlite:///{scratch}/governor.sqlite3"})
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return result
+
+
+def _copies(sizes: list[int], repeats: int, scratch: str) -> dict[str, Any]:
+    """In a fresh interpreter with its own var directory: the private-copy comparison."""
+    django_setup()
+    return {"repeats": repeats,
+            "sizes": {str(files): _copy_size(files, repeats, Path(scratch) / f"tree-{files}")
+                      for files in sizes}}
+
+
+def _copy_size(files: int, repeats: int, base: Path) -> dict[str, Any]:
+    from governor.domain.workspace import Workspace, identity_at
+    from governor.models import Project, Session
+    from governor.services.trees import session_tree, tree_materialised
+
+    tree_root = base / "tree"
+    tree_root.mkdir(parents=True)
+    build_tree(tree_root, files)
+    project = Project.objects.create(slug=f"b4-{files}", name="B4", workspace_roots=[str(base)])
+    session = Session.objects.create(project=project, workspace_path=str(tree_root),
+                                     workspace_identity=identity_at(str(tree_root)))
+    with Workspace(str(tree_root), session.workspace_identity) as live:
+        tree = session_tree(session, live)  # hashed, its blobs kept in the store
+    record = project.trees.get(tree_id=tree.id)
+    git = Git(tree_root, base / "git")
+    git.cold()
+    target = base / "checkout"
+
+    def ours() -> float:
+        start = time.perf_counter()
+        with tree_materialised(session, record):
+            pass
+        return (time.perf_counter() - start) * 1000
+
+    def stock_git() -> float:
+        start = time.perf_counter()
+        git.run("checkout-index", "-a", f"--prefix={target}/")
+        shutil.rmtree(target)
+        return (time.perf_counter() - start) * 1000
+
+    try:
+        first = ours()  # the blob cache is empty: every blob comes from the store
+        times: dict[str, list[float]] = {"ours": [], "git": []}
+        for index in range(repeats):
+            arms = (("ours", ours), ("git", stock_git))
+            for name, arm in arms if index % 2 == 0 else arms[::-1]:
+                times[name].append(round(arm(), 2))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    row = {"files": tree.files, "bytes": tree.size, "first_ms": round(first, 2),
+           "ours_ms": round(median(times["ours"]), 2), "git_ms": round(median(times["git"]), 2),
+           "times_ms": times}
+    row["ratio"] = round(row["ours_ms"] / row["git_ms"], 3)
+    progress(f"[B4] private copy of {files:,} files: {row['ours_ms']:.0f} ms, git "
+             f"checkout-index {row['git_ms']:.0f} ms ({row['ratio']:.2f}x); first, cold cache, "
+             f"{row['first_ms']:.0f} ms")
+    return row
+
+
+def _start_overhead(runs: int) -> dict[str, Any]:
     from governor.domain.profiles import profile_definition, validate_profile
     from governor.domain.workspace import identity_at
     from verification.sandbox import run_sandboxed
 
-    runs = getattr(args, "b4_runs", RUNS)
     definition = profile_definition(validate_profile(
         {"id": "bench-true", "description": "B4: /bin/true", "argv": ["/bin/true"]}))
     # The sandbox user must reach the workspace; mkdtemp makes it private to us.
@@ -99,10 +183,29 @@ def table(result: dict[str, Any]) -> str:
             f"arms alternating. Sandboxed = `run_sandboxed`: pre-checks, bubblewrap (all "
             f"namespaces, uid 65534, rlimits), output capture, teardown. Goal: overhead ≤ "
             f"{GOAL_OVERHEAD_MS:g} ms; a `docker run --rm` start is about 350 ms.")
-    return markdown_table(["arm", "median ms", "p95 ms", "min ms"], rows) + "\n\n" + note
+    text = markdown_table(["arm", "median ms", "p95 ms", "min ms"], rows) + "\n\n" + note
+    copies = result.get("copies")
+    if copies:
+        rows = [[f"{int(files):,}", f"{row['bytes'] / 1e6:.0f} MB", f"{row['ours_ms']:.0f}",
+                 f"{row['git_ms']:.0f}", f"**{row['ratio']:.2f}×**", f"{row['first_ms']:.0f}"]
+                for files, row in copies["sizes"].items()]
+        text += "\n\n" + markdown_table(
+            ["files", "size", "private copy ms", "git checkout-index ms", "ratio",
+             "first copy (cold cache) ms"], rows) + "\n\n" + (
+            f"A run's private copy of the tree (`tree_materialised`: hard links from the blob "
+            f"cache, hashed again and checked, removed) against `git checkout-index -a` of the "
+            f"same tree into an empty directory (then removed), medians of "
+            f"{copies['repeats']}, arms alternating. Goal: ≤ {GOAL_COPY_RATIO:g}× git.")
+    return text
 
 
 def gates(result: dict[str, Any]) -> list[str]:
+    failed = []
     if result["overhead_ms"] > GOAL_OVERHEAD_MS:
-        return [f"sandbox overhead {result['overhead_ms']:.2f} ms > {GOAL_OVERHEAD_MS:g} ms"]
-    return []
+        failed.append(f"sandbox overhead {result['overhead_ms']:.2f} ms > "
+                      f"{GOAL_OVERHEAD_MS:g} ms")
+    for files, row in result.get("copies", {}).get("sizes", {}).items():
+        if row["ratio"] > GOAL_COPY_RATIO:
+            failed.append(f"a private copy of {files} files takes {row['ratio']:.2f}x git "
+                          f"checkout-index (> {GOAL_COPY_RATIO:g}x)")
+    return failed

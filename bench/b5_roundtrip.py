@@ -20,7 +20,11 @@ by the claim — and `finished_at`, read afterwards through `manage.py shell`), 
             timer, the result event and the run row, one transaction)
     see     finished_at → the GET that returned the event (poll interval and one GET)
 
-Also measured: the same round trip waited for through the long poll
+Also measured: the round trip on workspaces of 1k and 10k files (B7's realistic mix), where a
+run hashes the agent's directory (warm stat cache) and executes on a private copy of that tree
+(SEMANTICS §10.2: hard links from the worker's blob cache, checked, removed afterwards); the
+first run of each size, which also keeps the new tree's blobs and fills the cache, is reported
+apart. And the same round trip waited for through the long poll
 `GET /code-verifications/{id}?wait=30`, which is what the bundled clients use; it is woken when
 the result commits (Redis pub/sub), and must stay within 10 ms of the direct round trip.
 """
@@ -39,6 +43,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.b7_tree_hash import build_tree
 from bench.common import markdown_table, median, p95, progress
 from bench.live import broker_for, governor, load_profiles, redis_answers, set_project
 
@@ -46,6 +51,8 @@ NAME = "B5"
 RUNS = 50
 WARMUP = 5
 LONG_POLL_RUNS = 15
+SIZED_RUNS = 5
+SIZES = (1_000, 10_000)
 POLL_SECONDS = 0.001
 REDIS_DB = 14
 GOAL_MEDIAN_MS = 100.0
@@ -142,11 +149,39 @@ def measure(runs: int) -> dict[str, Any]:
                                "long_poll": long_poll, "warmup": index < WARMUP})
                 if (index + 1) % 10 == 0:
                     progress(f"[B5] {index + 1}/{total} round trips")
+            sized = {str(files): _sized_round_trips(client, probe, live.workspace_root, files)
+                     for files in SIZES}
         out = live.manage("shell", "-v", "0", "-c", TIMESTAMPS)
         rows = json.loads(out.strip().splitlines()[-1])
         probe.close()
         received = _received_times(tmp / "server.log")
-    return _analyse(rounds, rows, received, runs, broker)
+    result = _analyse(rounds, rows, received, runs, broker)
+    result["sized"] = sized
+    return result
+
+
+def _sized_round_trips(client: Any, probe: sqlite3.Connection, root: Path,
+                       files: int) -> dict[str, Any]:
+    """Round trips of the /bin/true profile on a session whose workspace holds `files` files."""
+    workspace = root / f"b5-{files}"
+    workspace.mkdir()
+    os.chmod(workspace, 0o755)  # noqa: S103 - the sandbox user reads it
+    build_tree(workspace, files)
+    session = client.post("/sessions", json={"workspace": {"kind": "path",
+                                                           "path": str(workspace)}}).json()
+    sid, after = session["id"], session["next_seq"] - 1
+    totals = []
+    for _ in range(1 + SIZED_RUNS):
+        start = time.perf_counter()
+        response = client.post(f"/sessions/{sid}/code-verifications", json={"profile": "true"})
+        if response.status_code != 202:
+            raise RuntimeError(f"B5 run request answered {response.status_code}: "
+                               f"{response.text}")
+        seen, after = _wait_for_event(client, probe, sid, response.json()["id"], after)
+        totals.append((seen - start) * 1000)
+    progress(f"[B5] {files:,} files: first {totals[0]:.0f} ms, then median "
+             f"{median(totals[1:]):.0f} ms")
+    return {"first_ms": round(totals[0], 2), **_summary(totals[1:]), "runs": SIZED_RUNS}
 
 
 def _wait_for_event(client: Any, probe: sqlite3.Connection, sid: str, run_id: str,
@@ -232,6 +267,10 @@ def table(result: dict[str, Any]) -> str:
                  f"{lp['median_ms']:.1f}", f"{lp['p95_ms']:.1f}", f"{lp['min_ms']:.1f}"])
     rows.append(["long poll − direct (medians)",
                  f"{lp['median_ms'] - result['round_trip']['median_ms']:+.1f}", "", ""])
+    for files, sized in result.get("sized", {}).items():
+        rows.append([f"round trip on a workspace of {int(files):,} files (first: "
+                     f"{sized['first_ms']:.0f} ms)", f"{sized['median_ms']:.1f}",
+                     f"{sized['p95_ms']:.1f}", f"{sized['min_ms']:.1f}"])
     p = result["params"]
     note = (f"`{p['command']}` profile, {p['runs']} sequential round trips after {p['warmup']} "
             f"warm-up runs ({p['broker']} broker, SQLite, one warm worker); the agent's GET of "

@@ -247,15 +247,16 @@ def run_execute(run: VerificationRun) -> None:
                 record["tree"], detail = _changes_kept(session, given, result.passed, detail)
                 if record["tree"] is None and record["passed"]:
                     record.update(passed=False, failureKind="infrastructure")
+            if detail:
+                log.warning("run %s (%s): %s", run.pk, run.profile.profile_id, detail)
+            tail = ""
+            if run.profile.show_output_to_reviewers:
+                tail = "\n".join(part for part in (result.stdout.tail, result.stderr.tail)
+                                 if part)
+            # Recorded before the copy is removed: the agent need not wait for the deletion.
+            run_finish(run=run, record=record, output_tail=tail, detail=detail)
     except TreeUnavailable as exc:
         run_finish(run=run, record=infrastructure_record(run, str(exc)), detail=str(exc))
-        return
-    if detail:
-        log.warning("run %s (%s): %s", run.pk, run.profile.profile_id, detail)
-    tail = ""
-    if run.profile.show_output_to_reviewers:
-        tail = "\n".join(part for part in (result.stdout.tail, result.stderr.tail) if part)
-    run_finish(run=run, record=record, output_tail=tail, detail=detail)
 
 
 def _changes_kept(session: Session, given: RunTree, passed: bool,

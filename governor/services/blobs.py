@@ -13,7 +13,6 @@ recomputes the id, so a store that returns other bytes is an outage, never a wro
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import os
 import re
@@ -335,7 +334,28 @@ def blobs_collect(*, now: Any = None, grace_seconds: int | None = None) -> dict[
     return {"kept": kept, "deleted": deleted, "bytes": freed}
 
 
-def blob_store_bytes(project: Project, blob: str, data: bytes) -> bool:
-    """Keep `data`, already known to be `blob`, in the project's store (the server's own read of
-    a tree it hashed); True when it was new."""
-    return blob_put(project, blob, io.BytesIO(data))
+def blobs_keep(project: Project, blobs: Iterable[tuple[str, bytes]]) -> int:
+    """Keep bytes the server read itself, each already known to be its blob id (the files of a
+    tree it hashed), in the project's store: spooled and written several at a time, then their
+    rows in one statement once every write is done (a row still means a complete blob). The
+    number kept; Unavailable when the store fails (rows are written for none of them)."""
+    spool = tempfile.mkdtemp(dir=_spool_directory(), prefix="keep-")
+    try:
+        pending: list[tuple[str, int, futures.Future[None]]] = []
+        for index, (blob, data) in enumerate(blobs):
+            path = os.path.join(spool, str(index))
+            with open(path, "wb") as handle:
+                handle.write(data)
+            pending.append((blob, len(data), _WRITERS.submit(_store_spooled, project, blob,
+                                                             path)))
+        futures.wait([write for _blob, _size, write in pending])
+        for blob, _size, write in pending:
+            failure = write.exception()
+            if failure is not None:  # any backend failure: the store is unreachable or full
+                raise _outage(f"write of {blob}", failure) from None
+        Blob.objects.bulk_create([Blob(project=project, blob_id=blob, size=size)
+                                  for blob, size, _write in pending],
+                                 batch_size=500, ignore_conflicts=True)
+    finally:
+        shutil.rmtree(spool, ignore_errors=True)
+    return len(pending)

@@ -1,5 +1,6 @@
-"""SEMANTICS §11.3: a kept tree written into a private directory, for file checks and runs on a
-machine that shares no disk with the agent.
+"""A kept tree written into a private directory: what every run executes on (SEMANTICS §10.2:
+never the agent's directory), and what a snapshot session's file checks read (§11.3), on any
+machine, whether or not it shares a disk with the agent.
 
 Files come from this machine's blob cache (`var/blob-cache/<project id>/<blob id>`, plus `.x`
 for the executable variant; mode 0444 or 0555, written whole and renamed into place), filled
@@ -11,6 +12,9 @@ is written (every directory is opened relative to its parent with O_NOFOLLOW, ev
 single component of a path the snapshot rules already checked), and whoever reads the tree
 afterwards follows links inside it only (governor/domain/workspace.py). The private directory
 lives under `var/materialised/` (0700) and is deleted when the caller is done.
+
+`tree_changes_apply` carries what a `workspace-write` run changed in its private copy back to a
+path session's workspace, by the same rules (nothing followed, each file renamed into place).
 
 The cache is bounded by GOVERNOR_BLOB_CACHE_BYTES: after each materialisation the least
 recently used blobs are evicted until it fits. "Used" is when a tree linking the blob was last
@@ -50,10 +54,17 @@ def _private_directory(name: str) -> Path:
     return directory
 
 
-def blob_cached(project_id: int, blob: str, *, executable: bool) -> str:
-    """The path of the blob in this machine's cache, fetched from the store when missing."""
+def _cache_directory(project_id: int) -> Path:
     directory = _private_directory("blob-cache") / str(project_id)
     directory.mkdir(mode=0o700, exist_ok=True)
+    return directory
+
+
+def blob_cached(project_id: int, blob: str, *, executable: bool,
+                directory: Path | None = None) -> str:
+    """The path of the blob in this machine's cache (`directory`, the project's, when the
+    caller has it), fetched from the store when missing."""
+    directory = directory or _cache_directory(project_id)
     path = directory / (blob + (".x" if executable else ""))
     if not path.exists():
         data = blob_read(project_id, blob)
@@ -101,40 +112,62 @@ def blob_cache_trim(limit: int | None = None) -> dict[str, int]:
     return {"evicted": evicted, "bytes": total}
 
 
-def _write_entry(project_id: int, root: int, entry: ManifestEntry, *, copy: bool,
-                 directory_mode: int, owner: tuple[int, int] | None) -> None:
-    parts = entry.path.split("/")
-    fds = [root]
-    try:
-        for part in parts[:-1]:
+class _TreeWriter:
+    """Writes manifest entries below an open directory. Directories are entered through a
+    stack of descriptors, each created (mode 0755, owned by `owner`) and opened once while the
+    entries below it come one after another, as a manifest lists them."""
+
+    def __init__(self, project_id: int, root: int, *, copy: bool,
+                 owner: tuple[int, int] | None) -> None:
+        self.project_id, self.copy, self.owner = project_id, copy, owner
+        self.cache = _cache_directory(project_id)
+        self.stack: list[tuple[str, int]] = [("", root)]
+
+    def close(self) -> None:
+        while len(self.stack) > 1:
+            os.close(self.stack.pop()[1])
+
+    def _directory(self, path: str) -> int:
+        """The open directory at `path` ("" is the root), entered or created without following
+        a link (every name is one component of a path the manifest rules already checked)."""
+        while len(self.stack) > 1 and not (path + "/").startswith(self.stack[-1][0] + "/"):
+            os.close(self.stack.pop()[1])
+        have = self.stack[-1][0]
+        rest = path[len(have):].lstrip("/")
+        for part in rest.split("/") if rest else ():
+            parent = self.stack[-1][1]
             created = True
             try:
-                os.mkdir(part, 0o700, dir_fd=fds[-1])
+                os.mkdir(part, 0o700, dir_fd=parent)
             except FileExistsError:
                 created = False
-            fds.append(os.open(part, OPEN_DIRECTORY, dir_fd=fds[-1]))
+            fd = os.open(part, OPEN_DIRECTORY, dir_fd=parent)
+            self.stack.append((f"{self.stack[-1][0]}/{part}".lstrip("/"), fd))
             if created:
-                os.fchmod(fds[-1], directory_mode)
-                if owner is not None:
-                    os.fchown(fds[-1], *owner)
-        parent, name = fds[-1], parts[-1]
+                os.fchmod(fd, 0o755)
+                if self.owner is not None:
+                    os.fchown(fd, *self.owner)
+        return self.stack[-1][1]
+
+    def write(self, entry: ManifestEntry) -> None:
+        directory, _, name = entry.path.rpartition("/")
+        parent = self._directory(directory)
         if entry.mode == MODE_SYMLINK:
-            os.symlink(blob_read(project_id, entry.blob), name.encode(), dir_fd=parent)
-            if owner is not None:
-                os.chown(name, *owner, dir_fd=parent, follow_symlinks=False)
+            os.symlink(blob_read(self.project_id, entry.blob), name.encode(), dir_fd=parent)
+            if self.owner is not None:
+                os.chown(name, *self.owner, dir_fd=parent, follow_symlinks=False)
             return
         executable = entry.mode == MODE_EXECUTABLE
         for attempt in range(2):  # another worker process may evict it between fetch and use
-            cached = blob_cached(project_id, entry.blob, executable=executable)
+            cached = blob_cached(self.project_id, entry.blob, executable=executable,
+                                 directory=self.cache)
             try:
-                _place(cached, parent, name, copy=copy, executable=executable, owner=owner)
+                _place(cached, parent, name, copy=self.copy, executable=executable,
+                       owner=self.owner)
                 return
             except FileNotFoundError:
                 if attempt:
                     raise
-    finally:
-        for fd in fds[1:]:
-            os.close(fd)
 
 
 def _place(cached: str, parent: int, name: str, *, copy: bool, executable: bool,
@@ -175,11 +208,12 @@ def materialised(project_id: int, manifest: Sequence[ManifestEntry], *,
         if owner is not None:
             os.chown(root, *owner)
         fd = os.open(root, OPEN_DIRECTORY)
+        writer = _TreeWriter(project_id, fd, copy=writable, owner=owner)
         try:
             for entry in manifest:
-                _write_entry(project_id, fd, ManifestEntry(*entry), copy=writable,
-                             directory_mode=0o755, owner=owner)
+                writer.write(ManifestEntry(*entry))
         finally:
+            writer.close()
             os.close(fd)
         blob_cache_trim()  # this tree's blobs are linked (or copied) by now: never evicted
         yield root

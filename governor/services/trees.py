@@ -3,7 +3,9 @@
 The tree is hashed through the session's `Workspace` (its verified descriptor) with a stat cache
 kept per session under the server's var directory (`tree-cache/<session id>.json`, mode 0600,
 replaced atomically; a missing or unreadable cache is only a cold hash), and every hashed tree's
-manifest is kept once per (project, tree id, exclusions digest) in `WorkspaceTree`."""
+manifest is kept once per (project, tree id, exclusions digest) in `WorkspaceTree`, its blobs in
+the blob store. A run is given a private copy of a kept tree (`run_tree`), and a snapshot's file
+checks read one (`session_workspace`); each copy is hashed again and must be its tree."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from governor.domain.workspace import (
     identity_at,
 )
 from governor.models import Project, Session, WorkspaceKind, WorkspaceTree
-from governor.services.blobs import blob_store_bytes, blobs_touch
+from governor.services.blobs import blobs_keep, blobs_touch
 from governor.services.errors import Invalid, ServiceError, Unavailable
 from governor.services.materialise import MODE_SYMLINK, materialised
 from governor.services.snapshots import snapshot_by_tree, snapshot_current, snapshot_latest
@@ -152,22 +154,29 @@ def tree_blobs_keep(project: Project, tree: Tree, workspace: Workspace) -> None:
     tree the project's store lacks, read through the descriptor it was hashed through (each read
     checked against the tree). A blob that cannot be kept is logged: the verdict stands, but a
     run cannot be given that tree (it is materialised from the store)."""
-    manifest = tree.manifest
-    present = blobs_touch(project, {entry.blob for entry in manifest})
-    for entry in manifest:
-        if entry.blob in present:
-            continue
-        try:
-            if entry.mode == MODE_SYMLINK:
-                data = workspace.link_text(entry.path)
-            else:
-                data = workspace.read_bytes(entry.path, max_bytes=settings.GOVERNOR_MAX_BLOB_BYTES)
-            blob_store_bytes(project, entry.blob, data)
-        except (WorkspaceError, ServiceError) as exc:
-            log.warning("tree %s: blob %s of %r is not kept: %s", tree.id, entry.blob,
-                        entry.path, exc)
-            continue
-        present.add(entry.blob)
+    present = blobs_touch(project, {entry.blob for entry in tree.manifest})
+
+    def missing() -> Iterator[tuple[str, bytes]]:
+        for entry in tree.manifest:
+            if entry.blob in present:
+                continue
+            try:
+                if entry.mode == MODE_SYMLINK:
+                    data = workspace.link_text(entry.path)
+                else:
+                    data = workspace.read_bytes(entry.path,
+                                                max_bytes=settings.GOVERNOR_MAX_BLOB_BYTES)
+            except WorkspaceError as exc:
+                log.warning("tree %s: blob %s of %r is not kept: %s", tree.id, entry.blob,
+                            entry.path, exc)
+                continue
+            present.add(entry.blob)
+            yield entry.blob, data
+
+    try:
+        blobs_keep(project, missing())
+    except ServiceError as exc:
+        log.warning("tree %s: its blobs are not kept: %s", tree.id, exc)
 
 
 def _directory_below(workspace: Workspace, path: str) -> str:

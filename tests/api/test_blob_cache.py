@@ -12,7 +12,7 @@ import pytest
 
 from governor.domain.tree import ManifestEntry, blob_id
 from governor.models import Project
-from governor.services.blobs import blob_store_bytes
+from governor.services.blobs import blobs_keep
 from governor.services.materialise import blob_cache_trim, materialised
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_store")]
@@ -21,8 +21,7 @@ CONTENTS = {name: name.encode() * 1000 for name in "ABCD"}  # 1,000 bytes each
 
 @pytest.fixture
 def stored(project: Project) -> Project:
-    for data in CONTENTS.values():
-        blob_store_bytes(project, blob_id(data), data)
+    blobs_keep(project, [(blob_id(data), data) for data in CONTENTS.values()])
     return project
 
 

@@ -21,6 +21,7 @@ from tests.api.test_contracts import Agent
 from tests.api.test_workspace_trees import code_contract, tree_of, verify
 from tests.conftest import AgentClient
 from verification import services
+from verification.models import VerificationRun
 
 pytestmark = pytest.mark.sandbox
 
@@ -225,15 +226,18 @@ def test_a_change_to_a_declared_environment_makes_an_earlier_pass_stale(
     assert run(worker, "unit-tests")["result"]["passed"] is False
 
 
-def test_an_environment_the_project_does_not_exclude_fails_the_run_as_configuration_of_it(
+def test_an_environment_the_project_does_not_exclude_fails_the_run_saying_so(
     worker: Agent, workspace: Path, project: Project
 ) -> None:
     (workspace / "vendor").mkdir()
     (workspace / "vendor" / "lib.py").write_text("x = 1\n")
     add_profile(project, "unit-tests", ["/bin/true"], environment=["vendor"])
     code_contract(worker)
-    result = run(worker, "unit-tests")["result"]
-    assert (result["passed"], result["failureKind"]) == (False, "infrastructure")
+    answer = run(worker, "unit-tests")
+    assert (answer["result"]["passed"], answer["result"]["failureKind"]) == (
+        False, "infrastructure")
+    detail = VerificationRun.objects.get(pk=answer["id"]).detail
+    assert "the environment directory vendor is not excluded from the workspace tree" in detail
 
 
 def test_an_environment_path_through_a_symlink_is_refused(
