@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from governor_client.errors import WorkspaceUnusable
+from governor_client.errors import StateUnusable
 from governor_client.harness import Record, TraceBook
 
 STATE_DIR = ".governor"
@@ -145,13 +145,13 @@ class Workspace:
         """`.governor/` in the workspace, which must exist: nothing is ever created outside it
         (not the workspace itself, nor its parents, nor wherever a symlinked `.governor` leads)."""
         if not self.root.is_dir():
-            raise WorkspaceUnusable(f"the workspace {self.root} is not an existing directory")
+            raise StateUnusable(f"the workspace {self.root} is not an existing directory")
         try:
             self.dir.mkdir(exist_ok=True)
         except OSError as exc:
-            raise WorkspaceUnusable(f"cannot create {self.dir}: {exc.strerror}") from None
+            raise StateUnusable(f"cannot create {self.dir}: {exc.strerror}") from None
         if self.dir.is_symlink() or not self.dir.is_dir():
-            raise WorkspaceUnusable(f"{self.dir} is not a directory of its own (a symlink or a "
+            raise StateUnusable(f"{self.dir} is not a directory of its own (a symlink or a "
                                     "file): remove it, and governor-agent makes it again")
 
     def _load(self) -> LocalState:
