@@ -1,6 +1,6 @@
 """Issue 25: a workspace is the agent's, and whoever wrote it — a cloned repository can carry a
 `.governor/` of its own (git refuses to check out only `.git`) and any file at all. Nothing the
-workspace holds makes the client run a command or read its token out."""
+workspace holds makes the client run a command, read its token out, or write outside it."""
 
 from __future__ import annotations
 
@@ -9,12 +9,18 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.clients.conftest import agent_env, hook
+from tests.clients.test_hooks import ClaudeCode
 from tests.clients.test_snapshots import expected_tree, snapshot_cli
 from tests.live import Live
+
+SNAPSHOT = {"GOVERNOR_WORKSPACE": "snapshot"}
 
 
 @pytest.fixture
@@ -81,3 +87,31 @@ def test_the_snapshot_repository_is_the_users_own_and_is_made_anew_unless_the_cl
     answer, _ = snapshot_cli(live, repository, "snapshot")
     assert not stolen.exists() and config.read_bytes() == made
     assert answer["tree"] == expected_tree(repository)
+
+
+@pytest.mark.parametrize("planted", [
+    ".governor", ".governor/.gitignore", ".governor/lock", ".governor/session.json",
+    ".governor/upload.log", ".governor/upload.lock", ".governor/snapshot.json",
+])
+def test_a_symlink_planted_in_the_state_directory_makes_the_client_write_nothing_outside(
+        live: Live, repository: Path, tmp_path: Path, planted: str) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = repository / planted
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(outside / link.name)
+    agent = ClaudeCode(repository, f"planted-{link.name}")
+    for payload in (agent.event("SessionStart", source="startup"),
+                    agent.event("UserPromptSubmit", prompt="go"),
+                    agent.tool_use("Write", {"file_path": "README.md"}, {"success": True}),
+                    agent.stop()):
+        hook(live, payload, **SNAPSHOT)
+    subprocess.run([sys.executable, "-m", "governor_client", "snapshot"], cwd=repository,  # noqa: S603
+                   env=agent_env(live, **SNAPSHOT), capture_output=True, timeout=120,
+                   check=False)
+    log = repository / ".governor" / "upload.log"
+    deadline = time.monotonic() + 60
+    while log.is_file() and not log.read_text().endswith("\n"):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)  # the background upload a tool use started, when it could log
+    assert list(outside.iterdir()) == []
