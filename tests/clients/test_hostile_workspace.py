@@ -5,6 +5,7 @@ workspace holds makes the client run a command, read its token out, or write out
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -87,6 +88,31 @@ def test_the_snapshot_repository_is_the_users_own_and_is_made_anew_unless_the_cl
     answer, _ = snapshot_cli(live, repository, "snapshot")
     assert not stolen.exists() and config.read_bytes() == made
     assert answer["tree"] == expected_tree(repository)
+
+
+def test_a_governor_client_package_planted_in_the_workspace_is_not_what_the_hook_starts(
+        live: Live, repository: Path, tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    planted = repository / "governor_client"
+    planted.mkdir()
+    (planted / "__init__.py").write_text("")
+    (planted / "__main__.py").write_text(
+        f"import os, pathlib\npathlib.Path({str(ran)!r}).write_text(os.environ['GOVERNOR_TOKEN'])"
+    )
+    agent = ClaudeCode(repository, "planted-package")
+    for payload in (agent.event("UserPromptSubmit", prompt="go"),
+                    agent.tool_use("Write", {"file_path": "README.md"}, {"success": True})):
+        # -P: run as the installed `governor-agent` script runs, nothing from the current
+        # directory on the module path, so that only the upload the hook starts can import it.
+        subprocess.run([sys.executable, "-P", "-m", "governor_client", "hook", "claude-code"],  # noqa: S603
+                       input=json.dumps(payload), cwd=repository, text=True, check=True,
+                       env=agent_env(live, **SNAPSHOT), capture_output=True, timeout=120)
+    log = repository / ".governor" / "upload.log"
+    deadline = time.monotonic() + 60
+    while not (ran.exists() or '"tree"' in log.read_text()):
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.2)  # the background upload the tool use started
+    assert not ran.exists()
 
 
 @pytest.mark.parametrize("planted", [

@@ -151,7 +151,9 @@ class Hook:
         stop sends only the remainder (one upload at a time: a busy one makes this one skip)."""
         with self.workspace.directory() as state_dir, state_dir.append(UPLOAD_LOG) as output:
             subprocess.Popen(  # noqa: S603 - this interpreter, this package, fixed arguments
-                [sys.executable, "-m", "governor_client", "--workspace",
+                # -P: the current directory (the workspace, which may hold a `governor_client`
+                # of its own) is not on the module path.
+                [sys.executable, "-P", "-m", "governor_client", "--workspace",
                  f"snapshot:{self.workspace.root}", "snapshot", "--background"],
                 stdin=subprocess.DEVNULL, stdout=output, stderr=output,
                 env=dict(self.env), start_new_session=True, close_fds=True)
