@@ -83,16 +83,15 @@ def _client(url: str, token: str, counter: Counting) -> Any:
 def upload_arm(url: str, token: str, root: Path, changes: list[Path]) -> dict[str, Any]:
     """The client's first upload of `root` into a new snapshot session, then one upload after
     each file of `changes` was rewritten (one at a time)."""
-    from governor_client.snapshot import upload
+    from governor_client.snapshot import cache_dir, upload
 
     counter = Counting()
-    shutil.rmtree(root / ".governor", ignore_errors=True)
-    (root / ".governor").mkdir()
+    shutil.rmtree(cache_dir(root.resolve()), ignore_errors=True)
     with _client(url, token, counter) as client:
         session = client.create_session(None, external_id=f"b8-{uuid.uuid4()}")["id"]
         counter.bytes = 0
         started = time.perf_counter()
-        first = upload(client, session, root, state_dir=root / ".governor")
+        first = upload(client, session, root)
         first_ms, first_bytes = (time.perf_counter() - started) * 1000, counter.bytes
         incremental = []
         for index, path in enumerate(changes):
@@ -100,11 +99,11 @@ def upload_arm(url: str, token: str, root: Path, changes: list[Path]) -> dict[st
             changed = path.stat().st_size
             counter.bytes = 0
             started = time.perf_counter()
-            answer = upload(client, session, root, state_dir=root / ".governor")
+            answer = upload(client, session, root)
             incremental.append({"ms": (time.perf_counter() - started) * 1000,
                                 "bytes": counter.bytes, "changed_bytes": changed,
                                 "sent_blobs": answer["sent_blobs"]})
-    shutil.rmtree(root / ".governor", ignore_errors=True)
+    shutil.rmtree(cache_dir(root.resolve()), ignore_errors=True)
     return {"first_ms": first_ms, "first_bytes": first_bytes, "files": first["files"],
             "first_blobs": first["sent_blobs"], "incremental": incremental}
 

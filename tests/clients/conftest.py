@@ -47,6 +47,15 @@ def review_required(live: Live) -> Iterator[None]:
     yield
 
 
+@pytest.fixture(autouse=True)
+def user_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The user's cache directory (where snapshot mode keeps its git repository) of each test's
+    own, handed on to every client process the test starts."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    return cache
+
+
 _workspaces = iter(range(1_000_000))
 
 

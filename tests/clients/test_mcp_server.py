@@ -41,7 +41,7 @@ def run_mcp(live: Live, workspace: Path, scenario: Scenario, *,
         command=sys.executable, args=["-m", "governor_client", "mcp", "--workspace",
                                       workspace_arg or str(workspace)],
         env={key: value for key, value in agent_env(live).items()
-             if key.startswith(("GOVERNOR_", "PYTHON"))} | {"PYTHONPATH": str(CLIENT_SRC)},
+             if key.startswith(("GOVERNOR_", "PYTHON", "XDG_"))} | {"PYTHONPATH": str(CLIENT_SRC)},
         cwd=str(workspace))
 
     async def main() -> None:

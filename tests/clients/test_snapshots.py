@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from governor_client.snapshot import cache_dir
 
 from governor.domain.tree import hash_tree
 from tests.api.test_contracts import readme_contract
@@ -117,7 +118,7 @@ def test_hooks_upload_as_the_agent_works_and_the_stop_names_the_tree(
     hook(live, agent.event("UserPromptSubmit", prompt="write the README"), **env)
     (laptop / "README.md").write_text("# Tool\n\n## Install\n")
     hook(live, agent.tool_use("Write", {"file_path": "README.md"}, {"success": True}), **env)
-    last = laptop / ".governor" / "snapshot.json"
+    last = cache_dir(laptop.resolve()) / "snapshot.json"
     deadline = time.monotonic() + 60
     while not (last.exists() and json.loads(last.read_text())["tree"] == expected_tree(laptop)):
         assert time.monotonic() < deadline, (laptop / ".governor" / "upload.log").read_text()
@@ -145,12 +146,12 @@ def test_a_stop_during_an_upload_that_does_not_finish_is_blocked_upload_in_progr
     state = json.loads((laptop / ".governor" / "session.json").read_text())
     snapshot_cli(live, laptop, "snapshot")
     with live.client() as client:
-        tree = json.loads((laptop / ".governor" / "snapshot.json").read_text())["tree"]
+        tree = json.loads((cache_dir(laptop.resolve()) / "snapshot.json").read_text())["tree"]
         assert client.post(f"/sessions/{state['session_id']}/contracts",
                            json={**readme_contract(), "tree": tree}).status_code == 201
     hook(live, agent.event("UserPromptSubmit", prompt="go on"), **env)  # learns it is active
     # Another upload of this workspace holds the lock past the stop's budget.
-    with open(laptop / ".governor" / "upload.lock", "a+") as held:
+    with open(cache_dir(laptop.resolve()) / "upload.lock", "a+") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         answer = hook(live, agent.stop(), **env)
     assert answer is not None and answer["decision"] == "block"
@@ -191,14 +192,13 @@ def test_small_blobs_travel_in_batches_and_large_ones_by_put_with_a_right_progre
     os.symlink(f"src/m0.py#{nonce}", laptop / "main.py")
     big = os.urandom(snapshot.LARGE_BLOB)
     (laptop / "big.bin").write_bytes(big)
-    (laptop / ".governor").mkdir()
     requests: list[tuple[str, str]] = []
     calls: list[tuple[int, int, int, int]] = []
     with GovernorClient(Config(url=live.url, token=live.token)) as client:
         client._http.event_hooks["request"].append(
             lambda request: requests.append((request.method, request.url.path)))
         session = client.create_session(None, external_id=f"batches-{os.getpid()}")["id"]
-        answer = snapshot.upload(client, session, laptop, state_dir=laptop / ".governor",
+        answer = snapshot.upload(client, session, laptop,
                                  progress=lambda *args: calls.append(args))
     uploads = [(method, path) for method, path in requests if "/blobs" in path
                and not path.endswith("/missing")]

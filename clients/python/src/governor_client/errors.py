@@ -38,5 +38,7 @@ class ConfigurationError(GovernorError):
         super().__init__(None, "CONFIGURATION", message)
 
 
-class WorkspaceUnusable(ConfigurationError):
-    """The workspace directory does not exist, or its `.governor/` is not a plain directory."""
+class StateUnusable(ConfigurationError):
+    """A directory the client keeps its files in cannot be used: the workspace does not exist,
+    or its `.governor/` (or the snapshot cache), or a file the client keeps there, is a symlink
+    or not what the client made."""

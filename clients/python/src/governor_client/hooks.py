@@ -70,6 +70,7 @@ CONNECT_TIMEOUT_SECONDS = 2.0
 # hook itself ends the loop of stops blocked because the governor cannot be asked.
 UNASKED_STOPS_ALLOWED_AT = 3
 UNVERIFIED = "unverified: the governor was unreachable"
+UPLOAD_LOG = "upload.log"  # in `.governor/`: what the background uploads print
 
 
 @dataclass(frozen=True)
@@ -148,10 +149,11 @@ class Hook:
     def upload_in_background(self) -> None:
         """Snapshot mode: upload the workspace after a tool use in a process of its own, so a
         stop sends only the remainder (one upload at a time: a busy one makes this one skip)."""
-        log = self.workspace.root / ".governor" / "upload.log"
-        with open(log, "ab") as output:
+        with self.workspace.directory() as state_dir, state_dir.append(UPLOAD_LOG) as output:
             subprocess.Popen(  # noqa: S603 - this interpreter, this package, fixed arguments
-                [sys.executable, "-m", "governor_client", "--workspace",
+                # -P: the current directory (the workspace, which may hold a `governor_client`
+                # of its own) is not on the module path.
+                [sys.executable, "-P", "-m", "governor_client", "--workspace",
                  f"snapshot:{self.workspace.root}", "snapshot", "--background"],
                 stdin=subprocess.DEVNULL, stdout=output, stderr=output,
                 env=dict(self.env), start_new_session=True, close_fds=True)

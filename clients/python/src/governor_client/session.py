@@ -31,7 +31,7 @@ from governor_client.types import (
     TurnStop,
     VerificationRun,
 )
-from governor_client.workspace import STATE_DIR, LocalState, PendingBatch, Workspace
+from governor_client.workspace import LocalState, PendingBatch, Workspace
 
 NEXT = {
     "active": "The contract is active. Do the work, then call reliability_verify; claim "
@@ -76,8 +76,7 @@ class AgentSession:
         """Upload the workspace as the session's newest snapshot (only what changed), waiting at
         most `wait` seconds for an upload of this workspace already running."""
         session_id = self.ensure()
-        return upload(self.client, session_id, self.workspace.root,
-                      state_dir=self.workspace.root / STATE_DIR, progress=self.progress,
+        return upload(self.client, session_id, self.workspace.root, progress=self.progress,
                       wait=wait if wait is not None else self.upload_wait)
 
     def _tree(self) -> str | None:

@@ -6,16 +6,17 @@ book, the next seq, events not yet acknowledged by the server, and the last cont
 governor reported — which decides what a stop does when the governor cannot be reached.
 
 Every read-modify-write happens under an exclusive `flock` on `.governor/lock`, re-entrant within
-a process, and the file is replaced atomically.
+a process, and the file is replaced atomically. Every file there is opened through `statedir`,
+never through a symlink: the workspace may hold a `.governor/` its writer planted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,12 +24,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from governor_client.errors import WorkspaceUnusable
+from governor_client.errors import StateUnusable
 from governor_client.harness import Record, TraceBook
+from governor_client.statedir import StateDir, open_state_dir
 
 STATE_DIR = ".governor"
 STATE_FILE = "session.json"
 LOCK_FILE = "lock"
+IGNORE_FILE = ".gitignore"
 # Lifecycle states in which a stop must not pass unverified (SEMANTICS §6-7): a contract is
 # active, or one is under review and may have become active since we last heard.
 CONTRACT_STATES = frozenset({"active", "review-pending"})
@@ -105,15 +108,22 @@ class LocalState:
 class Workspace:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser().resolve()
-        self.dir = self.root / STATE_DIR
-        self.file = self.dir / STATE_FILE
+        self.file = self.root / STATE_DIR / STATE_FILE  # for messages
         self._mutex = threading.RLock()
         self._held: LocalState | None = None
+        self._dir: StateDir | None = None  # `.governor/` while the state is held
         self._depth = 0
 
     def peek(self) -> LocalState:
         """The state as last saved, without locking (for decisions that must not wait)."""
-        return self._load()
+        try:
+            with open_state_dir(self.root, STATE_DIR, create=False) as directory:
+                return self._load(directory)
+        except FileNotFoundError:
+            return LocalState()
+        except (OSError, StateUnusable) as exc:
+            print(f"governor-agent: ignoring unreadable {self.file}: {exc}", file=sys.stderr)
+            return LocalState()
 
     @contextmanager
     def state(self) -> Iterator[LocalState]:
@@ -127,55 +137,47 @@ class Workspace:
                 finally:
                     self._depth -= 1
                 return
-            self._make_dir()
-            self._ignore_in_git()
-            with (self.dir / LOCK_FILE).open("a") as lock:
+            with self.directory() as directory, \
+                    os.fdopen(directory.open(LOCK_FILE, os.O_RDWR | os.O_CREAT)) as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
+                self._dir = directory
                 try:
-                    self._held = self._load()
+                    self._held = self._load(directory)
                     try:
                         yield self._held
                     finally:
                         self.save(self._held)
                 finally:
                     self._held = None
+                    self._dir = None
                     fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _make_dir(self) -> None:
+    @contextmanager
+    def directory(self) -> Iterator[StateDir]:
         """`.governor/` in the workspace, which must exist: nothing is ever created outside it
-        (not the workspace itself, nor its parents, nor wherever a symlinked `.governor` leads)."""
+        (not the workspace itself, nor its parents, nor wherever a symlinked `.governor` leads);
+        made on first use, with a `.gitignore` that keeps it out of the agent's repository."""
         if not self.root.is_dir():
-            raise WorkspaceUnusable(f"the workspace {self.root} is not an existing directory")
-        try:
-            self.dir.mkdir(exist_ok=True)
-        except OSError as exc:
-            raise WorkspaceUnusable(f"cannot create {self.dir}: {exc.strerror}") from None
-        if self.dir.is_symlink() or not self.dir.is_dir():
-            raise WorkspaceUnusable(f"{self.dir} is not a directory of its own (a symlink or a "
-                                    "file): remove it, and governor-agent makes it again")
+            raise StateUnusable(f"the workspace {self.root} is not an existing directory")
+        with contextlib.ExitStack() as opened:
+            try:
+                directory = opened.enter_context(
+                    open_state_dir(self.root, STATE_DIR, create=True))
+                directory.create(IGNORE_FILE, "*\n")
+            except OSError as exc:
+                raise StateUnusable(f"cannot create {self.root / STATE_DIR}: "
+                                    f"{exc.strerror}") from None
+            yield directory
 
-    def _load(self) -> LocalState:
+    def _load(self, directory: StateDir) -> LocalState:
         try:
-            return LocalState.from_json(json.loads(self.file.read_text(encoding="utf-8")))
-        except FileNotFoundError:
-            return LocalState()
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            text = directory.read_text(STATE_FILE)
+            return LocalState() if text is None else LocalState.from_json(json.loads(text))
+        except (OSError, ValueError, KeyError, TypeError, StateUnusable) as exc:
             print(f"governor-agent: ignoring unreadable {self.file}: {exc}", file=sys.stderr)
             return LocalState()
 
     def save(self, state: LocalState) -> None:
         """Write `state` now (the caller holds the lock)."""
-        text = json.dumps(state.to_json(), ensure_ascii=False, indent=1)
-        handle, temporary = tempfile.mkstemp(dir=self.dir, prefix=".session-", suffix=".json")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.replace(temporary, self.file)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
-
-    def _ignore_in_git(self) -> None:
-        ignore = self.dir / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("*\n", encoding="utf-8")
+        assert self._dir is not None, "save() is called inside state() only"
+        self._dir.replace(STATE_FILE, json.dumps(state.to_json(), ensure_ascii=False, indent=1))
