@@ -192,4 +192,4 @@ def sandboxed_client(into: Path) -> str:
             if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
                 wanted.append(requirement.name)
     interpreter = os.path.realpath(sys.executable)
-    return f"PYTHONPATH={site} {interpreter} -s -m governor_client"
+    return f"PYTHONPATH={site} {interpreter} -s -P -m governor_client"
