@@ -260,6 +260,22 @@ GOVERNOR_MAX_BATCH = 1000
 GOVERNOR_WORKSPACE_ROOTS = [
     root for root in os.environ.get("GOVERNOR_WORKSPACE_ROOTS", "").split(":") if root
 ]
+# Serving (governor/serving.py, issue 25): the first request's header must arrive in full within
+# GOVERNOR_HEADER_TIMEOUT_SECONDS of the connection (each later one within it of its first byte),
+# a body may pause at most GOVERNOR_BODY_TIMEOUT_SECONDS between reads, an idle connection between
+# requests is kept GOVERNOR_KEEP_ALIVE_SECONDS, and a web process holds at most
+# GOVERNOR_MAX_CONNECTIONS connections (fewer when its open-files limit leaves less room).
+GOVERNOR_HEADER_TIMEOUT_SECONDS = env_int("GOVERNOR_HEADER_TIMEOUT_SECONDS", 10, minimum=1,
+                                          maximum=600)
+GOVERNOR_BODY_TIMEOUT_SECONDS = env_int("GOVERNOR_BODY_TIMEOUT_SECONDS", 30, minimum=1,
+                                        maximum=600)
+# Longer than clients keep an idle connection (httpx: 5 s) and than load balancers do (most:
+# 60 s), so the client closes it first: a server that closes it (gunicorn's default: after 2 s)
+# as the client sends its next request on it fails that request (B9's ReadErrors).
+GOVERNOR_KEEP_ALIVE_SECONDS = env_int("GOVERNOR_KEEP_ALIVE_SECONDS", 75, minimum=1,
+                                      maximum=3600)
+GOVERNOR_MAX_CONNECTIONS = env_int("GOVERNOR_MAX_CONNECTIONS", 4096, minimum=16,
+                                   maximum=1_000_000)
 # One token holds at most this many long polls (`?wait=`) at once.
 GOVERNOR_MAX_WAITS_PER_TOKEN = env_int("GOVERNOR_MAX_WAITS_PER_TOKEN", 4, minimum=1,
                                        maximum=1000)
