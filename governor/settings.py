@@ -260,6 +260,22 @@ GOVERNOR_MAX_BATCH = 1000
 GOVERNOR_WORKSPACE_ROOTS = [
     root for root in os.environ.get("GOVERNOR_WORKSPACE_ROOTS", "").split(":") if root
 ]
+
+
+def demo_workspace_root() -> Path:
+    """Where `governor_bootstrap` lets the demo project's agents work: `workspaces/` beside
+    var/, never inside it (issue 25): var/ is the server's own (0700, the signing keys and the
+    database), so an agent able to write under it would run as the server's user."""
+    raw = os.environ.get("GOVERNOR_DEMO_WORKSPACE_ROOT", "")
+    if not raw:
+        return BASE_DIR / "workspaces"
+    if not raw.startswith("/"):
+        raise ImproperlyConfigured(f"GOVERNOR_DEMO_WORKSPACE_ROOT={raw!r}: expected an absolute "
+                                   "directory path")
+    return Path(raw)
+
+
+GOVERNOR_DEMO_WORKSPACE_ROOT = demo_workspace_root()
 # Serving (governor/serving.py, issue 25): the first request's header must arrive in full within
 # GOVERNOR_HEADER_TIMEOUT_SECONDS of the connection (each later one within it of its first byte),
 # a body may pause at most GOVERNOR_BODY_TIMEOUT_SECONDS between reads, an idle connection between

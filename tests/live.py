@@ -83,6 +83,7 @@ def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
     port = free_port()
     env = {**os.environ, "GOVERNOR_VAR_DIR": str(var), "GOVERNOR_ADMIN_PASSWORD": ADMIN_PASSWORD,
            "GOVERNOR_WORKSPACE_ROOTS": str(workspace_root), "DEBUG": "0",
+           "GOVERNOR_DEMO_WORKSPACE_ROOT": str(workspace_root),
            "GOVERNOR_BROKER_URL": "filesystem://",
            "GOVERNOR_PUBLIC_URL": f"http://{host}:{port}", **(extra_env or {})}
     env.pop("DATABASE_URL", None) if "DATABASE_URL" not in (extra_env or {}) else None
