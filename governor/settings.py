@@ -260,6 +260,38 @@ GOVERNOR_MAX_BATCH = 1000
 GOVERNOR_WORKSPACE_ROOTS = [
     root for root in os.environ.get("GOVERNOR_WORKSPACE_ROOTS", "").split(":") if root
 ]
+
+
+def demo_workspace_root() -> Path:
+    """Where `governor_bootstrap` lets the demo project's agents work: `workspaces/` beside
+    var/, never inside it (issue 25): var/ is the server's own (0700, the signing keys and the
+    database), so an agent able to write under it would run as the server's user."""
+    raw = os.environ.get("GOVERNOR_DEMO_WORKSPACE_ROOT", "")
+    if not raw:
+        return BASE_DIR / "workspaces"
+    if not raw.startswith("/"):
+        raise ImproperlyConfigured(f"GOVERNOR_DEMO_WORKSPACE_ROOT={raw!r}: expected an absolute "
+                                   "directory path")
+    return Path(raw)
+
+
+GOVERNOR_DEMO_WORKSPACE_ROOT = demo_workspace_root()
+# Serving (governor/serving.py, issue 25): the first request's header must arrive in full within
+# GOVERNOR_HEADER_TIMEOUT_SECONDS of the connection (each later one within it of its first byte),
+# a body may pause at most GOVERNOR_BODY_TIMEOUT_SECONDS between reads, an idle connection between
+# requests is kept GOVERNOR_KEEP_ALIVE_SECONDS, and a web process holds at most
+# GOVERNOR_MAX_CONNECTIONS connections (fewer when its open-files limit leaves less room).
+GOVERNOR_HEADER_TIMEOUT_SECONDS = env_int("GOVERNOR_HEADER_TIMEOUT_SECONDS", 10, minimum=1,
+                                          maximum=600)
+GOVERNOR_BODY_TIMEOUT_SECONDS = env_int("GOVERNOR_BODY_TIMEOUT_SECONDS", 30, minimum=1,
+                                        maximum=600)
+# Longer than clients keep an idle connection (httpx: 5 s) and than load balancers do (most:
+# 60 s), so the client closes it first: a server that closes it (gunicorn's default: after 2 s)
+# as the client sends its next request on it fails that request (B9's ReadErrors).
+GOVERNOR_KEEP_ALIVE_SECONDS = env_int("GOVERNOR_KEEP_ALIVE_SECONDS", 75, minimum=1,
+                                      maximum=3600)
+GOVERNOR_MAX_CONNECTIONS = env_int("GOVERNOR_MAX_CONNECTIONS", 4096, minimum=16,
+                                   maximum=1_000_000)
 # One token holds at most this many long polls (`?wait=`) at once.
 GOVERNOR_MAX_WAITS_PER_TOKEN = env_int("GOVERNOR_MAX_WAITS_PER_TOKEN", 4, minimum=1,
                                        maximum=1000)

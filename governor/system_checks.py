@@ -40,3 +40,64 @@ def secrets_are_owner_only(app_configs: Any = None, **kwargs: Any) -> list[check
                 hint=f"chmod {wanted:o} {path}", id="governor.E001",
             ))
     return errors
+
+
+def data_directories() -> list[tuple[Path, str]]:
+    """What an agent must never reach through a workspace: the var directory (the database with
+    the private signing keys, the secret key, the caches) and, in the filesystem store, the
+    blob directory (every kept file of every project), with the names they are configured by."""
+    from django.core.files.storage import FileSystemStorage, storages
+
+    places = [(settings.VAR_DIR, "the server's data directory (GOVERNOR_VAR_DIR)")]
+    if isinstance(storages["governor_blobs"], FileSystemStorage):
+        places.append((settings.GOVERNOR_BLOB_DIR, "the blob directory (GOVERNOR_BLOB_DIR)"))
+    return [(Path(path).resolve(), name) for path, name in places]
+
+
+def configured_workspace_roots() -> list[tuple[str, str | None]]:
+    """Every workspace root with the project that lists it (None: GOVERNOR_WORKSPACE_ROOTS);
+    only the setting's while the database is not migrated yet."""
+    from django.db import DatabaseError
+
+    from governor.models import Project
+
+    roots: list[tuple[str, str | None]] = [
+        (root, None) for root in settings.GOVERNOR_WORKSPACE_ROOTS]
+    try:
+        projects = list(Project.objects.values_list("slug", "workspace_roots"))
+    except DatabaseError:
+        return roots
+    for slug, listed in projects:
+        roots += [(root, slug) for root in listed if isinstance(root, str)]
+    return roots
+
+
+@checks.register(checks.Tags.security)
+def workspace_roots_outside_data(app_configs: Any = None,
+                                 **kwargs: Any) -> list[checks.CheckMessage]:
+    """Issue 25: a workspace root inside (or holding) var/ or the blob directory lets an agent
+    that writes there, or binds a workspace there, reach the signing keys, the database or
+    every project's kept files. A warning, not a refusal: moving a root is the operator's
+    decision, and an installation bootstrapped before the demo root left var/ still starts."""
+    warnings: list[checks.CheckMessage] = []
+    data = data_directories()
+    for root, slug in configured_workspace_roots():
+        where = "GOVERNOR_WORKSPACE_ROOTS" if slug is None else f"project {slug}'s workspace roots"
+        resolved = Path(root).resolve()
+        for directory, name in data:
+            if resolved == directory or directory in resolved.parents:
+                relation = "is inside"
+            elif resolved in directory.parents:
+                relation = "contains"
+            else:
+                continue
+            hint = ("remove it from GOVERNOR_WORKSPACE_ROOTS" if slug is None else
+                    "give the project a root outside it, in the admin's project page or with "
+                    f"`manage.py governor_project set {slug} --workspace-root DIR` (the demo "
+                    "project's default is workspaces/ beside var/, "
+                    "GOVERNOR_DEMO_WORKSPACE_ROOT)")
+            warnings.append(checks.Warning(
+                f"the workspace root {root} ({where}) {relation} {name} {directory}: an agent "
+                "that works there can read the signing keys, the database or other projects' "
+                "files", hint=hint, id="governor.W001"))
+    return warnings

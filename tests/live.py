@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,16 +71,19 @@ class Live:
 
 @contextmanager
 def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
-                worker: bool = False, host: str = "127.0.0.1") -> Iterator[Live]:
+                worker: bool = False, host: str = "127.0.0.1",
+                preexec: Callable[[], None] | None = None) -> Iterator[Live]:
     """`host`: the name the server is reached by (its GOVERNOR_PUBLIC_URL); passkeys need
     `localhost`, as an IP address cannot be a WebAuthn relying-party id. It listens on
-    127.0.0.1 either way."""
+    127.0.0.1 either way. `preexec` runs in the server's process before it starts (to lower a
+    resource limit, say)."""
     var = tmp / "var"
     workspace_root = tmp / "workspaces"
     workspace_root.mkdir(parents=True, exist_ok=True)
     port = free_port()
     env = {**os.environ, "GOVERNOR_VAR_DIR": str(var), "GOVERNOR_ADMIN_PASSWORD": ADMIN_PASSWORD,
            "GOVERNOR_WORKSPACE_ROOTS": str(workspace_root), "DEBUG": "0",
+           "GOVERNOR_DEMO_WORKSPACE_ROOT": str(workspace_root),
            "GOVERNOR_BROKER_URL": "filesystem://",
            "GOVERNOR_PUBLIC_URL": f"http://{host}:{port}", **(extra_env or {})}
     env.pop("DATABASE_URL", None) if "DATABASE_URL" not in (extra_env or {}) else None
@@ -95,7 +98,8 @@ def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
         command.append("--no-worker")
     log = (tmp / "server.log").open("w")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log,  # noqa: S603
-                               stderr=subprocess.STDOUT, start_new_session=True)
+                               stderr=subprocess.STDOUT, start_new_session=True,
+                               preexec_fn=preexec)
     live.server_pid = process.pid
     try:
         deadline = time.monotonic() + 30

@@ -13,9 +13,11 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from governor.services.projects import bootstrap
 from tests.live import ROOT, free_port
 from verification.sandbox import NOBODY
 
@@ -32,7 +34,8 @@ def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 def installation(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """A fresh installation, migrated and bootstrapped (the signing key exists)."""
     var = tmp_path_factory.mktemp("installation") / "var"
-    env = {**os.environ, "GOVERNOR_VAR_DIR": str(var), "GOVERNOR_BROKER_URL": "filesystem://"}
+    env = {**os.environ, "GOVERNOR_VAR_DIR": str(var), "GOVERNOR_BROKER_URL": "filesystem://",
+           "GOVERNOR_DEMO_WORKSPACE_ROOT": str(var.parent / "workspaces")}
     for name in ("DATABASE_URL", "SECRET_KEY", "SECRET_KEY_FILE"):
         env.pop(name, None)
     for command in (["migrate", "--no-input", "-v", "0"], ["governor_bootstrap"]):
@@ -138,3 +141,54 @@ def serve(env: dict[str, str], command: list[str] | None = None) -> tuple[str, s
         pytest.fail(f"{command} started")
     assert server.returncode != 0
     return out, err
+
+
+# --- issue 25, finding 11: workspaces never inside var/ or the blob directory ------------------
+
+
+def test_issue_25_the_demo_projects_workspace_root_is_workspaces_beside_var_and_git_ignored(
+    db: None, settings: Any, tmp_path: Path
+) -> None:
+    """var/ is the server's (0700, the signing keys and the database): an agent that can write
+    under it runs as the server's user. The demo project works in workspaces/ beside it."""
+    default = settings.GOVERNOR_DEMO_WORKSPACE_ROOT if hasattr(
+        settings, "GOVERNOR_DEMO_WORKSPACE_ROOT") else None
+    settings.VAR_DIR = tmp_path / "var"
+    settings.GOVERNOR_DEMO_WORKSPACE_ROOT = tmp_path / "workspaces"  # not the checkout's
+    created = bootstrap()
+    assert created is not None
+    assert created.project.workspace_roots == [str(tmp_path / "workspaces")]
+    assert (tmp_path / "workspaces").is_dir() and not (tmp_path / "var" / "workspaces").exists()
+    assert default == ROOT / "workspaces"  # unless GOVERNOR_DEMO_WORKSPACE_ROOT says otherwise
+    ignored = subprocess.run(["git", "check-ignore", "-q", "workspaces/"], cwd=ROOT,  # noqa: S607
+                             check=False)
+    assert ignored.returncode == 0
+
+
+def test_issue_25_a_workspace_root_inside_var_or_the_blob_directory_or_holding_them_is_warned_at_start(  # noqa: E501
+    installation: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    var, env = installation
+    old_demo_root = var / "workspaces"  # where the demo project worked before issue 25
+    result = manage(env, "governor_project", "set", "demo", "--workspace-root",
+                    str(old_demo_root))
+    assert result.returncode == 0, result.stdout + result.stderr
+    blobs = tmp_path / "blobs"
+    roots = [blobs / "agents", tmp_path]
+    result = manage({**env, "GOVERNOR_BLOB_DIR": str(blobs),
+                     "GOVERNOR_WORKSPACE_ROOTS": ":".join(map(str, roots))}, "check")
+    manage(env, "governor_project", "set", "demo", "--workspace-root",
+           env["GOVERNOR_DEMO_WORKSPACE_ROOT"])
+    assert result.returncode == 0, result.stdout + result.stderr  # warned, not refused
+    warned = [line for line in result.stderr.splitlines() if "governor.W001" in line]
+    resolved = var.resolve()
+    assert any(f"the workspace root {old_demo_root} (project demo's workspace roots) is inside "
+               f"the server's data directory (GOVERNOR_VAR_DIR) {resolved}" in line
+               for line in warned), result.stderr
+    assert any(f"the workspace root {blobs / 'agents'} (GOVERNOR_WORKSPACE_ROOTS) is inside the "
+               f"blob directory (GOVERNOR_BLOB_DIR) {blobs.resolve()}" in line
+               for line in warned), result.stderr
+    assert any(f"the workspace root {tmp_path} (GOVERNOR_WORKSPACE_ROOTS) contains the blob "
+               "directory" in line for line in warned), result.stderr
+    assert "governor_project set demo --workspace-root DIR" in result.stderr
+    assert "remove it from GOVERNOR_WORKSPACE_ROOTS" in result.stderr

@@ -72,6 +72,7 @@ def test_the_bootstrap_token_belongs_to_an_agent_user_so_the_admin_reviews_it(
     settings: Any, tmp_path: Any
 ) -> None:
     settings.VAR_DIR = tmp_path
+    settings.GOVERNOR_DEMO_WORKSPACE_ROOT = tmp_path / "workspaces"
     created = bootstrap()
     assert created is not None and created.token_owner == DEMO_AGENT_USERNAME
     token = token_authenticate(created.token)

@@ -325,9 +325,11 @@ class SignedDecisions:
         decisions: list[Decision] = []
         counters: dict[str, int] = {}
         used: set[tuple[int, str]] = set()
+        firsts: dict[tuple[str, str], tuple[int, Any]] = {}
         for seq, stage, data in self.events:
             signers = {}
             for entry in data.get("signatures", []):
+                self.check_once(seq, entry, firsts)
                 key = self.check_signature(seq, stage, data, entry, counters)
                 used.add((seq, entry["credentialId"]))
                 signers[entry["userId"]] = key.username
@@ -350,6 +352,26 @@ class SignedDecisions:
                 raise Problem(f"reviewer key {credential_id}: no assertion uses it",
                               line=line_no)
         return decisions
+
+    @staticmethod
+    def check_once(seq: int, entry: dict[str, Any],
+                   firsts: dict[tuple[str, str], tuple[int, Any]]) -> None:
+        """Issue 25: the server issues a nonce for one signing and takes it once, so a nonce, or
+        an assertion, that two signatures carry is a copy. With a passkey that keeps no
+        signature counter (synced passkeys report 0) the copy would check out against the
+        reviewer's key on every event it was copied onto. `firsts` holds, for each nonce and
+        assertion digest seen, the seq and user of the signature that carried it first."""
+        who = f"the signature of user {entry['userId']} (credential {entry['credentialId']})"
+        for what, value in (("nonce", entry["nonce"]), ("assertion", entry["assertion"])):
+            first = firsts.get((what, str(value)))
+            if first is None:
+                firsts[(what, str(value))] = (seq, entry["userId"])
+                continue
+            where = (f"the signature in seq {first[0]}" if first[0] != seq
+                     else f"user {first[1]}'s signature in this event")
+            raise Problem(f"{who}: its {what} {value} is also that of {where}; the server "
+                          "issues each nonce for one signing, so one of the two is a copy",
+                          seq=seq)
 
     def check_signature(self, seq: int, stage: str, data: dict[str, Any],
                         entry: dict[str, Any], counters: dict[str, int]) -> ReviewerKey:

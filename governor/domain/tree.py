@@ -16,11 +16,12 @@ ended with "/"); empty directories are absent; the top-level `.git` and `.govern
 The walk never resolves a path twice: directories are opened relative to their parent's
 descriptor with O_NOFOLLOW, files likewise (after an lstat, so a FIFO is never opened), and a file
 whose stat changes while it is read is read once more, then refused. Anything that cannot be
-hashed faithfully fails the whole hash with a `TreeError` naming the path: FIFOs, sockets,
-devices, a nested `.git`, names git refuses (`is_ntfs_dotgit`, `verify_dotfile` in git's
-read-cache.c and path.c, with git's Linux defaults core.protectNTFS=true, core.protectHFS=false),
-names that are not UTF-8 (they could not be named in a manifest), unreadable entries, and trees
-over the caller's limits.
+hashed faithfully, or must not be read, fails the whole hash with a `TreeError` naming the path:
+FIFOs, sockets, devices, a hard link to a file the workspace's owner (the root directory's) does
+not own (`governor.domain.workspace.foreign_hard_link`), a nested `.git`, names git refuses
+(`is_ntfs_dotgit`, `verify_dotfile` in git's read-cache.c and path.c, with git's Linux defaults
+core.protectNTFS=true, core.protectHFS=false), names that are not UTF-8 (they could not be named
+in a manifest), unreadable entries, and trees over the caller's limits.
 
 Exclusions are git pathspec globs, `:(exclude,glob)PATTERN`, anchored at the root, in a subset
 this module checks (`validate_exclusions`): `*` and `?` (never matching "/"), `[...]` classes
@@ -55,7 +56,7 @@ from typing import Any, NamedTuple
 
 from governor.domain.canonical import receipt
 from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
-from governor.domain.workspace import open_directory
+from governor.domain.workspace import foreign_hard_link, open_directory
 
 TREE_ID_PREFIX = "gittree:sha256:"
 MODE_FILE, MODE_EXECUTABLE, MODE_SYMLINK, MODE_TREE = b"100644", b"100755", b"120000", b"40000"
@@ -504,7 +505,8 @@ def _key(info: os.stat_result) -> StatKey:
 
 class _Walk:
     def __init__(self, *, exclusions: _Exclusions | None, cache: StatCache | None,
-                 threshold: int, max_files: int, max_bytes: int) -> None:
+                 threshold: int, max_files: int, max_bytes: int, owner: int) -> None:
+        self.owner = owner  # of the root directory: whose workspace it is
         self.exclusions = exclusions
         self.old = cache.directories if cache is not None else {}
         self.new: dict[bytes, DirectoryRecord] = {}
@@ -559,6 +561,12 @@ class _Walk:
                 if symlink_refused and S_ISLNK(info.st_mode):
                     raise TreeError(_display(path), "git refuses a symlink named or under "
                                                     ".gitmodules (under any spelling)")
+                # Every entry, a file the cache would not read again included. A file read
+                # later is the inode checked here: its stat key (ctime, which a new link or
+                # owner moves, among it) must be unchanged after the read, or it is checked
+                # again (`read`).
+                if info.st_nlink > 1 and (refused := foreign_hard_link(info, self.owner)):
+                    raise TreeError(_display(path), refused)
                 keys.append((info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns,
                              info.st_ctime_ns, info.st_mode))
             names.append(sort_key)
@@ -655,6 +663,8 @@ class _Walk:
                     raise TreeError(_display(path), CHANGED) from None
                 if not S_ISREG(again.st_mode):
                     raise TreeError(_display(path), CHANGED)
+                if refused := foreign_hard_link(again, self.owner):
+                    raise TreeError(_display(path), refused)
                 self.count(path, 0, again.st_size - key[2])
                 key = _key(again)
             self.files_read += 1
@@ -751,7 +761,8 @@ def hash_tree(root: int | str, *, exclusions: Sequence[str] = (), cache: StatCac
                 threshold -= FOREIGN_FILESYSTEM_MARGIN_NS
         _refuse_patterns_through_symlinks(fd, patterns)
         walk = _Walk(exclusions=_Exclusions(patterns) if patterns else None, cache=cache,
-                     threshold=threshold, max_files=max_files, max_bytes=max_bytes)
+                     threshold=threshold, max_files=max_files, max_bytes=max_bytes,
+                     owner=os.fstat(fd).st_uid)
         try:
             raw = walk.directory(fd, b"", 0, False)
         except PermissionError as exc:

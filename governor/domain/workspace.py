@@ -12,7 +12,9 @@ symlinks by hand: a relative target is walked from the link's directory ("..", n
 root), an absolute one only when it names a place under the root's path, and anything else fails
 "outside workspace". The final entry is lstat-ed first (a FIFO or device is refused without
 ever being opened — opening a FIFO can block), then opened with O_NOFOLLOW|O_NONBLOCK relative
-to its directory and checked to be the inode that was lstat-ed.
+to its directory and checked to be the inode that was lstat-ed. A regular file with more than
+one link whose owner is not the workspace's owner (the root directory's) is refused before any
+byte is read (`foreign_hard_link`).
 
 SEMANTICS §10.2: once `hash` has named the tree an attempt judges, the workspace is read only
 through the descriptor that tree was hashed through, and every read is checked against it: a
@@ -49,6 +51,22 @@ NOT_IN_TREE = ("is not in the workspace tree judged (it is excluded, or appeared
 
 class WorkspaceError(Exception):
     """A file check cannot read what it needs; the message is the factual reason."""
+
+
+def foreign_hard_link(info: os.stat_result, owner: int) -> str | None:
+    """Why the server must not read the regular file `info` in a workspace whose root `owner`
+    owns, or None. The server reads path workspaces with its own rights (root, or a user who can
+    read its keys) and keeps what it reads in the blob store, where the session's token and
+    reviewers read it back: a hard link to a file the workspace's owner does not own (say
+    /etc/shadow, where fs.protected_hardlinks=0 lets anyone link it) would hand them its bytes.
+    A file owned by the workspace's owner may have several links (a build tool's hard-linked
+    cache): it is theirs to read anyway. The tree hash (`governor.domain.tree`) and every read
+    here apply this one rule."""
+    if info.st_nlink > 1 and info.st_uid != owner and stat.S_ISREG(info.st_mode):
+        return (f"is a hard link ({info.st_nlink} links) to a file owned by uid {info.st_uid}, "
+                f"not by the workspace's owner (uid {owner}): refused, as it may be a link to a "
+                "file outside the workspace that its owner cannot read")
+    return None
 
 
 def _kind_of(mode: int) -> str:
@@ -310,6 +328,7 @@ class Workspace:
         segments = self._segments(relative)
         directories = [self._open_root()]
         try:
+            owner = os.fstat(directories[0]).st_uid
             try:
                 name, path, followed = self._walk(directories, segments, follow_last=True)
                 before = os.stat(name, dir_fd=directories[-1], follow_symlinks=False)
@@ -337,6 +356,9 @@ class Workspace:
                 raise WorkspaceError("changed while it was being read")
             if opened.st_nlink == 0:
                 raise WorkspaceError("was deleted while it was being read")
+            refused = foreign_hard_link(opened, owner)  # the inode read, before any byte is
+            if refused:
+                raise WorkspaceError(refused)
             chunks: list[bytes] = []
             remaining = max_bytes + 1  # one byte more tells us the file grew past the limit
             while remaining > 0:

@@ -61,8 +61,9 @@ def bootstrap() -> Bootstrap | None:
         return None
     given = os.environ.get("GOVERNOR_ADMIN_PASSWORD")
     password = given or secrets.token_urlsafe(12)
-    # Without GOVERNOR_WORKSPACE_ROOTS the demo project still has somewhere to work.
-    root = settings.VAR_DIR / "workspaces"
+    # Without GOVERNOR_WORKSPACE_ROOTS the demo project still has somewhere to work: outside
+    # var/, which holds the signing keys (governor.system_checks warns of a root inside it).
+    root = settings.GOVERNOR_DEMO_WORKSPACE_ROOT
     root.mkdir(parents=True, exist_ok=True)
     with transaction.atomic():
         project = project_create(slug=DEMO_SLUG, name="Demo project")

@@ -212,12 +212,18 @@ def signed_decision_problems(objects: list[dict[str, Any]]) -> list[str]:
     assertions = {(obj["seq"], obj["credentialId"]): obj for obj in objects
                   if obj["kind"] == "assertion"}
     counters: dict[str, int] = {}
+    carried: dict[tuple[str, str], int] = {}  # nonce or assertion → the seq first carrying it
     for event in (obj for obj in objects if obj["kind"] == "event"):
         if event["type"] not in REVIEW_STAGES:
             continue
         data = event["data"]
         for entry in data.get("signatures", []):
             where = f"seq {event['seq']}"
+            for name in ("nonce", "assertion"):
+                if (name, entry[name]) in carried:
+                    found.append(f"{where}: its {name} is also carried by seq "
+                                 f"{carried[(name, entry[name])]}")
+                carried.setdefault((name, entry[name]), event["seq"])
             line = assertions.get((event["seq"], entry["credentialId"]))
             key = keys.get(entry["credentialId"])
             if line is None or key is None or key["userId"] != entry["userId"]:

@@ -118,5 +118,6 @@ def test_bootstrap_gives_the_demo_project_the_servers_workspace_roots(
     db: Any, settings: Any, tmp_path: Path
 ) -> None:
     settings.VAR_DIR = tmp_path
+    settings.GOVERNOR_DEMO_WORKSPACE_ROOT = tmp_path / "workspaces"
     made = bootstrap()
     assert made is not None and made.project.server_workspace_roots is True

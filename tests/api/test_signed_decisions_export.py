@@ -186,3 +186,29 @@ def test_issue_18_a_reviewer_renamed_since_publishing_their_keys_still_verifies(
     signed.reviewer_keys.write_text(json.dumps(published))
     result = check(signed, signed.objects, tmp_path)
     assert result.returncode == 0, result.stdout
+
+
+def test_issue_25_one_assertion_and_nonce_copied_onto_a_second_decision_event_fails_naming_both(
+    signed: Signed, tmp_path: Path
+) -> None:
+    """Whoever holds the server's key copies the intent approval, its nonce and its assertion,
+    onto a second decision event (here in the evidence approval's place) and re-seals. With a
+    passkey that keeps no signature counter (synced passkeys report 0) both events check out
+    against the reviewer's key; the server issues a nonce for one signature, so the verifier
+    must refuse a nonce or an assertion that two events carry."""
+    objects = signed.copy()
+    intent, evidence = decision_events(objects)
+    signed.soft.sign_count = 0  # a passkey that counts nothing
+    signed.resign(objects, intent)
+    evidence["type"], evidence["data"] = intent["type"], json.loads(json.dumps(intent["data"]))
+    copied = next(obj for obj in objects if obj["kind"] == "assertion"
+                  and obj["seq"] == intent["seq"])
+    at = next(index for index, obj in enumerate(objects) if obj["kind"] == "assertion"
+              and obj["seq"] == evidence["seq"])
+    objects[at] = {**copied, "seq": evidence["seq"]}
+    result = check(signed, reseal(objects, signed.server_key), tmp_path)
+    assert result.returncode == 1, result.stdout
+    assert result.stdout.startswith(f"FAIL: seq {evidence['seq']}: "), result.stdout
+    nonce = intent["data"]["signatures"][0]["nonce"]
+    assert f"its nonce {nonce} is also that of the signature in seq {intent['seq']}" in (
+        result.stdout)

@@ -13,8 +13,8 @@ import pytest
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from governor.domain.tree import hash_tree
-from governor.models import Event, Project, Session, WorkspaceTree
+from governor.domain.tree import blob_id, hash_tree
+from governor.models import Blob, Event, Project, Session, WorkspaceTree
 from governor.services.projects import project_set
 from tests.api.test_code_verification import add_profile, run
 from tests.api.test_contracts import Agent, readme_contract
@@ -224,6 +224,27 @@ def test_rule_10_begin_on_a_workspace_over_the_byte_limit_is_refused_naming_it(
     assert "max_bytes=10" in error["message"]
     assert error["details"][0]["path"] == "workspace"
     assert not Event.objects.filter(session_id=worker.id, type="reliability/contract").exists()
+
+
+def test_issue_25_a_hard_link_to_another_owners_file_is_never_hashed_kept_or_served(
+    worker: Agent, workspace: Path, tmp_path: Path
+) -> None:
+    """The server reads path workspaces as root and keeps each file's bytes in the blob store,
+    which the session's token and reviewers read through the files route: a hard link to
+    /etc/shadow (where fs.protected_hardlinks=0 lets an agent make one) would leak it. A file
+    of uid 12345 stands in for it; the workspace belongs to the tests' user."""
+    secret = tmp_path / "shadow"
+    secret.write_bytes(b"root:$6$not-for-the-agent:19000:0:99999:7:::\n")
+    os.chown(secret, 12345, 12345)
+    os.link(secret, workspace / "notes.txt")
+    response = worker.begin(readme_contract())
+    assert response.status_code == 422, response.content
+    error = response.json()["error"]
+    assert "'notes.txt': is a hard link (2 links) to a file owned by uid 12345" in (
+        error["message"])
+    assert error["details"][0]["path"] == "workspace"
+    assert not Blob.objects.filter(blob_id=blob_id(secret.read_bytes())).exists()
+    assert not WorkspaceTree.objects.exists()
 
 
 @pytest.mark.parametrize(("exclusions", "reason"), [

@@ -1,6 +1,6 @@
-"""The served stack keeps an idle client connection open for KEEP_ALIVE_SECONDS, longer than
-clients keep theirs (httpx: 5 s), so a client that sends its next request on a connection after
-a pause never finds it closed under it (gunicorn's own default closes it after 2 s)."""
+"""The served stack keeps an idle client connection open for GOVERNOR_KEEP_ALIVE_SECONDS, longer
+than clients keep theirs (httpx: 5 s), so a client that sends its next request on a connection
+after a pause never finds it closed under it (gunicorn's own default closes it after 2 s)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from governor.management.commands.governor_serve import KEEP_ALIVE_SECONDS
+from django.conf import settings
+
 from tests.live import live_server
 
 PAUSE_SECONDS = 6
@@ -28,7 +29,7 @@ def ask(connection: socket.socket, host: str) -> bytes:
 
 def test_a_connection_idle_for_six_seconds_still_serves_the_next_request(
         tmp_path: Path) -> None:
-    assert KEEP_ALIVE_SECONDS > PAUSE_SECONDS
+    assert settings.GOVERNOR_KEEP_ALIVE_SECONDS > PAUSE_SECONDS
     with live_server(tmp_path) as live:
         address = urlsplit(live.url)
         host = f"{address.hostname}:{address.port}"

@@ -118,6 +118,7 @@ class Served:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     env = {**os.environ, "GOVERNOR_VAR_DIR": str(tmp_path / "var"),
+           "GOVERNOR_DEMO_WORKSPACE_ROOT": str(tmp_path / "workspaces"),
            "GOVERNOR_BROKER_URL": REDIS_URL, "DEBUG": "0"}
     env.pop("DATABASE_URL", None)
     migrated = subprocess.run(  # noqa: S603
@@ -135,7 +136,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
             [sys.executable, "manage.py", "governor_serve", "--bind", f"127.0.0.1:{port}",
              "--workers", "2"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    server = Served(process, port, log, token.group(1), tmp_path / "var" / "workspaces")
+    server = Served(process, port, log, token.group(1), tmp_path / "workspaces")
     try:
         wait_until(lambda: server.health() == 200 and len(server.started()) == 2, 60,
                    "the web server and the worker")

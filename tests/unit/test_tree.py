@@ -611,3 +611,33 @@ def test_a_stamp_from_another_filesystem_trusts_nothing_from_the_last_two_second
         cache = StatCache(stamp_dir=stamps)
         ours(root, cache=cache)
         assert ours(root, cache=cache).files_read == 22
+
+
+# --- issue 25, finding 10: hard links to files the workspace's owner does not own ------------
+
+
+def test_issue_25_a_hard_link_to_another_owners_file_fails_the_hash_naming_its_path(
+    tmp_path: Path
+) -> None:
+    """The server hashes path workspaces with its own rights (root) and keeps every file it
+    reads in the blob store: a hard link to /etc/shadow would come back through the files
+    route. A file of uid 12345 stands in for it (root may link it whatever
+    fs.protected_hardlinks says)."""
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$not-for-the-agent:19000:0:99999:7:::\n")
+    os.chown(secret, 12345, 12345)
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    os.link(secret, tree / "sub" / "copy")
+    error = refusal(tree)
+    assert error.path == "sub/copy"
+    assert error.reason.startswith("is a hard link (2 links) to a file owned by uid 12345, not "
+                                   f"by the workspace's owner (uid {tree.stat().st_uid})")
+
+
+def test_issue_25_a_hard_link_between_files_of_the_workspace_owner_hashes_as_git_does(
+    tmp_path: Path
+) -> None:
+    (tmp_path / "a").write_text("shared\n")
+    os.link(tmp_path / "a", tmp_path / "b")
+    assert_equals_git(tmp_path)

@@ -253,3 +253,36 @@ def test_rule_4_6_entry_present_refuses_a_parent_outside(root: Path, tmp_path: P
 def test_rule_4_6_entry_present_under_a_regular_file_is_absent(root: Path) -> None:
     (root / "file").write_text("x")
     assert bound(root).entry_present("file/child") is False
+
+
+# --- issue 25, finding 10: hard links to files the workspace's owner does not own ------------
+
+OTHER_UID = 12345  # owns nothing of the workspace
+
+
+def foreign_file(tmp_path: Path) -> Path:
+    """A file of another user, outside the workspace, as /etc/shadow is root's. The tests run
+    as root, who may link any file whatever fs.protected_hardlinks says (CAP_FOWNER); an agent
+    could where that sysctl is 0."""
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$not-for-the-agent:19000:0:99999:7:::\n")
+    os.chown(secret, OTHER_UID, OTHER_UID)
+    secret.chmod(0o600)
+    return secret
+
+
+def test_issue_25_a_hard_link_to_another_owners_file_is_refused_naming_both_owners(
+    root: Path, tmp_path: Path
+) -> None:
+    os.link(foreign_file(tmp_path), root / "copy")
+    reason = refusal(root, "copy")
+    assert reason.startswith("is a hard link (2 links) to a file owned by uid 12345, not by "
+                             f"the workspace's owner (uid {root.stat().st_uid})"), reason
+
+
+def test_issue_25_a_hard_link_between_two_files_of_the_workspace_owner_is_read(
+    root: Path
+) -> None:
+    (root / "a.txt").write_text("shared\n")
+    os.link(root / "a.txt", root / "b.txt")
+    assert read(root, "b.txt") == "shared\n"

@@ -14,10 +14,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from governor.serving import connection_limit, raise_open_files_limit
+
 STOP_SECONDS = 10  # after SIGTERM, what is left of a child's process group is killed
 STABLE_SECONDS = 30  # a child that ran this long is restarted after the shortest delay
 MAX_BACKOFF_SECONDS = 30
-KEEP_ALIVE_SECONDS = 75  # an idle client connection is kept this long
 
 
 class Child:
@@ -83,15 +84,19 @@ class Command(BaseCommand):
         self.stdout.flush()
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # Before anything starts, so gunicorn, its workers and Celery inherit it: each client
+        # connection holds a descriptor, and a common soft limit of 1,024 is reached by a few
+        # hundred idle ones per process (issue 25). The hard limit is the administrator's.
+        soft, hard = raise_open_files_limit()
+        connections = connection_limit()  # refuses here a limit that leaves no room
         bin_dir = os.path.dirname(sys.executable)
         web = [
             os.path.join(bin_dir, "gunicorn"), "governor.asgi:application",
-            "--bind", options["bind"], "--worker-class", "uvicorn_worker.UvicornWorker",
+            # uvicorn with the connection timeouts and limits of governor/serving.py (the
+            # keep-alive among them, GOVERNOR_KEEP_ALIVE_SECONDS: gunicorn's --keep-alive is
+            # not used).
+            "--bind", options["bind"], "--worker-class", "governor.serving.GovernorWorker",
             "--workers", str(options["workers"]), "--timeout", "90", "--access-logfile", "-",
-            # An idle connection stays open longer than clients keep theirs (httpx: 5 s), so the
-            # client closes it first: closed by the server (gunicorn's default: after 2 s) as
-            # the client sends its next request on it, that request fails (B9's ReadErrors).
-            "--keep-alive", str(KEEP_ALIVE_SECONDS),
             # The default control socket, ~/.gunicorn/gunicorn.ctl, is one for every instance.
             "--no-control-socket",
         ]
@@ -106,6 +111,11 @@ class Command(BaseCommand):
         database = settings.DATABASES["default"]
         self.stdout.write(f"database: {str(database['ENGINE']).rsplit('.', 1)[-1]} "
                           f"{database['NAME']}")
+        self.stdout.write(
+            f"connections: at most {connections} per web process (open files {soft}/{hard}); "
+            f"header {settings.GOVERNOR_HEADER_TIMEOUT_SECONDS} s, body pause "
+            f"{settings.GOVERNOR_BODY_TIMEOUT_SECONDS} s, keep-alive "
+            f"{settings.GOVERNOR_KEEP_ALIVE_SECONDS} s")
         self.say(self.style.SUCCESS(
             f"reviewer inbox http://{host}/reviews/  ·  API docs http://{host}/api/v1/docs  ·  "
             f"admin http://{host}/admin/  ·  Ctrl-C stops"
