@@ -192,9 +192,34 @@ class WaitSlot(models.Model):
         return f"wait {self.slot} of {self.token_id or self.user_id} until {self.until}"
 
 
+class ImportSlot(models.Model):
+    """One of an agent token's GOVERNOR_MAX_IMPORTS_PER_MINUTE import starts, taken for a
+    minute (`until`): a token starts at most that many imports in any minute, counted alike by
+    every server thread and process through the unique constraint."""
+
+    token = models.ForeignKey(AgentToken, on_delete=models.CASCADE, related_name="+")
+    slot = models.PositiveSmallIntegerField()
+    until = models.DateTimeField(help_text="When the slot may start another import.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["token", "slot"], name="one_import_per_token_slot"),
+        ]
+
+    def __str__(self) -> str:
+        return f"import slot {self.slot} of {self.token_id} until {self.until}"
+
+
 class WorkspaceKind(models.TextChoices):
     PATH = "path"
     SNAPSHOT = "snapshot"
+
+
+class VisibleSessions(models.Manager["Session"]):
+    """Every session but an import still being written (`Session.importing`)."""
+
+    def get_queryset(self) -> models.QuerySet[Session]:
+        return super().get_queryset().filter(importing=False)
 
 
 class Session(models.Model):
@@ -208,8 +233,17 @@ class Session(models.Model):
     workspace_identity = models.CharField(max_length=64, blank=True)
     header = JSONTextField(null=True, blank=True)
     imported = models.BooleanField(default=False)
+    # An import writes its events in chunks, each its own transaction (governor/services/
+    # sessions.py `session_import`): until the last one commits the session is `importing`,
+    # hidden from every read (`objects`), and a failed import deletes it with its events. Once
+    # false it never turns true again, and its events can no longer be deleted (database
+    # triggers, migration 0014).
+    importing = models.BooleanField(default=False)
     created_by = models.ForeignKey(AgentToken, null=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = VisibleSessions()
+    all_objects: models.Manager[Session] = models.Manager()  # imports in progress too
 
     class Meta:
         constraints = [

@@ -256,6 +256,15 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(
 GOVERNOR_MAX_IMPORT_BYTES = env_int(
     "GOVERNOR_MAX_IMPORT_BYTES", 64 * 1024 * 1024, minimum=1024, maximum=1024 * 1024 * 1024
 )
+# An import's events (after packed chunk rows are expanded) at most: a longer log is refused
+# (413) before any of it is stored. Each event costs the web process some 50 µs to check, hash
+# and write (200,000 took 10.5 s here), so the default bounds one import to about 5 s of CPU.
+GOVERNOR_MAX_IMPORT_EVENTS = env_int("GOVERNOR_MAX_IMPORT_EVENTS", 100_000, minimum=100,
+                                     maximum=10_000_000)
+# Imports one agent token may start in any minute, refused ones too (429 with Retry-After past
+# them): each is a whole log to parse and check, up to the event cap's seconds of CPU.
+GOVERNOR_MAX_IMPORTS_PER_MINUTE = env_int("GOVERNOR_MAX_IMPORTS_PER_MINUTE", 10, minimum=1,
+                                          maximum=10_000)
 GOVERNOR_MAX_BATCH = 1000
 GOVERNOR_WORKSPACE_ROOTS = [
     root for root in os.environ.get("GOVERNOR_WORKSPACE_ROOTS", "").split(":") if root
@@ -424,3 +433,5 @@ GOVERNOR_BLOB_GRACE_SECONDS = env_int("GOVERNOR_BLOB_GRACE_SECONDS", 24 * 3600, 
                                       maximum=90 * 24 * 3600)
 CELERY_BEAT_SCHEDULE["collect-blobs"] = {"task": "governor.tasks.collect_blobs",
                                          "schedule": 3600.0}
+CELERY_BEAT_SCHEDULE["purge-abandoned-imports"] = {
+    "task": "governor.tasks.purge_abandoned_imports", "schedule": 600.0}

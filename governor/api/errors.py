@@ -31,8 +31,10 @@ class ErrorOut(Schema):
 ERROR_RESPONSES: dict[int, type[Schema]] = {
     code: ErrorOut for code in (400, 401, 404, 409, 413, 422, 503)
 }
-# Routes that take `?wait=` may also answer 429 TOO_MANY_WAITS, with Retry-After.
+# Routes that take `?wait=` may also answer 429 TOO_MANY_WAITS, with Retry-After; an import
+# 429 TOO_MANY_IMPORTS.
 WAIT_RESPONSES: dict[int, type[Schema]] = {**ERROR_RESPONSES, 429: ErrorOut}
+IMPORT_RESPONSES = WAIT_RESPONSES
 
 # §9: the provider failed or timed out (502/504), or its answer was not a valid plan (502).
 DRAFT_STATUS = {"DRAFT_UPSTREAM": 502, "DRAFT_TIMEOUT": 504, "DRAFT_STREAM": 502,
@@ -43,7 +45,7 @@ STATUS: dict[type[errors.ServiceError], int] = {
     errors.Conflict: 409,
     errors.Invalid: 422,
     errors.TooLarge: 413,
-    errors.TooManyWaits: 429,
+    errors.RetryLater: 429,
     errors.Unavailable: 503,
 }
 
@@ -104,7 +106,7 @@ def install(api: NinjaAPI) -> None:
     def service_error(request: HttpRequest, exc: errors.ServiceError) -> HttpResponse:
         status = next(code for cls, code in STATUS.items() if isinstance(exc, cls))
         response = error_response(api, request, status, exc.code, exc.message, exc.details)
-        if isinstance(exc, errors.TooManyWaits):
+        if isinstance(exc, errors.RetryLater):
             response["Retry-After"] = str(exc.retry_after)
         return response
 

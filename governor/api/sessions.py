@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import zstandard
 from django.conf import settings
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Router, Status
@@ -12,7 +11,8 @@ from ninja.params import functions as param_functions
 
 from governor.api.auth import agent_token
 from governor.api.bodies import event_texts
-from governor.api.errors import ERROR_RESPONSES
+from governor.api.compressed import MAGIC, zstd_decompressed
+from governor.api.errors import ERROR_RESPONSES, IMPORT_RESPONSES
 from governor.api.schemas import AppendOut, EventPage, EventsIn, SessionCreateIn, SessionOut
 from governor.models import Session
 from governor.services import selectors
@@ -67,17 +67,11 @@ def _import_text(request: HttpRequest) -> str:
     if len(raw) > settings.GOVERNOR_MAX_IMPORT_BYTES:
         raise Invalid("log is larger than the import cap",
                       details=[{"path": "", "message": "body over the import cap"}])
-    if raw[:4] == b"\x28\xb5\x2f\xfd" or "zstd" in request.headers.get("Content-Encoding", ""):
-        try:
-            # The Harness writes its log as many frames, one per flush: read them all.
-            reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-            raw = reader.read(settings.GOVERNOR_MAX_IMPORT_BYTES + 1)
-        except zstandard.ZstdError as exc:
-            raise Invalid(f"zstd body could not be decompressed: {exc}",
-                          details=[{"path": "", "message": "invalid zstd frame"}]) from None
-        if len(raw) > settings.GOVERNOR_MAX_IMPORT_BYTES:
-            raise Invalid("decompressed log is larger than the import cap",
-                          details=[{"path": "", "message": "decompressed body over the cap"}])
+    if raw[:4] == MAGIC or "zstd" in request.headers.get("Content-Encoding", ""):
+        # The Harness ends a frame only after a whole line, and every line but the header
+        # holds an event at least: a log within the event cap has at most that many frames.
+        raw = zstd_decompressed(raw, cap=settings.GOVERNOR_MAX_IMPORT_BYTES,
+                                max_frames=settings.GOVERNOR_MAX_IMPORT_EVENTS + 1)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -90,7 +84,7 @@ IMPORT_BODY = {"requestBody": {"required": True, "content": {
     "application/zstd": {"schema": {"type": "string", "format": "binary"}}}}}
 
 
-@router.post("/sessions/import", response={201: SessionOut, **ERROR_RESPONSES},
+@router.post("/sessions/import", response={201: SessionOut, **IMPORT_RESPONSES},
              openapi_extra=IMPORT_BODY)
 def import_session(
     request: HttpRequest, external_id: str | None = None,
@@ -103,6 +97,7 @@ def import_session(
     if external_id is not None and len(external_id) > 200:
         raise Invalid("external_id is longer than 200 characters",
                       details=[{"path": "external_id", "message": "at most 200 characters"}])
+    session_services.import_slot_claim(token=token)  # before the body is read
     text = _import_text(request)
     session, _ = session_services.session_import(
         token=token, text=text,

@@ -744,17 +744,44 @@ def _parse_line(line: str, number: int) -> Any:
         raise InvariantError("json", number, None, f"line {number}: {exc}") from None
 
 
-def parse_log(text: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+class LogTooLong(Exception):
+    """A log holding more events than `parse_log` was asked to take: refused at `line`, the
+    first line past `cap`, before that line's events are made."""
+
+    def __init__(self, line: int, cap: int) -> None:
+        super().__init__(f"line {line}: the log holds more than {cap} events")
+        self.line = line
+        self.cap = cap
+
+
+def _packed_count(row: dict[str, Any]) -> int:
+    """The events a packed chunk row expands to (0 when malformed: `_expand_packed` says why)."""
+    data = row.get("data")
+    pieces = data.get("args" if row["type"] == "tool-call-chunks" else "texts") \
+        if type(data) is dict else None
+    return len(pieces) if type(pieces) is list else 0
+
+
+def parse_log(text: str, *, max_events: int | None = None
+              ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """Split a JSONL log into its header (or None) and its events, expanding packed chunk rows
-    into one `assistant/chunk` each. Errors carry the 1-based line number as their index."""
+    into one `assistant/chunk` each. Errors carry the 1-based line number as their index. With
+    `max_events`, LogTooLong at the first line that would pass it: no line after it is parsed
+    and no packed row past it expanded."""
     header: dict[str, Any] | None = None
     events: list[dict[str, Any]] = []
     first = True
-    for number, line in _lines(text):
+    lines = _lines(text)
+    # Every line but a header holds an event at least (or is refused): counted before parsing.
+    if max_events is not None and len(lines) > max_events + 1:
+        raise LogTooLong(lines[max_events + 1][0], max_events)
+    for number, line in lines:
         row = _parse_line(line, number)
         if first and type(row) is dict and row.get("type") == "session":
             header = row
         elif type(row) is dict and row.get("type") in PACKED_ROW_TYPES:
+            if max_events is not None and len(events) + _packed_count(row) > max_events:
+                raise LogTooLong(number, max_events)
             expanded = _expand_packed(row, number)
             for event in expanded:  # computed seqs and times must be lossless JSON too
                 try:
@@ -764,6 +791,8 @@ def parse_log(text: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
                                          f"line {number}: expanded chunk {exc}") from None
             events.extend(expanded)
         else:
+            if max_events is not None and len(events) >= max_events:
+                raise LogTooLong(number, max_events)
             events.append(row)
         first = False
     return header, events

@@ -9,48 +9,54 @@ both a file and a directory. Every refusal names the entry (`entries/<index>/<fi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
 from typing import Any
 
 from governor.domain.fields import FieldErrors, FieldsInvalid
 from governor.domain.tree import (
+    MAX_DEPTH,
     SKIPPED_AT_TOP,
     ManifestEntry,
     _Exclusions,
-    _refusal,
+    refused_name,
 )
 
 MODES = ("100644", "100755", "120000")
 MAX_PATH_BYTES = 4096
+BLOB_ID = re.compile(r"[0-9a-f]{64}")
 
 
 def _path_problem(path: str, mode: str, exclusions: _Exclusions) -> str | None:
-    """Why git, or the tree rules of §10.1, would not hold `path`; None when they would."""
+    """Why git, or the tree rules of §10.1, would not hold `path`; None when they would. Each
+    test is one pass over the path: none looks at its names, or its directories, one by one
+    (its depth times its length, or microseconds a name, for a path of thousands of names)."""
     if not path or "\x00" in path:
         return "must be a non-empty path without NUL"
     raw = path.encode("utf-8", "surrogatepass")
     if len(raw) > MAX_PATH_BYTES:
         return f"longer than {MAX_PATH_BYTES} bytes"
+    directories = raw.count(b"/")
+    if directories > MAX_DEPTH:  # what `hash_tree` refuses: no tree it hashes holds the path
+        return (f"is nested {directories} directories deep; at most {MAX_DEPTH} (the tree "
+                "hasher's nesting limit)")
     if path.startswith("/"):
         return "must be relative, not absolute"
-    parts = raw.split(b"/")
-    if any(part in (b"", b".", b"..") for part in parts):
+    wrapped = b"/" + raw + b"/"
+    if b"//" in wrapped or b"/./" in wrapped or b"/../" in wrapped:
         return "must not hold empty, '.' or '..' segments"
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
         return "must be valid UTF-8"
-    if parts[0] in SKIPPED_AT_TOP:
-        return f"{parts[0].decode()}/ at the top is never part of a workspace tree"
-    for index, part in enumerate(parts):
-        leaf = index == len(parts) - 1
-        refused, refused_for_symlink = _refusal(part, leaf=leaf)
-        if refused or (leaf and mode == "120000" and refused_for_symlink):
-            return f"git refuses the name {part.decode()!r}"
-    for depth in range(1, len(parts)):
-        if exclusions.excludes(b"/".join(parts[:depth]), True):
-            return "is excluded by the project's tree exclusions"
-    if exclusions.excludes(raw, False):
+    top = raw.split(b"/", 1)[0]
+    if top in SKIPPED_AT_TOP:
+        return f"{top.decode()}/ at the top is never part of a workspace tree"
+    refused = refused_name(raw, symlink=mode == "120000")
+    if refused is not None:
+        return f"git refuses the name {refused.decode()!r}"
+    if exclusions.excludes_a_directory_of(raw) or exclusions.excludes(raw, False):
         return "is excluded by the project's tree exclusions"
     return None
 
@@ -90,8 +96,7 @@ def snapshot_manifest(entries: Any, *, base: Sequence[ManifestEntry] | None,
         if mode not in MODES:
             errors.add(f"{where}/mode", f"must be one of {', '.join(MODES)}")
             continue
-        if type(blob) is not str or len(blob) != 64 or any(c not in "0123456789abcdef"
-                                                          for c in blob):
+        if type(blob) is not str or not BLOB_ID.fullmatch(blob):
             errors.add(f"{where}/blob", "must be a blob id, 64 lowercase hex digits"
                        + ("" if base is None else ", or null to delete the path"))
             continue
@@ -128,19 +133,18 @@ def snapshot_manifest(entries: Any, *, base: Sequence[ManifestEntry] | None,
 def _refuse_file_directory_conflicts(merged: dict[str, ManifestEntry],
                                      changes: dict[str, tuple[int, Any]],
                                      errors: FieldErrors) -> None:
-    """A path below another path that is a file: name the entry that brought it in."""
-    for path in merged:
-        for prefix in _prefixes(path):
-            if prefix in merged:
-                blame = path if path in changes else prefix
-                index = changes[blame][0] if blame in changes else None
-                where = "entries" if index is None else f"entries/{index}/path"
-                errors.add(where, f"{path!r} lies below {prefix!r}, which is a file")
-                return
-
-
-def _prefixes(path: str) -> Iterable[str]:
-    position = path.find("/")
-    while position != -1:
-        yield path[:position]
-        position = path.find("/", position + 1)
+    """A path below another path that is a file: name the entry that brought it in. In sorted
+    order the paths below `file` come first after `file + "/"`, so one binary search per file
+    finds them (looking each directory of each path up would cost its depth times its
+    length)."""
+    ordered = sorted(merged)
+    for file in merged:
+        directory = file + "/"
+        first = bisect_left(ordered, directory)
+        if first < len(ordered) and ordered[first].startswith(directory):
+            path = ordered[first]
+            blame = path if path in changes else file
+            index = changes[blame][0] if blame in changes else None
+            where = "entries" if index is None else f"entries/{index}/path"
+            errors.add(where, f"{path!r} lies below {file!r}, which is a file")
+            return

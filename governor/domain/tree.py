@@ -225,6 +225,16 @@ class _Exclusions:
         regexes = [_pattern_regex(p) for p in patterns]
         joined = b"|".join(b"(?:" + r + b")" for r in regexes if isinstance(r, bytes))
         self.glob = re.compile(joined, re.DOTALL) if joined else None
+        # The glob matching up to a "/" of the path, wherever it ends: a directory of it.
+        self.glob_directory = (re.compile(b"(?:" + joined + b")(?<=/)", re.DOTALL) if joined
+                               else None)
+        # The literal patterns as trees of names, walked along a path's directories.
+        self.literal_tree: dict[bytes, Any] = {}
+        for pattern in self.literal:
+            node = self.literal_tree
+            for name in pattern.split(b"/"):
+                node = node.setdefault(name, {})
+            node[b"/"] = True  # a pattern ends here ("/" is never a name)
 
     def excludes(self, path: bytes, is_directory: bool) -> bool:
         """Is `path` excluded? A directory is tested as git tests it, with a trailing "/"."""
@@ -232,6 +242,18 @@ class _Exclusions:
             return True
         return self.glob is not None and self.glob.fullmatch(
             path + b"/" if is_directory else path) is not None
+
+    def excludes_a_directory_of(self, path: bytes) -> bool:
+        """Is any directory above `path` (a normalised relative path) excluded? The same answer
+        as `excludes(directory, True)` for each of them, in one pass over the path: a test of
+        every directory's own string would cost the path's depth times its length."""
+        node, start = self.literal_tree, 0
+        while node and (end := path.find(b"/", start)) >= 0:
+            node = node.get(path[start:end], {})
+            if b"/" in node:
+                return True
+            start = end + 1
+        return self.glob_directory is not None and self.glob_directory.match(path) is not None
 
 
 # --- names git refuses --------------------------------------------------------------------------
@@ -304,6 +326,43 @@ def _refusal(name: bytes, *, leaf: bool) -> tuple[bool, bool]:
     refused_for_symlink = lower == b".gitmodules" or any(
         _ntfs_dotgitmodules(name[i:] + tail) for i in starts)
     return refused, refused_for_symlink
+
+
+# Where in a path `_refusal` can refuse a name, found by one search of the whole path: a name (or
+# its part after a backslash) spelling .git or git~1, then only spaces and periods up to its end,
+# a backslash or a colon; for a path ending in a symlink also a whole name .gitmodules, and
+# .gitmodules, gitmod~1..4 or an 8.3 short name (a start of "gi7eba", "~", then digits up to the
+# eighth character) then only spaces and periods up to a colon or the end of the path. Each finds
+# at least every name `_refusal` refuses (tests/unit/test_tree.py holds them to it), so a path
+# in which neither finds anything holds only names git takes.
+_MAY_BE_REFUSED = re.compile(rb"(?<![^/\\])(?i:\.git|git~1)[. ]*(?:[/\\:]|\Z)")
+_MAY_BE_REFUSED_FOR_SYMLINK = re.compile(
+    rb"(?<![^/])(?i:\.gitmodules)(?![^/])|(?<![^/\\])(?i:\.gitmodules|gitmod~[1-4]|~[1-9][0-9]{6}"
+    rb"|g~[1-9][0-9]{5}|gi~[1-9][0-9]{4}|gi7~[1-9][0-9]{3}|gi7e~[1-9][0-9]{2}|gi7eb~[1-9][0-9]"
+    rb"|gi7eba~[1-9])[. ]*(?::|\Z)")
+
+
+def refused_name(path: bytes, *, symlink: bool) -> bytes | None:
+    """The first name of `path` (relative, "/"-separated) git refuses, for a path that ends in
+    a symlink when `symlink`; None when git takes them all. One search of the whole path finds
+    the only places `_refusal` could refuse, and `_refusal` decides each: the cost is the
+    path's length however many names it holds (`_refusal` on every name costs microseconds a
+    name)."""
+    lower = path.lower()  # first whether the path can hold such a name at all: far faster
+    if b".git" not in lower and b"git~1" not in lower and not (symlink and b"~" in path):
+        return None
+    starts = [match.start() for match in _MAY_BE_REFUSED.finditer(path)]
+    if symlink:
+        starts += [match.start() for match in _MAY_BE_REFUSED_FOR_SYMLINK.finditer(path)]
+    for start in sorted(starts):
+        begin = path.rfind(b"/", 0, start) + 1
+        end = path.find(b"/", start)
+        end = len(path) if end < 0 else end
+        name = path[begin:end]
+        refused, refused_for_symlink = _refusal(name, leaf=end == len(path))
+        if refused or (symlink and refused_for_symlink):
+            return name
+    return None
 
 
 # --- the stat cache -----------------------------------------------------------------------------

@@ -36,14 +36,24 @@ class Unavailable(ServiceError):
     code = "UNAVAILABLE"
 
 
-class TooManyWaits(ServiceError):
+class RetryLater(ServiceError):
+    """Refused for now (429): the same request may succeed after `retry_after` seconds."""
+
+    def __init__(self, message: str, *, retry_after: int, details: Any = None) -> None:
+        super().__init__(message, details=details)
+        self.retry_after = retry_after
+
+
+class TooManyWaits(RetryLater):
     """Every wait slot of the token is held; one frees within `retry_after` seconds."""
 
     code = "TOO_MANY_WAITS"
 
-    def __init__(self, message: str, *, retry_after: int) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+
+class TooManyImports(RetryLater):
+    """The token started GOVERNOR_MAX_IMPORTS_PER_MINUTE imports within the last minute."""
+
+    code = "TOO_MANY_IMPORTS"
 
 
 class TooLarge(ServiceError):

@@ -200,6 +200,41 @@ def events_append(
         return result
 
 
+# An import's events are written this many to a transaction: on SQLite each holds the one write
+# lock for some tens of milliseconds, and the next chunk's rows (hashes, index fields) are made
+# with the lock released, so other sessions' writes get in between (`events_import`).
+IMPORT_CHUNK = 1000
+
+
+def events_import(*, session: Session, envelopes: list[dict[str, Any]],
+                  state: SessionState) -> None:
+    """Write the events of an import, already validated whole (`harness.validate_log`), into
+    `session`, which nobody else reads or writes yet (`Session.importing`): IMPORT_CHUNK events
+    to a transaction, each chunk's rows made before its transaction begins. Advances `state`
+    (new, not saved) as `events_append` would: seqs, head, the last mutation, the lifecycle of
+    the imported governor events. A failure leaves the chunks already committed: the caller
+    deletes them with the session."""
+    for start in range(0, len(envelopes), IMPORT_CHUNK):
+        chunk = envelopes[start:start + IMPORT_CHUNK]
+        rows = _chain_rows(session, state, chunk, [None] * len(chunk), origin=Origin.AGENT,
+                           imported=True)
+        state.lifecycle = _fold_governor_events(state, rows)
+        with transaction.atomic():
+            _insert(rows)
+
+
+def events_discard_import(session: Session) -> None:
+    """Delete the events of an import that did not finish, IMPORT_CHUNK to a transaction as
+    they were written. The database refuses to delete any other session's events."""
+    last = Event.objects.filter(session=session).order_by("-seq").values_list(
+        "seq", flat=True).first()
+    for start in range(0, -1 if last is None else last + 1, IMPORT_CHUNK):
+        with transaction.atomic():
+            rows = Event.objects.filter(session=session, seq__gte=start,
+                                        seq__lt=start + IMPORT_CHUNK)
+            rows._raw_delete(rows.db)
+
+
 def lifecycle_of(state: SessionState) -> lifecycle.LifecycleState:
     return state.lifecycle or lifecycle.initial_state()
 

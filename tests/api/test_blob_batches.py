@@ -112,6 +112,23 @@ def test_more_blobs_than_the_count_cap_are_refused_413(
     assert_nothing_stored(project, *blobs)
 
 
+def test_one_blob_sent_more_times_than_the_count_cap_is_refused_413_naming_the_cap(
+        store: str, agent: AgentClient, project: Project, settings: Any) -> None:
+    """Issue 25 finding 8: the cap counted distinct ids, so 500,812 headers of the empty blob
+    (32 MiB) passed a cap of 5,000 and cost 11 s of CPU. Every header line counts."""
+    settings.GOVERNOR_MAX_BLOB_BATCH_BLOBS = 3
+    empty = b""
+    response = send(agent, frame(empty, empty, empty, empty, empty))
+    assert response.status_code == 413, response.content
+    [detail] = response.json()["error"]["details"]
+    assert detail == {"path": "blobs/3", "blob": blob_id(empty),
+                      "message": "more than 3 blobs in one batch, an id sent again counted "
+                                 "again (GOVERNOR_MAX_BLOB_BATCH_BLOBS)"}
+    assert_nothing_stored(project, empty)
+    assert send(agent, frame(empty, empty, empty)).json() == {"stored": [blob_id(empty)],
+                                                               "present": []}
+
+
 @pytest.mark.parametrize("header", [
     b"not a header\n", b"%s\n" % blob_id(b"x").encode(), b"%s -1\n" % blob_id(b"x").encode(),
     b"%s 01\n" % blob_id(b"x").encode(), b"%s 1" % blob_id(b"x").encode(),

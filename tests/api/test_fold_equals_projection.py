@@ -218,8 +218,10 @@ def world(project: Project, reviewer: Any, provider: FakeProvider,
 
 
 @pytest.fixture
-def owned_agent(world: Project) -> AgentClient:
-    """The agent, its token owned by someone other than the reviewer (who may then approve)."""
+def owned_agent(world: Project, settings: Any) -> AgentClient:
+    """The agent, its token owned by someone other than the reviewer (who may then approve).
+    Every example ends with an import under the one token: the per-minute import cap is lifted."""
+    settings.GOVERNOR_MAX_IMPORTS_PER_MINUTE = 10_000
     owner = get_user_model().objects.create_user("ada", "ada@example.com", "ada-password-1")
     _, secret = token_create(project=world, name="prop", owner=owner)
     return AgentClient(secret)

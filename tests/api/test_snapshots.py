@@ -4,12 +4,14 @@ entry; the tree id the same as hashing the directory would give."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from governor.domain.tree import blob_id, hash_tree
+from governor.domain.snapshots import snapshot_manifest
+from governor.domain.tree import MAX_DEPTH, TreeError, blob_id, hash_tree
 from governor.models import Snapshot, WorkspaceTree
 from tests.api.test_blob_store import put
 from tests.conftest import AgentClient
@@ -193,3 +195,78 @@ def test_a_base_recorded_under_other_exclusions_is_refused(agent: AgentClient, s
     response = snapshot(agent, session, [entry("b", a)], base=base)
     assert response.status_code == 404
     assert "other tree exclusions" in response.json()["error"]["message"]
+
+
+def test_a_path_nested_deeper_than_the_tree_hashers_256_directories_is_refused_naming_it(
+        agent: AgentClient, session: str) -> None:
+    """Issue 25 finding 4: no tree `hash_tree` hashes holds a path below 256 directories
+    (MAX_DEPTH), so neither does a snapshot."""
+    (a,) = upload(agent, b"a")
+    deepest = "/".join(["d"] * MAX_DEPTH + ["f"])
+    assert snapshot(agent, session, [entry(deepest, a)]).status_code == 201
+    too_deep = "/".join(["d"] * (MAX_DEPTH + 1) + ["f"])
+    response = snapshot(agent, session, [entry("ok", a), entry(too_deep, a)])
+    assert response.status_code == 422, response.content
+    [detail] = response.json()["error"]["details"]
+    assert detail["path"] == "entries/1/path"
+    assert detail["message"].endswith(
+        f"is nested {MAX_DEPTH + 1} directories deep; at most {MAX_DEPTH} (the tree "
+        "hasher's nesting limit)")
+    assert Snapshot.objects.count() == 1
+
+
+def test_the_attack_body_of_paths_2040_names_deep_is_refused_before_any_other_work(
+        agent: AgentClient, session: str, project: Any) -> None:
+    """Issue 25 finding 4: 408 KB of 4,080-byte paths 2,040 names deep cost 7.6 s of CPU to
+    validate (every directory of every path tested on its own); each is now refused for its
+    depth first, in a fraction of a second."""
+    project.tree_exclusions = ["node_modules/**", "**/cache/**", "*.pyc"]
+    project.save()
+    entries = [entry(f"{index:03x}" + "/a" * 2039, "0" * 64) for index in range(100)]
+    assert len(entries[0]["path"]) == 4081
+    started = time.process_time()
+    response = snapshot(agent, session, entries)
+    spent = time.process_time() - started
+    assert response.status_code == 422, response.content
+    details = response.json()["error"]["details"]
+    assert [d["path"] for d in details] == [f"entries/{i}/path" for i in range(100)]
+    assert all("2039 directories deep; at most 256" in d["message"] for d in details)
+    assert spent < 1.0, f"{spent:.2f} s of CPU"
+    assert not Snapshot.objects.exists()
+
+
+def manifest_cost(depth: int, exclusions: list[str]) -> float:
+    """The least CPU time, of five, to validate ~800 KB of 4,000-byte paths `depth` deep."""
+    name = "n" * (4000 // (depth + 1) - 1)
+    entries = [entry(f"{index:06x}" + f"/{name}" * depth, "0" * 64) for index in range(200)]
+    best = float("inf")
+    for _ in range(5):
+        started = time.process_time()
+        snapshot_manifest(entries, base=None, exclusions=exclusions, max_entries=1000)
+        best = min(best, time.process_time() - started)
+    return best
+
+
+def test_validating_paths_256_deep_costs_what_the_same_bytes_8_deep_cost() -> None:
+    """Issue 25 finding 4: each directory was tested as a string of its own (exclusions and
+    file/directory clashes), so a path cost its depth times its length: the same bytes 256
+    deep cost 12 times what they cost 8 deep. Now one pass per path, whatever its depth."""
+    exclusions = ["node_modules/**", "**/cache/**", "*.pyc", "build"]
+    shallow, deep = manifest_cost(8, exclusions), manifest_cost(MAX_DEPTH, exclusions)
+    assert deep < 3 * shallow, f"8 deep {shallow * 1000:.1f} ms, 256 deep {deep * 1000:.1f} ms"
+
+
+def test_a_symlink_below_a_name_git_refuses_for_symlinks_is_refused_as_hash_tree_refuses_it(
+        agent: AgentClient, session: str, tmp_path: Path) -> None:
+    """git (and `hash_tree`) refuse a symlink anywhere below `.gitmodules:x` (NTFS reads it as
+    .gitmodules), not only one named so."""
+    os.makedirs(tmp_path / ".gitmodules:x")
+    os.symlink("target", tmp_path / ".gitmodules:x" / "link")
+    with pytest.raises(TreeError, match="git refuses a symlink"):
+        hash_tree(str(tmp_path), max_files=10, max_bytes=100)
+    (link,) = upload(agent, b"target")
+    response = snapshot(agent, session, [entry(".gitmodules:x/link", link, "120000")])
+    assert response.status_code == 422, response.content
+    assert response.json()["error"]["details"] == [{
+        "path": "entries/0/path",
+        "message": "'.gitmodules:x/link' git refuses the name '.gitmodules:x'"}]

@@ -27,9 +27,12 @@ from governor.domain.tree import (
     MAX_DEPTH,
     StatCache,
     TreeError,
+    _Exclusions,
+    _refusal,
     blob_id,
     exclusions_digest,
     hash_tree,
+    refused_name,
     validate_exclusions,
 )
 
@@ -381,6 +384,42 @@ def test_we_refuse_exactly_the_names_git_refuses(name: str, kind: str) -> None:
             assert "git refuses" in exc.reason
             got = None
         assert got == expected
+
+
+NAMES = st.text(st.sampled_from(".gGiItT~1479 :\\mMoOdDuUlLeEsS7bBaAx"), min_size=1,
+                max_size=14).filter(lambda n: n not in (".", ".."))
+
+
+@settings(max_examples=250, deadline=None)
+@given(names=st.lists(NAMES, min_size=1, max_size=4), symlink=st.booleans())
+def test_the_one_pass_search_finds_every_name_refused_name_by_name(names: list[str],
+                                                                   symlink: bool) -> None:
+    """`refused_name` searches a whole path at once and lets `_refusal` decide only where the
+    search found something: it refuses exactly what `_refusal` on every name refuses."""
+    parts = [name.encode() for name in names]
+    expected = None
+    for index, part in enumerate(parts):
+        refused, refused_for_symlink = _refusal(part, leaf=index == len(parts) - 1)
+        if refused or (symlink and refused_for_symlink):
+            expected = part
+            break
+    assert refused_name(b"/".join(parts), symlink=symlink) == expected
+
+
+PATTERNS = st.lists(st.sampled_from(["a", "a/b", "b/**", "**/a", "a/*/c", "*", "[ab]/c", "**",
+                                     "b/a/**", "c?", "a/**/b", "**/b/**"]), max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(patterns=PATTERNS, names=st.lists(st.sampled_from(["a", "b", "c", "cd", "ab"]),
+                                         min_size=1, max_size=6))
+def test_excluding_a_directory_in_one_pass_agrees_with_testing_each_directory(
+        patterns: list[str], names: list[str]) -> None:
+    exclusions = _Exclusions(patterns)
+    path = "/".join(names).encode()
+    each = any(exclusions.excludes(path[:index], True)
+               for index in range(len(path)) if path[index:index + 1] == b"/")
+    assert exclusions.excludes_a_directory_of(path) == each
 
 
 # --- limits -----------------------------------------------------------------------------------
