@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from governor.domain.fields import FieldErrors, FieldsInvalid
@@ -122,12 +122,34 @@ def snapshot_manifest(entries: Any, *, base: Sequence[ManifestEntry] | None,
     if len(merged) > max_entries:
         errors.add("entries", f"the snapshot holds {len(merged)} files; at most {max_entries} "
                               "(the project's tree_max_files)")
+    elif _directories_over(merged, max_entries):
+        errors.add("entries", f"the snapshot holds more than {max_entries} directories (the "
+                              "project's tree_max_files bounds its directories too: each is "
+                              "a tree object to build)")
     if errors.items:
         raise FieldsInvalid(errors.items)
     _refuse_file_directory_conflicts(merged, changes, errors)
     if errors.items:
         raise FieldsInvalid(errors.items)
     return sorted(merged.values(), key=lambda entry: entry.path.encode())
+
+
+def _directories_over(paths: Iterable[str], limit: int) -> bool:
+    """Do `paths` lie in more than `limit` distinct directories? Each path's directories are
+    walked upwards only until one already seen (its own are then seen too), so the cost is the
+    paths' total length, whatever their depth."""
+    seen: set[str] = set()
+    for path in paths:
+        end = path.rfind("/")
+        while end > 0:
+            directory = path[:end]
+            if directory in seen:
+                break
+            seen.add(directory)
+            if len(seen) > limit:
+                return True
+            end = path.rfind("/", 0, end)
+    return False
 
 
 def _refuse_file_directory_conflicts(merged: dict[str, ManifestEntry],

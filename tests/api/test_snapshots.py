@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from governor.domain.fields import FieldsInvalid
 from governor.domain.snapshots import snapshot_manifest
 from governor.domain.tree import MAX_DEPTH, TreeError, blob_id, hash_tree
 from governor.models import Snapshot, WorkspaceTree
@@ -242,7 +243,7 @@ def manifest_cost(depth: int, exclusions: list[str]) -> float:
     best = float("inf")
     for _ in range(5):
         started = time.process_time()
-        snapshot_manifest(entries, base=None, exclusions=exclusions, max_entries=1000)
+        snapshot_manifest(entries, base=None, exclusions=exclusions, max_entries=100_000)
         best = min(best, time.process_time() - started)
     return best
 
@@ -270,3 +271,18 @@ def test_a_symlink_below_a_name_git_refuses_for_symlinks_is_refused_as_hash_tree
     assert response.json()["error"]["details"] == [{
         "path": "entries/0/path",
         "message": "'.gitmodules:x/link' git refuses the name '.gitmodules:x'"}]
+
+
+def test_a_snapshot_of_more_directories_than_the_file_cap_is_refused_before_its_trees_are_built(
+) -> None:
+    """Issue 25 finding 4, the residue: paths of distinct directories, each a git tree object
+    to build (11 s of CPU at the 8 MiB cap); the project's tree_max_files bounds them too."""
+    blob = "0" * 64
+    entries = [{"path": f"d{index}/e/f/file", "mode": "100644", "blob": blob}
+               for index in range(100)]
+    with pytest.raises(FieldsInvalid) as refused:
+        snapshot_manifest(entries, base=None, exclusions=[], max_entries=250)
+    assert refused.value.errors == [{
+        "path": "entries", "message": "the snapshot holds more than 250 directories (the "
+        "project's tree_max_files bounds its directories too: each is a tree object to build)"}]
+    assert len(snapshot_manifest(entries, base=None, exclusions=[], max_entries=300)) == 100
