@@ -49,7 +49,7 @@ import redis.asyncio as aioredis
 from bench import cpu
 from bench.common import markdown_table, postgres_url, progress
 from bench.live import broker_for, governor, load_profiles, set_project
-from governor.services.notify import channel
+from governor.lib.notify import channel
 from tests.harness_builders import Trace
 
 NAME = "B9"

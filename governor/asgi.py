@@ -1,5 +1,5 @@
 """The ASGI application `governor_serve` runs (gunicorn with uvicorn workers): long polls wait
-on a notification there and hold no thread (governor.services.waits). The API and /healthz are
+on a notification there and hold no thread (governor.lib.waits). The API and /healthz are
 served by a handler of their own with only settings.API_MIDDLEWARE; the pages, admin and static
 files by one with settings.MIDDLEWARE."""
 

@@ -32,14 +32,16 @@ from django.views.decorators.http import require_GET
 from django_htmx.middleware import HtmxDetails
 
 from governor.domain import conversation, lifecycle
+from governor.lib.downloads import NDJSON, attachment, file_response
+from governor.lib.errors import NotFound, TooManyWaits
+from governor.lib.notify import session_topic
+from governor.lib.waits import MAX_WAIT_SECONDS, long_poll, off_thread
 from governor.models import AgentToken, Event, Project, Session, SessionState
-from governor.services.access import is_reviewer, member_projects, session_for_member
-from governor.services.errors import NotFound, TooManyWaits
+from governor.selectors.access import is_reviewer, member_projects, session_for_member
+from governor.selectors.sessions import session_status
+from governor.selectors.treediff import TreeChanges, tree_changes, tree_file
 from governor.services.events import lifecycle_of
-from governor.services.notify import session_topic
-from governor.services.selectors import export_bytes, export_filename, session_status
-from governor.services.treediff import TreeChanges, file_response, tree_changes, tree_file
-from governor.services.waits import MAX_WAIT_SECONDS, long_poll, off_thread
+from governor.services.exports import export_bytes, export_filename
 from reviews.models import Review
 from verification.models import RunState, VerificationRun
 
@@ -83,7 +85,7 @@ async def live_answer(request: HttpRequest, *, user: AbstractBaseUser, topics: S
                       fragment: Callable[[int], HttpResponse]) -> HttpResponse:
     """The answer to a live part's `?version=…&wait=…`: the fresh `fragment` (200) as soon as
     `shown()` differs from the version the page shows, woken by `topics` (the one long poll,
-    governor.services.waits, with its re-check as the safety net); 204 when nothing changed by
+    governor.lib.waits, with its re-check as the safety net); 204 when nothing changed by
     the end of the wait, so htmx keeps the page as it is and asks again. A person holds at most
     GOVERNOR_MAX_WAITS_PER_USER waits; beyond that the fragment is answered at once, asking to be
     re-read in LIVE_FALLBACK_SECONDS (`fragment(delay)`)."""
@@ -345,9 +347,7 @@ def session_tree_file(request: HttpRequest, session_id: uuid.UUID, tree: str,
 @require_GET
 def session_export(request: HttpRequest, session_id: uuid.UUID) -> StreamingHttpResponse:
     session = session_for_member(request.user, session_id)
-    response = StreamingHttpResponse(export_bytes(session), content_type="application/x-ndjson")
-    response["Content-Disposition"] = f'attachment; filename="{export_filename(session)}"'
-    return response
+    return attachment(export_bytes(session), export_filename(session), NDJSON)
 
 
 class SessionFilter(forms.Form):

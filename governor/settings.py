@@ -311,7 +311,7 @@ GOVERNOR_MAX_WAITS_PER_TOKEN = env_int("GOVERNOR_MAX_WAITS_PER_TOKEN", 4, minimu
 GOVERNOR_MAX_WAITS_PER_USER = env_int("GOVERNOR_MAX_WAITS_PER_USER", 4, minimum=1, maximum=100)
 
 BROKER_URL, BROKER_REASON = broker_choice()
-# A long poll re-reads at least this often, woken or not (governor.services.notify): what a lost
+# A long poll re-reads at least this often, woken or not (governor.lib.notify): what a lost
 # wake-up can cost. Without Redis only waiters in the committing process are woken. With it a
 # wake-up is lost only when a publish fails while the subscribers stay connected (a subscriber
 # that reconnects wakes all its waiters), and each re-read costs a web process ~3 ms: 1,000 idle

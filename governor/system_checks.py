@@ -9,6 +9,8 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
+from governor.models import Project
+
 
 def secret_paths() -> list[Path]:
     """The var directory and the files that hold secrets: the SQLite database with its -wal and
@@ -59,7 +61,6 @@ def configured_workspace_roots() -> list[tuple[str, str | None]]:
     only the setting's while the database is not migrated yet."""
     from django.db import DatabaseError
 
-    from governor.models import Project
 
     roots: list[tuple[str, str | None]] = [
         (root, None) for root in settings.GOVERNOR_WORKSPACE_ROOTS]

@@ -8,7 +8,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from governor.celery import app as celery_app
-from governor.services.notify import redis_client, redis_url
+from governor.lib.notify import redis_client, redis_url
 
 
 def _database_status() -> dict[str, str]:

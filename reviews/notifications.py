@@ -10,7 +10,7 @@ import json
 import time
 from typing import Any
 
-from governor.services.reviews import review_url
+from governor.selectors.reviews import review_url
 from reviews.models import Review
 
 

@@ -13,8 +13,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from governor.selectors.access import review_for_reviewer
 from governor.services import passkeys
-from governor.services.access import review_for_reviewer
 
 
 def _refused(exc: passkeys.PasskeyRefused) -> JsonResponse:

@@ -1,18 +1,16 @@
-"""Thin Celery tasks: load by id, call one function; and the receiver that queues the
-notifications when a proposal waits (connected when the app is ready)."""
+"""Thin Celery tasks: load by id, call one function. The review service queues the
+notifications by name once a proposal is committed (governor/lib/queue.py)."""
 
 from __future__ import annotations
 
 import logging
 import urllib.request
-from typing import Any
 
 from celery import Task, shared_task
 from django.core.mail import send_mail
-from django.dispatch import receiver
 
 from governor.models import Membership, Role
-from governor.services.reviews import proposal_waiting, reviews_expire_due
+from governor.services.reviews import reviews_expire_due
 from reviews import notifications
 from reviews.models import Review, Status
 
@@ -60,13 +58,3 @@ def post_webhook(self: Task[[str], int], review_id: str) -> int:
 @shared_task
 def expire_due_reviews() -> int:
     return reviews_expire_due()
-
-
-@receiver(proposal_waiting)
-def queue_notifications(sender: Any, review: Review, **_: Any) -> None:
-    try:
-        notify_reviewers.delay(str(review.pk))
-        if review.session.project.webhook_url:
-            post_webhook.delay(str(review.pk))
-    except Exception:  # noqa: BLE001 - the broker being down must not fail the agent's call
-        log.exception("could not queue notifications for review %s", review.pk)

@@ -20,6 +20,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from governor.domain.review import ReviewError, plan_changes
+from governor.lib.errors import Invalid
+from governor.lib.notify import inbox_topic
+from governor.lib.waits import off_thread
 from governor.pages import (
     HtmxHttpRequest,
     Shown,
@@ -31,12 +34,10 @@ from governor.pages import (
     user_requests,
     version_of,
 )
+from governor.selectors.access import review_for_reviewer, reviewed_projects
+from governor.selectors.reviews import carried_approval, review_as_read
 from governor.services import passkeys
 from governor.services import reviews as review_services
-from governor.services.access import review_for_reviewer, reviewed_projects
-from governor.services.errors import Invalid
-from governor.services.notify import inbox_topic
-from governor.services.waits import off_thread
 from reviews.forms import DecisionForm
 from reviews.models import Review, Stage, Status
 
@@ -131,7 +132,7 @@ def _panel(request: HtmxHttpRequest, review: Review, *, form: DecisionForm | Non
         "approvals": len(approvals),
         "required_approvals": review.session.project.required_approvals,
         "approved_by_me": request.user.pk in approvals, "next_review": _next_review(review),
-        "carried": review_services.carried_approval(request.user, review) if pending else None,
+        "carried": carried_approval(request.user, review) if pending else None,
         "signing": {"required": review.session.project.require_signed_approvals,
                     "passkeys": len(passkeys.passkeys_of(request.user)) if pending else 0},
     }
@@ -186,11 +187,8 @@ def _render(request: HtmxHttpRequest, review: Review, *, status: int = 200,
 
 
 def _current(review: Review) -> Review:
-    """The review as stored now, after expiring it if its time has passed (fails closed)."""
-    if review.status == Status.PENDING and review.expires_at <= timezone.now():
-        review_services.review_pending(review.session)
-        review.refresh_from_db()
-    return review
+    """The review as read: one whose time has passed is expired (fails closed)."""
+    return review_as_read(review)
 
 
 @login_required

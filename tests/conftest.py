@@ -112,10 +112,16 @@ def private_store(settings: Any, tmp_path: Path) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _tasks_run_inline() -> Any:
-    """Unit and API tests run Celery tasks in-process; integration tests use a real worker."""
+def _tasks_run_inline(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Unit and API tests run Celery tasks in-process; integration tests use a real worker. A
+    test wrapped in a transaction never commits it, so tasks queued "on commit" are sent at
+    once there (tests/api/test_task_queue.py holds the real order, with real commits)."""
     from governor.celery import app
+    from governor.lib import queue
 
+    marker = request.node.get_closest_marker("django_db")
+    if not (marker and marker.kwargs.get("transaction")):
+        monkeypatch.setattr(queue, "on_commit", lambda send: send())
     app.conf.task_always_eager = True
     yield
     app.conf.task_always_eager = False

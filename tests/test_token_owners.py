@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from governor.lib.errors import Invalid
 from governor.models import AgentToken, Membership, Project, Role
-from governor.services.errors import Invalid
 from governor.services.projects import DEMO_AGENT_USERNAME, bootstrap
 from governor.services.tokens import token_authenticate, token_create
 

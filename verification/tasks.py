@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from verification import services  # which queues these tasks: a module import, not its names
+from governor.services import runs
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def run_verification(run_id: str) -> None:
-    run = services.run_claim(run_id)
+    run = runs.run_claim(run_id)
     if run is not None:
-        services.run_perform(run)
+        runs.run_perform(run)
 
 
 @shared_task
 def expire_lost_runs() -> int:
-    return services.runs_expire_lost()
+    return runs.runs_expire_lost()

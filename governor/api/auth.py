@@ -6,10 +6,10 @@ from django.http import HttpRequest
 from ninja.security import HttpBearer
 
 from governor.domain.canonical import loads_strict
+from governor.lib.waits import off_thread
 from governor.models import AgentToken
 from governor.services.drafts import drafting_required
 from governor.services.tokens import token_authenticate
-from governor.services.waits import off_thread
 
 
 class AgentBearer(HttpBearer):
@@ -19,7 +19,7 @@ class AgentBearer(HttpBearer):
 
 class AgentBearerAsync(HttpBearer):
     """For the long polls' async views: the token is read off the request's thread
-    (governor.services.waits.off_thread), so a waiting request holds no connection."""
+    (governor.lib.waits.off_thread), so a waiting request holds no connection."""
 
     async def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
         return await off_thread(request, token_authenticate, token)

@@ -20,8 +20,10 @@ from governor.api.schemas import (
     SnapshotOut,
     sent,
 )
-from governor.services import blobs, snapshots, treediff
-from governor.services.access import session_for_token
+from governor.lib.downloads import file_response
+from governor.selectors import treediff
+from governor.selectors.access import session_for_token
+from governor.services import blobs, snapshots
 
 router = Router(tags=["snapshots"])
 
@@ -75,7 +77,7 @@ def tree_file(request: HttpRequest, session_id: str, tree: str, file_path: str) 
     """A file of a tree the session named (contract start, attempt, run, snapshot), from the
     blob store: its raw bytes (a symlink's: its text), its mode in `X-Governor-Mode`."""
     session = session_for_token(agent_token(request), session_id)
-    return treediff.file_response(*treediff.tree_file(session, tree, file_path))
+    return file_response(*treediff.tree_file(session, tree, file_path))
 
 
 @router.post("/sessions/{session_id}/snapshots", response={201: SnapshotOut, **ERROR_RESPONSES})

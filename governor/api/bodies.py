@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest
 
-from governor.services.errors import Invalid
+from governor.lib.errors import Invalid
 
 _WHITESPACE = " \t\n\r"
 _decoder = json.JSONDecoder()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import zstandard
 
-from governor.services.errors import Invalid
+from governor.lib.errors import Invalid
 
 MAGIC = b"\x28\xb5\x2f\xfd"
 # zstd's largest block decodes to 128 KiB, and a block takes at least 4 bytes of input (its

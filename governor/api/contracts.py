@@ -24,11 +24,13 @@ from governor.api.schemas import (
     TurnStopOut,
     sent,
 )
+from governor.lib.notify import review_topic
+from governor.lib.waits import long_poll, off_thread
 from governor.models import AgentToken, Session
-from governor.services import contracts, reviews, selectors
-from governor.services.access import session_for_token
-from governor.services.notify import review_topic
-from governor.services.waits import long_poll, off_thread
+from governor.selectors import sessions as selectors
+from governor.selectors.access import session_for_token
+from governor.selectors.reviews import review_newest, review_status
+from governor.services import contracts, reviews
 
 router = Router(tags=["contracts"])
 
@@ -114,9 +116,10 @@ def abstain(request: HttpRequest, session_id: str, payload: AbstainIn) -> dict[s
 
 
 def _session_and_review(token: AgentToken, session_id: str) -> tuple[Session, Any]:
-    """The session and its latest review (expiring a due one), in one trip off the event loop."""
+    """The session and its latest review (as read: a due one is expired), in one trip off the
+    event loop."""
     session = session_for_token(token, session_id)
-    return session, reviews.review_latest(session)
+    return session, review_newest(session)
 
 
 @router.get("/sessions/{session_id}/review", response={200: ReviewAnswer, **WAIT_RESPONSES},
@@ -132,15 +135,15 @@ async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> 
         seen = (pending.pk, pending.status) if pending else None
         review = await long_poll(
             request, waiter=token, seconds=wait, topics=[review_topic(session.pk)],
-            read=lambda: reviews.review_newest(session),
+            read=lambda: review_newest(session),
             settled=lambda latest: (pending is None or latest is None
                                     or (latest.pk, latest.status) != seen
                                     or timezone.now() >= pending.expires_at),
-            answer=lambda latest: latest if pending is None else reviews.review_latest(session))
-    return {"review": reviews.review_status(review) if review else None}
+            answer=lambda latest: latest)
+    return {"review": review_status(review) if review else None}
 
 
 @router.delete("/sessions/{session_id}/review", response={200: ReviewAnswer, **ERROR_RESPONSES})
 def withdraw_review(request: HttpRequest, session_id: str) -> dict[str, Any]:
     review = reviews.review_cancel(session=_session(request, session_id))
-    return {"review": reviews.review_status(review)}
+    return {"review": review_status(review)}

@@ -10,8 +10,8 @@ from ninja import Router, Status
 from governor.api.auth import DraftingBearer, agent_token
 from governor.api.errors import ERROR_RESPONSES, ErrorOut
 from governor.api.schemas import DraftIn, DraftOut, sent
+from governor.selectors.access import session_for_token
 from governor.services import drafts
-from governor.services.access import session_for_token
 
 router = Router(tags=["drafts"])
 

@@ -15,7 +15,7 @@ from governor.domain.drafting import DraftError
 from governor.domain.fields import FieldsInvalid
 from governor.domain.harness import InvariantError
 from governor.domain.lifecycle import LifecycleError
-from governor.services import errors
+from governor.lib import errors
 
 
 class ErrorBody(Schema):

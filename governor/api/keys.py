@@ -8,8 +8,8 @@ from ninja import Router
 from governor.api.auth import agent_token
 from governor.api.errors import ERROR_RESPONSES
 from governor.api.schemas import KeysOut, ReceiptOut
+from governor.selectors.receipts import receipt_lookup
 from governor.services import keys
-from governor.services.receipts import receipt_lookup
 
 router = Router(tags=["keys and receipts"])
 

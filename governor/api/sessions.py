@@ -14,12 +14,13 @@ from governor.api.bodies import event_texts
 from governor.api.compressed import MAGIC, zstd_decompressed
 from governor.api.errors import ERROR_RESPONSES, IMPORT_RESPONSES
 from governor.api.schemas import AppendOut, EventPage, EventsIn, SessionCreateIn, SessionOut
-from governor.models import Session
-from governor.services import selectors
+from governor.lib.downloads import NDJSON, attachment
+from governor.lib.errors import Invalid
+from governor.selectors import sessions as selectors
+from governor.selectors.access import session_for_token
 from governor.services import sessions as session_services
-from governor.services.access import session_for_token
-from governor.services.errors import Invalid
 from governor.services.events import events_append
+from governor.services.exports import export_bytes, export_filename
 
 router = Router(tags=["sessions"])
 
@@ -109,11 +110,5 @@ def import_session(
 
 @router.get("/sessions/{session_id}/export", response={200: None, **ERROR_RESPONSES})
 def export_session(request: HttpRequest, session_id: str) -> StreamingHttpResponse:
-    return export_download(session_for_token(agent_token(request), session_id))
-
-
-def export_download(session: Session) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(selectors.export_bytes(session),
-                                     content_type="application/x-ndjson")
-    response["Content-Disposition"] = f'attachment; filename="{selectors.export_filename(session)}"'
-    return response
+    session = session_for_token(agent_token(request), session_id)
+    return attachment(export_bytes(session), export_filename(session), NDJSON)

@@ -11,12 +11,12 @@ from ninja import Router, Status
 from governor.api.auth import AgentBearerAsync, agent_token
 from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
 from governor.api.schemas import ProfilesOut, RunIn, RunOut, RunQueued
+from governor.lib.notify import run_topic
+from governor.lib.waits import long_poll, off_thread
 from governor.models import AgentToken
-from governor.services import selectors
-from governor.services.access import run_for_token, session_for_token
-from governor.services.notify import run_topic
-from governor.services.waits import long_poll, off_thread
-from verification import services
+from governor.selectors import sessions as selectors
+from governor.selectors.access import run_for_token, session_for_token
+from governor.services import runs as services
 from verification.models import RunState, VerificationRun
 
 router = Router(tags=["verification"])

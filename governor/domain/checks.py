@@ -2,7 +2,7 @@
 
 File checks read through `Workspace`. Tool and verification checks never scan the log here: they
 ask an `Evidence` object aggregate questions. `LogEvidence` answers them over a list of stored
-events, the reference the database's indexed SQL (`governor/services/evidence.py`) is tested
+events, the reference the database's indexed SQL (`governor/selectors/evidence.py`) is tested
 against.
 
 Only events with seq > the contract's `startedAtSeq` count (the `after_seq` of every question).

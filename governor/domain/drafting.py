@@ -6,7 +6,7 @@ completions and Anthropic messages); the strict parse of the answer into a plan
 ``{claims, checks}``; and the draft document with its receipt. Reading the provider's event
 stream (server-sent events, one reader per provider that refuses tool calls, non-normal
 finishes, provider errors and truncated streams) is the drafting service's
-(`governor/services/provider_streams.py`).
+(`governor/lib/provider_streams.py`).
 
 The draft document (the ``reliability/contract-draft`` event data)::
 

@@ -1,5 +1,5 @@
 """The export format (ARCHITECTURE §6, docs/api.md): one canonical JSON text per line. The
-server's export (`governor/services/sessions.py` `export_lines`) writes it with these; the
+server's export (`governor/services/exports.py` `export_lines`) writes it with these; the
 offline verifier (`governor/verify.py`) reads it."""
 
 from __future__ import annotations

@@ -10,9 +10,9 @@ from typing import Any
 from governor.domain import contracts as domain
 from governor.domain import drafting, lifecycle
 from governor.domain.documents import ContractDocument
+from governor.lib.errors import Conflict, Invalid
 from governor.models import Event, Origin, Project, Session, SessionState
 from governor.services.attestations import attest
-from governor.services.errors import Conflict, Invalid
 from governor.services.events import governor_event_append
 from governor.services.profiles import profile_receipts
 from governor.services.trees import TreeUnavailable, session_tree_reference

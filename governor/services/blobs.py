@@ -25,37 +25,26 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from django.conf import settings
-from django.core.files import File
-from django.core.files.storage import Storage, storages
 from django.db import transaction
 from django.utils import timezone
 
+from governor.lib.blobstore import (
+    WRITERS,
+    Spooled,
+    blob_name,
+    spool_directory,
+    store,
+    store_outage,
+    store_spooled,
+)
+from governor.lib.errors import Invalid, TooLarge
 from governor.models import Blob, Project, WorkspaceTree
-from governor.services.errors import Invalid, TooLarge, Unavailable
 
 log = logging.getLogger(__name__)
 
-STORAGE_ALIAS = "governor_blobs"
 BLOB_ID = re.compile(r"[0-9a-f]{64}")
 CHUNK = 1 << 20
 MAX_IDS_PER_QUERY = 10_000
-
-
-def store() -> Storage:
-    return storages[STORAGE_ALIAS]
-
-
-def blob_name(project: Project | int, blob: str) -> str:
-    project_id = project if isinstance(project, int) else project.pk
-    return f"{project_id}/{blob[:2]}/{blob}"
-
-
-def _outage(action: str, exc: BaseException) -> Unavailable:
-    """A storage failure as a 503 naming the cause (the backend's own message)."""
-    log.warning("blob store: %s failed: %r", action, exc)
-    return Unavailable(f"the blob store is unavailable ({action}): "
-                       f"{type(exc).__name__}: {exc}",
-                       details=[{"path": "blob store", "message": str(exc) or type(exc).__name__}])
 
 
 def check_blob_id(value: Any, path: str = "blob") -> str:
@@ -99,20 +88,6 @@ def blobs_touch(project: Project, ids: Iterable[str]) -> set[str]:
     return present
 
 
-class _Spooled(File[bytes]):
-    """A spooled upload; FileSystemStorage moves it into place by its path (one rename)."""
-
-    def temporary_file_path(self) -> str:
-        return str(self.name)
-
-
-def _spool_directory() -> str:
-    # Beside the filesystem store (both under var/), so the final move is one rename.
-    directory = settings.VAR_DIR / "blob-incoming"
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return str(directory)
-
-
 def _file_blob_id(path: str, size: int) -> str:
     digest = hashlib.sha256(b"blob %d\0" % size)
     with open(path, "rb") as handle:
@@ -133,7 +108,7 @@ def blob_put(project: Project, blob: Any, body: Readable) -> bool:
     if blobs_touch(project, [blob]):
         return False
     cap = settings.GOVERNOR_MAX_BLOB_BYTES
-    fd, spooled = tempfile.mkstemp(dir=_spool_directory(), prefix="upload-")
+    fd, spooled = tempfile.mkstemp(dir=spool_directory(), prefix="upload-")
     try:
         size = 0
         with os.fdopen(fd, "wb") as handle:
@@ -150,9 +125,9 @@ def blob_put(project: Project, blob: Any, body: Readable) -> bool:
                           details=[{"path": "id", "message": f"the body hashes to {actual}"}])
         try:
             with open(spooled, "rb") as handle:
-                store().save(blob_name(project, blob), _Spooled(handle, name=spooled))
+                store().save(blob_name(project, blob), Spooled(handle, name=spooled))
         except Exception as exc:  # any backend failure: the store is unreachable or full
-            raise _outage("write", exc) from None
+            raise store_outage("write", exc) from None
     finally:
         if os.path.exists(spooled):
             os.unlink(spooled)
@@ -216,16 +191,6 @@ def _batch_refusal(index: int, blob: str | None, message: str,
     return cls(f"{named}: {message}; nothing of this batch was stored", details=[detail])
 
 
-# A batch's objects are written several at a time: an object store answers each write after a
-# round trip (S3: tens of ms), which one at a time would dominate a batch of small files.
-_WRITERS = futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="blob-write")
-
-
-def _store_spooled(project: Project, blob: str, path: str) -> None:
-    with open(path, "rb") as handle:
-        store().save(blob_name(project, blob), _Spooled(handle, name=path))
-
-
 def blobs_put_batch(project: Project, body: Readable, *,
                     length: int | None = None) -> dict[str, list[str]]:
     """Store the blobs of a batch body — for each, a line `<64 hex id> <size>\n` then exactly
@@ -239,7 +204,7 @@ def blobs_put_batch(project: Project, body: Readable, *,
                        "(GOVERNOR_MAX_BLOB_BATCH_BYTES)",
                        details=[{"path": "body", "message": f"over {cap} bytes"}])
     reader = _BatchBody(body, cap)
-    spool = tempfile.mkdtemp(dir=_spool_directory(), prefix="batch-")
+    spool = tempfile.mkdtemp(dir=spool_directory(), prefix="batch-")
     try:
         received: dict[str, tuple[int, str]] = {}  # id -> (size, spooled path)
         # The cap counts header lines, an id sent again too: each is read, hashed and spooled
@@ -278,13 +243,13 @@ def blobs_put_batch(project: Project, body: Readable, *,
                           "its bytes", details=[{"path": "body", "message": "no blob"}])
         present = blobs_touch(project, received)
         new = [blob for blob in received if blob not in present]
-        writes = [_WRITERS.submit(_store_spooled, project, blob, received[blob][1])
+        writes = [WRITERS.submit(store_spooled, project, blob, received[blob][1])
                   for blob in new]
         futures.wait(writes)
         for blob, write in zip(new, writes, strict=True):
             failure = write.exception()
             if failure is not None:  # any backend failure: the store is unreachable or full
-                raise _outage(f"write of {blob}", failure) from None
+                raise store_outage(f"write of {blob}", failure) from None
         with transaction.atomic():
             Blob.objects.bulk_create([Blob(project=project, blob_id=blob,
                                            size=received[blob][0]) for blob in new],
@@ -292,22 +257,6 @@ def blobs_put_batch(project: Project, body: Readable, *,
     finally:
         shutil.rmtree(spool, ignore_errors=True)
     return {"stored": new, "present": [blob for blob in received if blob in present]}
-
-
-def blob_read(project: Project | int, blob: str) -> bytes:
-    """The bytes of a blob the project holds, checked against its id; Unavailable when the store
-    fails or returns other bytes."""
-    try:
-        with store().open(blob_name(project, blob), "rb") as handle:
-            data: bytes = handle.read()
-    except Exception as exc:
-        raise _outage(f"read of {blob}", exc) from None
-    digest = hashlib.sha256(b"blob %d\0" % len(data))
-    digest.update(data)
-    if digest.hexdigest() != blob:
-        raise Unavailable(f"the blob store returned other bytes for {blob}",
-                          details=[{"path": "blob store", "message": f"{blob} is corrupt"}])
-    return data
 
 
 def blobs_collect(*, now: Any = None, grace_seconds: int | None = None) -> dict[str, int]:
@@ -334,7 +283,7 @@ def blobs_collect(*, now: Any = None, grace_seconds: int | None = None) -> dict[
                 try:
                     store().delete(blob_name(project_id, blob))
                 except Exception as exc:
-                    raise _outage(f"delete of {blob}", exc) from None
+                    raise store_outage(f"delete of {blob}", exc) from None
                 deleted += 1
                 freed += size
     return {"kept": kept, "deleted": deleted, "bytes": freed}
@@ -345,20 +294,20 @@ def blobs_keep(project: Project, blobs: Iterable[tuple[str, bytes]]) -> int:
     tree it hashed), in the project's store: spooled and written several at a time, then their
     rows in one statement once every write is done (a row still means a complete blob). The
     number kept; Unavailable when the store fails (rows are written for none of them)."""
-    spool = tempfile.mkdtemp(dir=_spool_directory(), prefix="keep-")
+    spool = tempfile.mkdtemp(dir=spool_directory(), prefix="keep-")
     try:
         pending: list[tuple[str, int, futures.Future[None]]] = []
         for index, (blob, data) in enumerate(blobs):
             path = os.path.join(spool, str(index))
             with open(path, "wb") as handle:
                 handle.write(data)
-            pending.append((blob, len(data), _WRITERS.submit(_store_spooled, project, blob,
+            pending.append((blob, len(data), WRITERS.submit(store_spooled, project, blob,
                                                              path)))
         futures.wait([write for _blob, _size, write in pending])
         for blob, _size, write in pending:
             failure = write.exception()
             if failure is not None:  # any backend failure: the store is unreachable or full
-                raise _outage(f"write of {blob}", failure) from None
+                raise store_outage(f"write of {blob}", failure) from None
         Blob.objects.bulk_create([Blob(project=project, blob_id=blob, size=size)
                                   for blob, size, _write in pending],
                                  batch_size=500, ignore_conflicts=True)

@@ -16,6 +16,7 @@ from governor.domain.checks import (
     unjudged_results,
 )
 from governor.domain.documents import ContractDocument, TerminalDocument
+from governor.lib.errors import Conflict, Invalid
 from governor.models import (
     AgentToken,
     AuthoringMode,
@@ -24,16 +25,16 @@ from governor.models import (
     Session,
     SessionState,
 )
+from governor.selectors.evidence import DatabaseEvidence
+from governor.selectors.reviews import review_pending
 from governor.services import reviews
 from governor.services.activation import authorship, contract_activate, draft_receipt_used
 from governor.services.attestations import attest
-from governor.services.errors import Conflict, Invalid
 from governor.services.events import (
     governor_event_append,
     lifecycle_of,
     session_locked,
 )
-from governor.services.evidence import DatabaseEvidence
 from governor.services.profiles import (
     profile_environments,
     profile_receipts,
@@ -159,11 +160,12 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str,
     assessment = _assessment(proposal)
     if assessment["status"] != "ready":
         return BeginResult(status="review-required", assessment=assessment)
+    reviews.review_expire_due(session)  # a proposal whose time has passed waits no more
     with session_locked(session) as state:
         if lifecycle_of(state)["open"]:
             raise Conflict("a contract is already active in this session; it must reach a "
                            "terminal (certified, exhausted or abstained) before another begins")
-        if reviews.review_pending(session) is not None:
+        if review_pending(session) is not None:
             raise Conflict("a contract proposal is already waiting for review in this session")
         draft = _draft_for_begin(session, state, proposal) if _auxiliary(project) else None
         started_at_seq = state.next_seq - 1
@@ -273,7 +275,7 @@ def turn_stop(*, session: Session, tree: Any = None) -> dict[str, Any]:
     allowed = attempts.turn_stop_without_attempt(
         imported=session.imported, contract_open=contract_open,
         review_pending=(not session.imported and not contract_open
-                        and reviews.review_pending(session) is not None))
+                        and review_pending(session) is not None))
     if allowed is not None:
         return allowed
     outcome = attempt_record(session=session, trigger="turn-stop", tree=tree)

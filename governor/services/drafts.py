@@ -23,13 +23,13 @@ import httpx
 
 from governor.domain import coverage, lifecycle
 from governor.domain import drafting as domain
+from governor.lib.errors import Conflict, Invalid, Unavailable
+from governor.lib.provider_streams import SSEDecoder, StreamResult, stream_reader
 from governor.models import AuthoringMode, DraftRoute, Project, Session
-from governor.services.errors import Conflict, Invalid, Unavailable
 from governor.services.events import (
     governor_event_append,
     session_locked,
 )
-from governor.services.provider_streams import SSEDecoder, StreamResult, stream_reader
 from verification.models import VerifierProfile
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from django.db import connection, transaction
 from governor.domain import harness, lifecycle
 from governor.domain.canonical import canonical_bytes, sha256_hex
 from governor.domain.chain import ENVELOPE_TO_META, event_hash
+from governor.lib.errors import Conflict
+from governor.lib.notify import announce_on_commit, session_topic
 from governor.models import Event, EventBatch, Origin, Session, SessionState
-from governor.services.errors import Conflict
-from governor.services.notify import announce_on_commit, session_topic
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from webauthn.helpers.structs import (
 
 from governor.domain import export
 from governor.domain import passkey as proof
-from governor.services.errors import Invalid, NotFound
+from governor.lib.errors import Invalid, NotFound
 from reviews.models import DecisionSignature, Passkey, Review, Status
 
 REGISTERING = "passkey-registration"

@@ -3,40 +3,38 @@ notifications live in `reviews/`, above this module."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
-from django.db import transaction
-from django.dispatch import Signal
-from django.urls import reverse
 from django.utils import timezone
 
 from governor.domain import contracts as contract_domain
 from governor.domain import lifecycle
 from governor.domain import review as domain
 from governor.domain.documents import ReviewDecisionDocument
+from governor.lib.errors import Conflict, Invalid, NotFound
+from governor.lib.notify import announce_on_commit, inbox_topic, review_topic
+from governor.lib.queue import task_send_on_commit
 from governor.models import AgentToken, Session, SessionState
+from governor.selectors.access import is_reviewer
+from governor.selectors.reviews import carried_approval, review_status
 from governor.services import passkeys
-from governor.services.access import is_reviewer
 from governor.services.activation import contract_activate
-from governor.services.errors import Conflict, Invalid, NotFound
 from governor.services.events import (
     governor_event_append,
     session_locked,
 )
-from governor.services.notify import announce_on_commit, inbox_topic, review_topic
 from reviews.models import Approval, Review, Stage, Status
 
+log = logging.getLogger(__name__)
 EVENT_TYPES: dict[str, str] = {Stage.INTENT: lifecycle.INTENT_REVIEW,
                                Stage.EVIDENCE: lifecycle.CONTRACT_REVIEW}
 
 
-# Sent once the transaction that opened a proposal has committed, with `review`: the reviews app
-# queues the e-mail and the webhook (reviews/tasks.py), so this layer never imports the tasks.
-proposal_waiting = Signal()
+NOTIFY_REVIEWERS, POST_WEBHOOK = "reviews.tasks.notify_reviewers", "reviews.tasks.post_webhook"
 
 
 class DecisionRefused(Conflict):
@@ -55,22 +53,17 @@ class OwnAgent(DecisionRefused):
     """Separation of duties: the owner of the agent's token may not approve its proposals."""
 
 
-def review_url(review: Review) -> str:
-    """The reviewer's page, absolute (GOVERNOR_PUBLIC_URL): agents, webhooks and e-mails pass
-    it on to people."""
-    return settings.PUBLIC_URL + reverse("reviews:detail", args=[review.pk])
-
-
-def review_pending(session: Session) -> Review | None:
-    """The session's pending review, after expiring it if its time has passed."""
-    review = Review.objects.filter(session=session, status=Status.PENDING).first()
-    if review is None or review.expires_at > timezone.now():
-        return review
+def review_expire_due(session: Session) -> None:
+    """Record the expiry of the session's pending review if its time has passed (it already
+    reads as expired: `governor.selectors.reviews.review_as_read`)."""
+    review = Review.objects.filter(session=session, status=Status.PENDING,
+                                   expires_at__lte=timezone.now()).first()
+    if review is None:
+        return
     with session_locked(session) as state:
         review = Review.objects.select_for_update().get(pk=review.pk)
         if review.status == Status.PENDING and review.expires_at <= timezone.now():
             _decide(review, state, decision=Status.EXPIRED, decided_by={"kind": "system"})
-    return review if review.status == Status.PENDING else None
 
 
 def _plan(proposal: contract_domain.Proposal, **extra: Any) -> dict[str, Any]:
@@ -85,10 +78,22 @@ def _create(session: Session, stage: str, proposal: dict[str, Any], plan: dict[s
         receipt=domain.proposal_receipt(stage, proposal), plan=plan, proposed_by=proposed_by,
         expires_at=timezone.now() + ttl,
     )
-    transaction.on_commit(lambda: proposal_waiting.send(sender=Review, review=review))
+    _notify_on_commit(review)
     announce_on_commit(review_topic(session.pk))
     announce_on_commit(inbox_topic(session.project_id))
     return review
+
+
+def _notify_on_commit(review: Review) -> None:
+    """Once the proposal is committed, e-mail the project's reviewers and call its webhook
+    (reviews/tasks.py). A broker that is down must not fail the agent's call: it is logged."""
+
+    def unsent(exc: Exception) -> None:
+        log.error("could not queue notifications for review %s: %s", review.pk, exc)
+
+    task_send_on_commit(NOTIFY_REVIEWERS, str(review.pk), on_failure=unsent)
+    if review.session.project.webhook_url:
+        task_send_on_commit(POST_WEBHOOK, str(review.pk), on_failure=unsent)
 
 
 def review_open(*, session: Session, proposed_by: AgentToken,
@@ -103,19 +108,6 @@ def review_open(*, session: Session, proposed_by: AgentToken,
     plan = _plan(proposal, assessment=assessment, started_at_seq=started_at_seq,
                  authorship=authorship)
     return review_status(_create(session, Stage.INTENT, document, plan, proposed_by))
-
-
-def review_status(review: Review, *, include_feedback: bool = True) -> dict[str, Any]:
-    answer: dict[str, Any] = {
-        "id": str(review.pk), "stage": review.stage, "status": review.status,
-        "proposal_receipt": review.receipt, "review_url": review_url(review),
-        "expires_at": review.expires_at.isoformat(),
-        "decision": None if review.status == Status.PENDING else review.status,
-        "decision_receipt": review.decision_receipt or None,
-    }
-    if include_feedback:
-        answer["feedback"] = review.feedback or None
-    return answer
 
 
 def _decide(review: Review, state: SessionState, *, decision: str, decided_by: dict[str, Any],
@@ -155,18 +147,6 @@ def _owned_token(user: Any, review: Review) -> str | None:
     return None
 
 
-def carried_approval(user: Any, review: Review) -> Approval | None:
-    """`user`'s approval of an earlier intent proposal of this session with exactly this
-    proposal's receipt, whose stage it approved (SEMANTICS §13); None for any other."""
-    if review.stage != Stage.INTENT:
-        return None
-    return (Approval.objects.select_related("review")
-            .filter(user_id=user.pk, review__session_id=review.session_id,
-                    review__stage=Stage.INTENT, review__receipt=review.receipt,
-                    review__status=Status.APPROVED)
-            .exclude(review_id=review.pk).order_by("-created_at").first())
-
-
 def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
                   feedback: Any = None, carried_from: str = "",
                   signed: passkeys.Signed | None = None) -> Review:
@@ -196,7 +176,7 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
         if earlier is None or earlier.review.decision_receipt != carried_from:
             raise DecisionRefused("the earlier approval this one would carry is not yours of "
                                   "exactly this receipt in this session; nothing was approved")
-    review_pending(session)  # records a due expiry in its own transaction: it fails closed
+    review_expire_due(session)  # in its own transaction: a due proposal fails closed
     with session_locked(session) as state:
         review = Review.objects.select_for_update().select_related("session__project").get(
             pk=review.pk)
@@ -273,20 +253,10 @@ def review_cancel(*, session: Session) -> Review:
     return review
 
 
-def review_latest(session: Session) -> Review | None:
-    review_pending(session)  # expires a due one first
-    return review_newest(session)
-
-
-def review_newest(session: Session) -> Review | None:
-    """The session's newest review as stored (a due expiry not applied): reads only."""
-    return Review.objects.filter(session=session).order_by("-created_at").first()
-
-
 def reviews_expire_due() -> int:
     """Expire every pending review whose time has passed (fails closed even if nobody looks)."""
     expired = 0
     for review in Review.objects.filter(status=Status.PENDING, expires_at__lte=timezone.now()):
-        if review_pending(review.session) is None:
-            expired += 1
+        review_expire_due(review.session)
+        expired += 1
     return expired

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,34 +13,24 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from governor.domain import export, harness
+from governor.domain import harness
 from governor.domain.canonical import check_json_value
 from governor.domain.chain import GENESIS
-from governor.domain.lifecycle import ATTEMPT, TERMINAL
-from governor.domain.passkey import REVIEW_STAGES
-from governor.domain.tree import ManifestEntry
 from governor.domain.workspace import identity_at
+from governor.lib.errors import Conflict, Invalid, TooLarge, TooManyImports
+from governor.lib.notify import announce_on_commit, session_topic
 from governor.models import (
     AgentToken,
-    Attestation,
-    Event,
     ImportSlot,
-    Origin,
     Project,
     Session,
     SessionState,
-    WorkspaceTree,
 )
-from governor.services import keys, passkeys
-from governor.services.attestations import head_sign
-from governor.services.errors import Conflict, Invalid, TooLarge, TooManyImports
 from governor.services.events import (
     AppendResult,
     events_discard_import,
     events_import,
-    now_ms,
 )
-from governor.services.notify import announce_on_commit, session_topic
 
 log = logging.getLogger(__name__)
 
@@ -243,54 +232,3 @@ def sessions_purge_abandoned_imports(*, now: datetime | None = None) -> int:
     for session in abandoned:
         sessions_discard_import(session)
     return len(abandoned)
-
-
-def export_lines(session: Session) -> Iterator[str]:
-    """The export of ARCHITECTURE §6, one canonical JSON text per line, as `governor.verify`
-    checks it: with the manifest of every tree a signed terminal certified (SEMANTICS §10.2)."""
-    session_id = str(session.id)
-    yield export.serialise_line(export.header_line(
-        session=session_id, project=session.project.slug, harness=session.header,
-        exported_at=now_ms()))
-    events = Event.objects.filter(session=session).order_by("seq")
-    last_seq, head = -1, GENESIS
-    attempt_trees: dict[str, tuple[str, str] | None] = {}
-    certified: set[tuple[str, str]] = set()
-    signed: dict[int, list[dict[str, Any]]] = {}  # decision events with passkey signatures
-    for event in events.iterator(chunk_size=2000):
-        yield export.serialise_line(export.event_line(
-            session=session_id, seq=event.seq, type=event.type, time=event.time,
-            origin=event.origin, data=event.data, prev=event.prev_hash, hash=event.hash,
-            meta=event.meta))
-        last_seq, head = event.seq, event.hash
-        if event.type in REVIEW_STAGES and event.data.get("signatures"):
-            signed[event.seq] = event.data["signatures"]
-        if event.type == ATTEMPT:
-            attempt_trees[str(event.data.get("receipt"))] = export.tree_ref(event.data.get("tree"))
-        elif (event.type == TERMINAL and event.data.get("status") == "certified"
-              and event.origin == Origin.GOVERNOR and not (event.meta or {}).get("imported")):
-            tree = attempt_trees.get(event.data.get("attemptReceipt") or "")
-            if tree is not None:
-                certified.add(tree)
-    # Events appended while this export streams are left out, and so are their attestations.
-    attestations = Attestation.objects.filter(
-        event__session=session, event__seq__lte=last_seq).select_related("event")
-    keyids = set()
-    for attestation in attestations.order_by("event__seq"):
-        keyids.add(attestation.keyid)
-        yield export.serialise_line(
-            export.attestation_line(seq=attestation.event.seq, envelope=attestation.envelope))
-    head_keyid, head_envelope = head_sign(session=session, seq=last_seq, head=head)
-    for key in keys.export_key_lines(keyids | {head_keyid}):
-        yield export.serialise_line(key)
-    for line in passkeys.export_lines(signed):
-        yield export.serialise_line(line)
-    for tree_id, digest in sorted(certified):
-        stored = WorkspaceTree.objects.filter(project=session.project, tree_id=tree_id,
-                                              exclusions_digest=digest).first()
-        if stored is not None:  # without it the export does not verify, as it should not
-            yield export.serialise_line(export.manifest_line(
-                tree=tree_id, exclusions=stored.exclusions,
-                entries=[ManifestEntry(*entry) for entry in stored.manifest]))
-    yield export.serialise_line(export.head_line(
-        session=session_id, seq=last_seq, hash=head, envelope=head_envelope))

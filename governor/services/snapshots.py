@@ -17,6 +17,7 @@ from governor.domain.tree import (
     manifest_tree_id,
     validate_exclusions,
 )
+from governor.lib.errors import Conflict, Invalid, NotFound
 from governor.models import (
     Blob,
     Event,
@@ -27,7 +28,6 @@ from governor.models import (
     WorkspaceTree,
 )
 from governor.services.blobs import blobs_touch
-from governor.services.errors import Conflict, Invalid, NotFound
 from verification.models import VerificationRun
 
 TREE_PREFIX = "gittree:sha256:"

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from governor.lib.errors import Invalid
 from governor.models import AgentToken, Project
-from governor.services.errors import Invalid
 
 TOKEN_PREFIX = "gov_"  # noqa: S105 - a public marker, not a secret
 LAST_USED_RESOLUTION = timedelta(seconds=60)

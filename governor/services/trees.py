@@ -40,10 +40,10 @@ from governor.domain.workspace import (
     identity,
     identity_at,
 )
+from governor.lib.errors import Invalid, ServiceError, Unavailable
+from governor.lib.materialise import MODE_SYMLINK, materialised
 from governor.models import Project, Session, WorkspaceKind, WorkspaceTree
 from governor.services.blobs import blobs_keep, blobs_touch
-from governor.services.errors import Invalid, ServiceError, Unavailable
-from governor.services.materialise import MODE_SYMLINK, materialised
 from governor.services.snapshots import snapshot_by_tree, snapshot_current, snapshot_latest
 
 log = logging.getLogger(__name__)
@@ -258,7 +258,7 @@ def environment_digests(session: Session, workspace: Workspace,
 
 
 class MaterialisedWorkspace(Workspace):
-    """A kept tree written into a private directory (governor/services/materialise.py): it
+    """A kept tree written into a private directory (governor/lib/materialise.py): it
     must hash to `expected`, and each environment directory written beside it to its own
     record."""
 

@@ -10,6 +10,7 @@ import pytest
 from django.core.files.storage import storages
 
 from governor.domain.tree import blob_id
+from governor.lib import blobstore
 from governor.models import Blob, Project
 from governor.services import blobs as blob_services
 from tests.api import test_blob_store
@@ -32,7 +33,7 @@ def assert_nothing_stored(project: Project, *blobs: bytes) -> None:
     assert not Blob.objects.filter(project=project).exists()
     for data in blobs:
         assert not storages["governor_blobs"].exists(
-            blob_services.blob_name(project, blob_id(data)))
+            blobstore.blob_name(project, blob_id(data)))
 
 
 def test_a_batch_stores_every_blob_and_says_which_were_already_present(
@@ -44,7 +45,7 @@ def test_a_batch_stores_every_blob_and_says_which_were_already_present(
     assert response.json() == {"stored": [blob_id(new), blob_id(empty)],
                                "present": [blob_id(old)]}
     for data in (old, new, empty):
-        assert blob_services.blob_read(project, blob_id(data)) == data
+        assert blobstore.blob_read(project, blob_id(data)) == data
         assert Blob.objects.get(project=project, blob_id=blob_id(data)).size == len(data)
     ids = [blob_id(data) for data in (old, new, empty)]
     assert agent.post("/blobs/missing", {"blobs": ids}).json() == {"missing": []}
@@ -169,7 +170,7 @@ def test_a_batch_stores_into_the_callers_namespace_only(
     assert agent.post("/blobs/missing", {"blobs": [blob_id(data)]}).json() == {
         "missing": [blob_id(data)]}
     assert send(agent, frame(data)).json() == {"stored": [blob_id(data)], "present": []}
-    assert blob_services.blob_read(project, blob_id(data)) == data
+    assert blobstore.blob_read(project, blob_id(data)) == data
     assert Blob.objects.filter(blob_id=blob_id(data)).count() == 2
 
 

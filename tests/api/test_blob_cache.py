@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from governor.domain.tree import ManifestEntry, blob_id
+from governor.lib.materialise import blob_cache_trim, materialised
 from governor.models import Project
 from governor.services.blobs import blobs_keep
-from governor.services.materialise import blob_cache_trim, materialised
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("private_store")]
 CONTENTS = {name: name.encode() * 1000 for name in "ABCD"}  # 1,000 bytes each

@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from governor.domain.tree import blob_id
+from governor.lib import blobstore
 from governor.models import Blob, Project
 from governor.services import blobs as blob_services
 from tests.conftest import AgentClient, filesystem_store
@@ -50,14 +51,14 @@ def test_upload_is_content_addressed_and_idempotent(store: str, agent: AgentClie
     again = put(agent, blob, data)
     assert again.status_code == 200
     assert agent.post("/blobs/missing", {"blobs": [blob]}).json() == {"missing": []}
-    assert blob_services.blob_read(project, blob) == data
+    assert blobstore.blob_read(project, blob) == data
     assert Blob.objects.get(project=project, blob_id=blob).size == len(data)
 
 
 def test_an_empty_file_is_a_valid_blob(store: str, agent: AgentClient, project: Project) -> None:
     blob = blob_id(b"")
     assert put(agent, blob, b"").status_code == 201
-    assert blob_services.blob_read(project, blob) == b""
+    assert blobstore.blob_read(project, blob) == b""
 
 
 def test_a_body_that_does_not_match_its_id_is_refused_and_nothing_is_stored(
@@ -69,7 +70,7 @@ def test_a_body_that_does_not_match_its_id_is_refused_and_nothing_is_stored(
     assert error["details"][0]["path"] == "id"
     assert blob_id(b"other bytes") in error["message"]
     assert not Blob.objects.filter(blob_id=claimed).exists()
-    assert not storages["governor_blobs"].exists(blob_services.blob_name(project, claimed))
+    assert not storages["governor_blobs"].exists(blobstore.blob_name(project, claimed))
     assert put(agent, claimed, b"what the id says").status_code == 201  # the next attempt works
 
 
@@ -99,7 +100,7 @@ def test_a_blob_another_project_uploaded_is_missing_to_you(
     assert put(other_agent, blob, data).status_code == 201
     assert agent.post("/blobs/missing", {"blobs": [blob]}).json() == {"missing": [blob]}
     assert put(agent, blob, data).status_code == 201  # stored again, in this project's namespace
-    assert blob_services.blob_read(project, blob) == data
+    assert blobstore.blob_read(project, blob) == data
 
 
 def test_a_storage_outage_answers_503_naming_the_cause_then_the_next_attempt_works(
@@ -128,13 +129,13 @@ def test_a_store_returning_other_bytes_is_an_outage_not_an_answer(
     data = b"kept bytes"
     blob = blob_id(data)
     assert put(agent, blob, data).status_code == 201
-    name = blob_services.blob_name(project, blob)
+    name = blobstore.blob_name(project, blob)
     storage = storages["governor_blobs"]
     storage.delete(name)
     from django.core.files.base import ContentFile
     storage.save(name, ContentFile(b"tampered"))
     with pytest.raises(blob_services.Unavailable, match="other bytes"):
-        blob_services.blob_read(project, blob)
+        blobstore.blob_read(project, blob)
 
 
 def test_gc_collects_unreferenced_blobs_after_the_grace_period_only(
@@ -152,8 +153,8 @@ def test_gc_collects_unreferenced_blobs_after_the_grace_period_only(
     remaining = set(Blob.objects.values_list("blob_id", flat=True))
     assert remaining == {blob_id(kept), blob_id(young)}
     storage = storages["governor_blobs"]
-    assert not storage.exists(blob_services.blob_name(project, blob_id(old)))
-    assert storage.exists(blob_services.blob_name(project, blob_id(kept)))
+    assert not storage.exists(blobstore.blob_name(project, blob_id(old)))
+    assert storage.exists(blobstore.blob_name(project, blob_id(kept)))
     # Asking whether a blob is missing touches it: an upload in progress is spared.
     Blob.objects.update(touched_at=long_ago)
     agent.post("/blobs/missing", {"blobs": [blob_id(young)]})
@@ -194,5 +195,5 @@ def test_small_and_large_objects_both_reach_the_s3_store_whole(
                          "governor_blobs": server.storage(server.bucket())}
     data = b"print('a blob')\n" * 8
     assert put(agent, blob_id(data), data).status_code == 201
-    assert blob_services.blob_read(project, blob_id(data)) == data
+    assert blobstore.blob_read(project, blob_id(data)) == data
     assert isinstance(storages["governor_blobs"], s3_storage.BlobS3Storage)

@@ -140,7 +140,7 @@ def test_rule_4_10_a_profile_edited_after_its_run_is_stale(
 
 
 def test_runs_claim_once(worker: Agent, tests_profile: VerifierProfile) -> None:
-    from verification.services import run_claim
+    from governor.services.runs import run_claim
 
     run(worker, "unit-tests")
     [finished] = VerificationRun.objects.all()
@@ -150,7 +150,7 @@ def test_runs_claim_once(worker: Agent, tests_profile: VerifierProfile) -> None:
 def test_rule_4_10_a_run_that_started_before_an_edit_is_stale_however_late_it_ends(
     worker: Agent, tests_profile: VerifierProfile
 ) -> None:
-    from verification.services import run_claim, run_finish
+    from governor.services.runs import run_claim, run_finish
 
     worker.write("README.md", "## Install\n")
     worker.client.post(f"/sessions/{worker.id}/code-contracts", readme_contract())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from governor.domain.checks import LogEvidence
 from governor.models import Event, Session, SessionState
-from governor.services.evidence import DatabaseEvidence
+from governor.selectors.evidence import DatabaseEvidence
 from tests.conftest import AgentClient
 from tests.harness_builders import Trace
 

@@ -266,8 +266,8 @@ def test_rule_12_the_management_command_warns_when_it_trusts_the_exports_keys(
 
 def finished_run(worker: Agent, profile: VerifierProfile, passed: bool) -> dict[str, Any]:
     """A run of `profile` claimed and finished as a worker does (the sandbox is not the point)."""
+    from governor.services.runs import run_claim, run_finish
     from governor.services.trees import session_tree_reference
-    from verification.services import run_claim, run_finish
 
     queued = VerificationRun.objects.create(
         session_id=worker.id, profile=profile, profile_receipt=profile.receipt,

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from governor.lib import notify
 from governor.models import Project
-from governor.services import notify
 from governor.services.reviews import review_cancel
+from governor.services.runs import infrastructure_record, run_claim, run_finish
 from reviews.models import Review
 from tests.api.test_wakeups import later
 from tests.conftest import AgentClient
 from tests.pages import propose, reviewer_client
 from verification.models import RunState, VerificationRun, VerifierProfile
-from verification.services import infrastructure_record, run_claim, run_finish
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 

@@ -229,7 +229,7 @@ def test_a_non_reviewer_cannot_decide(
 ) -> None:
     from django.contrib.auth import get_user_model
 
-    from governor.services.errors import NotFound
+    from governor.lib.errors import NotFound
 
     outsider = get_user_model().objects.create_user("olga", "o@example.com", "olga-password-1")
     begin(agent, session)

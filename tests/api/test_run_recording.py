@@ -13,10 +13,10 @@ from django.db import connection
 from django.utils import timezone
 
 from governor.models import Event, Project
+from governor.services.runs import run_claim, runs_expire_lost
 from tests.api.test_code_verification import add_profile
 from tests.conftest import AgentClient
 from verification.models import RunState, VerificationRun
-from verification.services import run_claim, runs_expire_lost
 
 pytestmark = pytest.mark.sandbox
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from governor.models import Project
+from governor.services import runs as services
 from governor.services.projects import project_set
 from tests.api.test_code_verification import add_profile, run
 from tests.api.test_contracts import Agent
 from tests.api.test_workspace_trees import code_contract, tree_of, verify
 from tests.conftest import AgentClient
-from verification import services
 from verification.models import VerificationRun
 
 pytestmark = pytest.mark.sandbox

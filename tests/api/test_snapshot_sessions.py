@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from governor.domain.tree import blob_id, hash_tree
+from governor.lib.blobstore import blob_read
 from governor.models import Blob, Event, WorkspaceTree
-from governor.services.blobs import blob_read
 from tests.api.test_blob_store import put
 from tests.api.test_contracts import readme_contract
 from tests.conftest import AgentClient

@@ -13,8 +13,8 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from governor.domain.tree import blob_id
+from governor.lib.blobstore import blob_name
 from governor.models import Blob, Project, Snapshot, WorkspaceTree
-from governor.services.blobs import blob_name
 from governor.services.snapshots import snapshots_collect
 from tests.api.test_contracts import readme_contract
 from tests.api.test_snapshot_sessions import upload_directory

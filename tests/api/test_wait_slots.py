@@ -16,10 +16,10 @@ from django.http import HttpRequest
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from governor.lib.errors import TooManyWaits
+from governor.lib.waits import ABANDONED_AFTER, long_poll, wait_slot
 from governor.models import AgentToken, Project, WaitSlot
-from governor.services.errors import TooManyWaits
 from governor.services.tokens import token_create
-from governor.services.waits import ABANDONED_AFTER, long_poll, wait_slot
 from tests.api.test_code_verification import add_profile
 from tests.conftest import AgentClient
 from verification.models import VerificationRun

@@ -1,6 +1,6 @@
 """Long polls wait on a wake-up sent when the deciding transaction commits, re-check the
-database at a bounded interval, and write nothing while they wait (governor.services.waits,
-governor.services.notify). A lost wake-up costs at most the re-check interval, never a wrong
+database at a bounded interval, and write nothing while they wait (governor.lib.waits,
+governor.lib.notify). A lost wake-up costs at most the re-check interval, never a wrong
 answer. (tests/integration/test_long_poll.py runs long polls against the served ASGI stack.)"""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import redis
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from governor.services import notify
+from governor.lib import notify
 from governor.services.reviews import review_cancel
 from reviews.models import Review
 from tests.api.test_review_api import begin

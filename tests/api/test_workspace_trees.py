@@ -312,7 +312,7 @@ def test_rule_10_2_a_reviewed_contract_records_the_tree_when_it_becomes_active(
 def test_rule_10_an_approval_on_a_workspace_that_cannot_be_hashed_decides_nothing(
     agent: AgentClient, workspace: Path, project: Project, reviewer: Any
 ) -> None:
-    from governor.services.errors import Invalid
+    from governor.lib.errors import Invalid
     from governor.services.reviews import review_decide
     from reviews.models import Review
     from tests.conftest import INTENT

@@ -34,7 +34,7 @@ RUN = """
 from governor.models import Session
 from governor.services.trees import session_tree_reference
 from verification.models import VerificationRun, VerifierProfile
-from verification.services import run_claim, run_finish
+from governor.services.runs import run_claim, run_finish
 session = Session.objects.get(pk=SESSION)
 profile = VerifierProfile.objects.get(project=session.project, profile_id="unit-tests")
 queued = VerificationRun.objects.create(session=session, profile=profile,

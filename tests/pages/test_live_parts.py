@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from governor.lib.waits import wait_slot
 from governor.models import Project, Role, WaitSlot
-from governor.services.waits import wait_slot
 from reviews.models import Review
 from tests.conftest import AgentClient
 from tests.harness_builders import Trace

@@ -19,7 +19,7 @@ from django.test import Client
 
 from governor.domain.passkey import assertion_digest, b64url, load_reviewer_keys
 from governor.models import Event, Membership, Project, Role
-from governor.services.sessions import export_lines
+from governor.services.exports import export_lines
 from governor.verify import verify_export
 from reviews.models import DecisionSignature, Passkey, Review, Stage, Status
 from tests.conftest import AgentClient

@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from governor.models import Event, Membership, Project, Role, Session
-from governor.services.selectors import session_status
+from governor.selectors.sessions import session_status
 from reviews.models import Review, Stage, Status
 from tests.conftest import AgentClient
 from tests.pages import forms_on, press, propose, reject, reviewer_client

@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from governor.models import AgentToken, Membership, Project, Role, Session
-from governor.services.selectors import session_status
+from governor.selectors.sessions import session_status
 from governor.services.tokens import token_create
 from reviews.models import Review, Stage, Status
 from tests.conftest import AgentClient

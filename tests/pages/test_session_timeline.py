@@ -241,5 +241,5 @@ def test_timeline_query_count_does_not_grow_with_events(
     # one page of events, the conversation, the session's reviews, the changes (the two kept
     # trees, their blobs' sizes), and the live part (its version: next seq and runs' states;
     # the runs)
-    with django_assert_num_queries(17):
+    with django_assert_num_queries(16):
         timeline(rita, session_id)

@@ -11,7 +11,7 @@ import pytest
 from governor.domain import contracts, drafting
 from governor.domain.canonical import receipt
 from governor.domain.drafting import DraftError
-from governor.services.provider_streams import SSEDecoder, SSEEvent, read_stream
+from governor.lib.provider_streams import SSEDecoder, SSEEvent, read_stream
 from tests.sse_provider import anthropic_events, openai_events
 
 PLAN: dict[str, Any] = {

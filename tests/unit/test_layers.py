@@ -16,24 +16,28 @@ PACKAGES = ("governor", "reviews", "verification")
 
 # Bottom to top. A module may import its own layer and the layers below it, never one above.
 LAYERS = (
-    "governor.domain",   # the rules: no Django, no database
-    "governor.verify",   # the offline verifier: the domain only
-    "models",            # governor, reviews and verification models
-    "governor.services",  # every write path and every read that crosses apps
-    "reviews",           # review tasks and notifications
-    "verification",      # verification runs: queue, sandbox, tasks; admin and commands
-    "governor.api",      # the agent API
-    "pages",             # server-rendered pages: governor.pages, reviews' views and forms
-    "governor",          # wiring: settings, urls, apps, admin, Celery, commands
+    "governor.domain",     # the rules: no Django, no database
+    "governor.verify",     # the offline verifier: the domain only
+    "models",              # governor, reviews and verification models
+    "lib",                 # plumbing: errors, notify, waits, queue, blob store, the sandbox
+    "governor.selectors",  # reads, and access across permission lines: they never write
+    "governor.services",   # every write path
+    "tasks",               # Celery tasks and what they deliver: call the services
+    "governor.api",        # the agent API
+    "pages",               # server-rendered pages: governor.pages, reviews' views and forms
+    "governor",            # wiring: settings, urls, apps, admin, Celery, commands
 )
+SANDBOX = ("verification.sandbox", "verification.cgroups", "verification.overlay")
+TASKS = ("governor.tasks", "reviews.tasks", "reviews.notifications", "verification.tasks")
 # Imports inside a function, each with its reason; every other import sits at a module's top.
 FUNCTION_LEVEL = {
     ("governor.apps", "governor.celery"): "ready(): the Celery app and system checks register",
     ("governor.apps", "governor.system_checks"): "ready(): the system checks register",
-    ("reviews.apps", "reviews.tasks"): "ready(): connects the proposal_waiting receiver",
     ("governor.domain.workspace", "governor.domain.tree"): "tree imports workspace",
 }
 DOMAIN_MAY_IMPORT = {"governor", "cryptography", "rfc8785", "yaml", "httpx", "typing_extensions"}
+WRITES = {"save", "create", "bulk_create", "update", "delete", "get_or_create",
+          "update_or_create", "bulk_update", "governor_event_append", "events_append"}
 
 
 def layer(module: str) -> str | None:
@@ -43,13 +47,17 @@ def layer(module: str) -> str | None:
     second = parts[1] if len(parts) > 1 else ""
     if second == "models":
         return "models"
+    if module.startswith(SANDBOX) or (parts[0] == "governor" and second == "lib"):
+        return "lib"
+    if module.startswith(TASKS):
+        return "tasks"
     if parts[0] == "governor":
-        if second in ("domain", "verify", "services", "api"):
+        if second in ("domain", "verify", "selectors", "services", "api"):
             return f"governor.{second}"
         return "pages" if second == "pages" else "governor"
     if parts[0] == "reviews" and (second in ("forms", "urls") or second.endswith("views")):
         return "pages"
-    return parts[0]
+    return "governor"  # the apps' admin, apps and management commands: wiring
 
 
 def modules() -> Iterator[tuple[str, Path]]:
@@ -108,6 +116,37 @@ def test_imports_sit_at_the_top_of_modules() -> None:
                      and not any(name == module and f"{target}.".startswith(f"{imported}.")
                                  for module, imported in FUNCTION_LEVEL)})
     assert inside == []
+
+
+def test_the_selectors_never_write() -> None:
+    """A read never saves, creates, updates or deletes a row, nor appends an event."""
+    found = []
+    for name, path in modules():
+        if layer(name) != "governor.selectors":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name)
+                    and (node.func.attr if isinstance(node.func, ast.Attribute)
+                         else node.func.id) in WRITES):
+                found.append(f"{name}:{node.lineno}")
+    assert found == []
+
+
+def test_the_plumbing_never_imports_a_write_path_or_a_read() -> None:
+    assert [(source, destination) for source, destination in picture()
+            if source == "lib" and destination in ("governor.selectors", "governor.services")
+            ] == []
+
+
+def test_the_domain_holds_the_review_and_the_run_result_decisions() -> None:
+    """`review_decide` applies `governor.domain.review.decide`; a run's result is decided by
+    `governor.domain.verification` (the sandbox only reports how its process ended)."""
+    services = (ROOT / "governor" / "services" / "reviews.py").read_text()
+    assert "domain.decide(" in services
+    runs = (ROOT / "governor" / "services" / "runs.py").read_text()
+    sandbox = (ROOT / "verification" / "sandbox.py").read_text()
+    assert "verification.run_result(" in runs or "run_result(" in runs
+    assert "def _outcome" not in sandbox and "receipt(" not in sandbox
 
 
 def test_pages_read_through_the_services_never_through_the_api() -> None:

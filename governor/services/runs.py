@@ -1,5 +1,6 @@
 """Verification runs (ARCHITECTURE §7): queue, claim, keep the lease, run in the sandbox, record.
-The profiles they run are saved and read by `governor/services/profiles.py`."""
+The profiles they run are saved and read by `governor/services/profiles.py`; the task that
+runs one is `verification/tasks.py`, queued here by name."""
 
 from __future__ import annotations
 
@@ -24,14 +25,15 @@ from governor.domain.workspace import (
     open_bound_directory,
     open_directory,
 )
+from governor.lib.errors import Conflict, NotFound, Unavailable
+from governor.lib.materialise import tree_changes_apply
+from governor.lib.notify import announce_on_commit, run_topic, session_topic
+from governor.lib.queue import task_send_on_commit
 from governor.models import Session, SessionState, WorkspaceKind
-from governor.services.errors import Conflict, NotFound, Unavailable
 from governor.services.events import (
     governor_event_append,
     session_locked,
 )
-from governor.services.materialise import tree_changes_apply
-from governor.services.notify import announce_on_commit, run_topic, session_topic
 from governor.services.trees import (
     RunTree,
     TreeUnavailable,
@@ -40,11 +42,11 @@ from governor.services.trees import (
     tree_reference,
     tree_written,
 )
-from verification import tasks
 from verification.models import RunState, VerificationRun, VerifierProfile
 from verification.sandbox import empty_stream_record, run_sandboxed
 
 log = logging.getLogger(__name__)
+RUN_TASK = "verification.tasks.run_verification"
 OUTPUT_TAIL_CHARS = 8192
 LEASE_OWNER_EXPIRY = "expiry"  # the lease holder while a lost run is being ended
 
@@ -64,13 +66,14 @@ def run_request(*, session: Session, profile_id: Any, tree: Any = None) -> Verif
     run = VerificationRun.objects.create(session=session, profile=profile,
                                          profile_receipt=profile.receipt,
                                          definition=profile.definition(), tree=tree or "")
-    try:
-        tasks.run_verification.apply_async(args=(str(run.pk),), retry=False)
-    except Exception as exc:  # noqa: BLE001 - whatever the transport raises, the run cannot start
+
+    def unqueued(exc: Exception) -> None:
         run.delete()  # it never started: nothing to record
         log.warning("broker unavailable, run of %s refused: %s", profile_id, exc)
         raise Unavailable("the task broker is unavailable, so the verification cannot be "
                           "queued; the session log is intact — try again later") from None
+
+    task_send_on_commit(RUN_TASK, str(run.pk), on_failure=unqueued)
     announce_on_commit(session_topic(session.pk))
     return run
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from django.conf import settings
 
 from governor.domain.tree import ManifestEntry
-from governor.services.blobs import blob_read
+from governor.lib.blobstore import blob_read
 
 # A writable tree belongs to the sandbox's host identity when the worker is root (the sandbox's
 # `run_as`, verification/sandbox.py NOBODY), so a `workspace-write` run may change any file of

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from governor.lib.errors import Invalid, NotFound
 from governor.models import Event, Origin, Project
-from governor.services.errors import Invalid, NotFound
 from reviews.models import Review
 from verification.models import ProfileVersion
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from governor.lib.errors import NotFound
 from governor.models import AgentToken, Membership, Project, Role, Session
-from governor.services.errors import NotFound
 from reviews.models import Review
 from verification.models import VerificationRun
 

@@ -1,15 +1,13 @@
-"""Reads that cross layers, one place each: the API and the pages answer from these and never
-from each other. Writes are in the other service modules."""
+"""Reads of sessions, one place each: the API and the pages answer from these and never from
+each other. Nothing here writes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from governor.domain import lifecycle
 from governor.models import Event, Project, Session, SessionState
-from governor.services import reviews
-from governor.services.sessions import export_lines
+from governor.selectors.reviews import review_newest, review_pending, review_status
 from verification.models import VerifierProfile
 
 EVENTS_MAX_LIMIT = 5000
@@ -48,8 +46,8 @@ def session_status(session: Session) -> dict[str, Any]:
     """The session, its state, contract, attempts, terminal, latest review and draft."""
     state = SessionState.objects.defer("trace").get(session=session)
     folded = state.lifecycle or lifecycle.initial_state()
-    pending = reviews.review_pending(session)
-    latest = reviews.review_latest(session)
+    pending = review_pending(session)
+    latest = review_newest(session)
     contract = folded["contract"]
     return {
         **session_out(session),
@@ -58,7 +56,7 @@ def session_status(session: Session) -> dict[str, Any]:
         "attempts": [{**record["data"], "seq": record["seq"], "imported": record["imported"]}
                      for record in folded["attempts"]],
         "terminal": _terminal(folded["terminal"], folded["attempts"]),
-        "review": reviews.review_status(latest) if latest else None,
+        "review": review_status(latest) if latest else None,
         "latest_draft": folded["latestDraft"]["data"] if folded["latestDraft"] else None,
     }
 
@@ -70,16 +68,6 @@ def events_page(session: Session, *, after: int, limit: int) -> dict[str, Any]:
     events = [{"seq": e.seq, "type": e.type, "time": e.time, "origin": e.origin, "data": e.data,
                "prev": e.prev_hash, "hash": e.hash, "meta": e.meta} for e in rows]
     return {"events": events, "next_after": rows[-1].seq if len(rows) == limit else None}
-
-
-def export_bytes(session: Session) -> Iterator[bytes]:
-    """The export (`export_lines`) as the bytes of an NDJSON download."""
-    for line in export_lines(session):
-        yield line.encode("utf-8") + b"\n"
-
-
-def export_filename(session: Session) -> str:
-    return f"session-{session.id}.jsonl"
 
 
 def code_profiles(project: Project) -> list[dict[str, Any]]:

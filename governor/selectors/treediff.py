@@ -5,15 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
-
-from django.http import HttpResponse
 
 from governor.domain.tree import TREE_ID_PREFIX, ManifestEntry
 from governor.domain.treediff import Change, as_text, manifest_changes, unified_diff
+from governor.lib.blobstore import blob_read
+from governor.lib.errors import Invalid, NotFound, ServiceError
 from governor.models import Blob, Event, Session, Snapshot, WorkspaceTree
-from governor.services.blobs import blob_read
-from governor.services.errors import Invalid, NotFound, ServiceError
 
 DIFFED_FILES = 20  # files shown with their diff; the rest are listed
 DIFF_LINES = 200  # per file
@@ -63,26 +60,15 @@ def tree_file(session: Session, tree_id: Any, path: str) -> tuple[ManifestEntry,
     return entry, blob_read(session.project_id, entry.blob)
 
 
-def file_response(entry: ManifestEntry, data: bytes) -> HttpResponse:
-    """A file of a kept tree as raw bytes a browser never renders: an attachment of an opaque
-    type, `nosniff`, its mode and blob id in headers."""
-    response = HttpResponse(data, content_type="application/octet-stream")
-    response["Content-Disposition"] = (
-        f"attachment; filename*=UTF-8''{quote(entry.path.rsplit('/', 1)[-1])}")
-    response["X-Content-Type-Options"] = "nosniff"
-    response["X-Governor-Mode"] = entry.mode
-    response["X-Governor-Blob"] = entry.blob
-    return response
-
-
 def _sizes(project_id: int, changes: list[Change]) -> dict[str, int]:
     blobs = {entry.blob for change in changes for entry in (change.before, change.after)
              if entry is not None}
     sizes: dict[str, int] = {}
     ids = sorted(blobs)
     for start in range(0, len(ids), 500):
-        sizes.update(Blob.objects.filter(project_id=project_id, blob_id__in=ids[start:start + 500])
-                     .values_list("blob_id", "size"))
+        sizes |= dict(Blob.objects.filter(project_id=project_id,
+                                          blob_id__in=ids[start:start + 500])
+                      .values_list("blob_id", "size"))
     return sizes
 
 

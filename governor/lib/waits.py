@@ -1,5 +1,5 @@
 """Long polls. A waiting request holds no server thread and no database connection: it awaits
-a wake-up (governor.services.notify) and re-reads, with a bounded re-check as the safety net.
+a wake-up (governor.lib.notify) and re-reads, with a bounded re-check as the safety net.
 Still, an agent token holds at most GOVERNOR_MAX_WAITS_PER_TOKEN of them at once, and a signed-in
 person (the live parts of the pages) at most GOVERNOR_MAX_WAITS_PER_USER. The slots are rows
 under unique constraints: one count for every thread and process, on SQLite and PostgreSQL
@@ -25,9 +25,9 @@ from django.db.models import Min, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from governor.lib.errors import TooManyWaits
+from governor.lib.notify import Listener
 from governor.models import AgentToken, WaitSlot
-from governor.services.errors import TooManyWaits
-from governor.services.notify import Listener
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -1,0 +1,1 @@
+"""Reads: what the API and the pages answer from. Nothing here writes."""
