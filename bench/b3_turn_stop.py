@@ -9,6 +9,17 @@ the whole stack (middleware, bearer authentication, the view, the service, the S
 kept-open connection. All sessions are built first (untimed, through `events_append` in batches of
 1,000, as the API appends); then round by round every session gets its next turn-stop, in a
 shuffled order, so drift on the shared machine hits all sizes alike.
+
+The two code checks count only results of the tree the attempt judges (SEMANTICS §10.3): the
+verification events carry the session's workspace tree as the server names it
+(`session_tree_reference`, the id and exclusions digest a run's private copy is hashed to) and
+no environment, as a profile without environment directories records. Every timed answer must
+be a repair attempt of all 20 checks in which exactly the CHANGELOG check failed, so a change
+that made the code checks stale (or any other check fail) stops the benchmark instead of
+timing another path.
+
+Goal: median at the largest size ≤ 2× the median at the smallest (the gate); the absolute
+medians are reported for context.
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ MAX_ATTEMPTS = 10
 RATIO_GOAL = 2.0  # median at the largest size / median at the smallest
 PREFIX_TURNS = 10  # 1,000 events before the contract starts
 TURN_EVENTS = 100
+MIN_SIZE = 700  # 7 turns, 35 tool calls: `ran-tests` needs the 31st (its third run_tests)
 TOOL_STEPS = 5  # per turn, each one tool round trip
 TOOL_DELTAS = 5  # tool-call-delta chunks per tool step
 TEXT_DELTAS = 20  # text-delta chunks of the closing text step of a turn
@@ -85,16 +97,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions-per-size", type=int, default=3, metavar="N",
                         help=f"B3: sessions per log size, {STOPS} timed turn-stops each "
                              "(default 3)")
+    parser.add_argument("--b3-sizes", default=",".join(map(str, SIZES)), metavar="N,N,...",
+                        help="B3: events after the contract start, smallest first, each a "
+                             f"multiple of {TURN_EVENTS} and at least {MIN_SIZE} (default "
+                             f"{','.join(map(str, SIZES))})")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    server = postgres_url(args.postgres)
-    params = {"sizes": list(SIZES), "sessions": args.sessions_per_size, "stops": STOPS,
-              "batch": BATCH, "prefix_events": PREFIX_TURNS * TURN_EVENTS}
+    sizes = [int(size) for size in str(getattr(args, "b3_sizes", "")).split(",") if size]
+    return measure(sizes or list(SIZES), args.sessions_per_size, postgres_url(args.postgres),
+                   args.profile)
+
+
+def measure(sizes: list[int], sessions: int, postgres: str | None,
+            profile: bool = False) -> dict[str, Any]:
+    """B3 at these sizes with `sessions` sessions a size, on SQLite and, when `postgres` names
+    a server, on PostgreSQL: each database in a fresh interpreter."""
+    if any(size % TURN_EVENTS or size < MIN_SIZE for size in sizes):
+        raise ValueError(f"B3 sizes must be multiples of {TURN_EVENTS} of at least {MIN_SIZE}: "
+                         f"{sizes}")
+    params = {"sizes": sizes, "sessions": sessions, "stops": STOPS, "batch": BATCH,
+              "prefix_events": PREFIX_TURNS * TURN_EVENTS}
     result: dict[str, Any] = {"params": params, "databases": {}}
-    for label in database_labels(server):
-        with database_env(label, server) as env:
-            result["databases"][label] = isolated(measure, label, params, args.profile, env=env)
+    for label in database_labels(postgres):
+        with database_env(label, postgres) as env:
+            result["databases"][label] = isolated(measure_database, label, params, profile,
+                                                  env=env)
     return result
 
 
@@ -306,7 +334,7 @@ class QueryCounter:
             self.statements.append((sql, params, time.perf_counter() - start))
 
 
-def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]:
+def measure_database(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]:
     django_setup()
     from django.conf import settings
     from django.contrib.auth import get_user_model
@@ -318,6 +346,7 @@ def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]
     from governor.services.events import events_append, governor_event_append
     from governor.services.sessions import session_create
     from governor.services.tokens import token_create
+    from governor.services.trees import session_tree_reference
     from verification.models import VerifierProfile
 
     tag = f"[B3 {label}]"
@@ -335,7 +364,9 @@ def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]
     owner = get_user_model().objects.create_user("bench-agent-owner")
     token, secret = token_create(project=project, name="bench", owner=owner)
     client = Client(HTTP_HOST="localhost", HTTP_AUTHORIZATION=f"Bearer {secret}")
-    body = json.dumps(contract_body())
+    contract = contract_body()
+    checks = contract["checks"]
+    body = json.dumps(contract)
 
     def analyze() -> None:
         """PostgreSQL: planner statistics for the freshly loaded events, as autovacuum keeps them
@@ -359,8 +390,13 @@ def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]
                 progress(f"{tag} {what}: {done[0]:,}/{total:,} events appended")
 
     def verification_round(session: Session, round_no: int) -> None:
+        """A result of each profile, as a read-only run records it: on a private copy of the
+        workspace's tree (`treeBefore` = `tree`, named as the server hashes the workspace),
+        with no environment directories."""
+        tree = session_tree_reference(session)
         with transaction.atomic():
             state = SessionState.objects.select_for_update().get(session=session)
+            started_after = state.next_seq - 1  # both runs claimed after the last agent event
             for profile_id, profile_receipt in PROFILES:
                 passed = not (round_no == 2 and profile_id == "unit-tests")
                 stream = {"bytes": 120, "truncated": False,
@@ -368,11 +404,13 @@ def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]
                 governor_event_append(
                     session=session, state=state, type=lifecycle.CODE_VERIFICATION,
                     data={"verificationId": str(uuid.uuid4()), "profile": profile_id,
-                          "profileReceipt": profile_receipt, "passed": passed,
+                          "profileReceipt": profile_receipt,
+                          "startedAfterSeq": started_after, "passed": passed,
                           "failureKind": None if passed else "exit",
                           "exitCode": 0 if passed else 1, "signal": None,
                           "durationMs": 800, "sandboxMode": "read-only",
-                          "stdout": stream, "stderr": {**stream, "bytes": 0}})
+                          "stdout": stream, "stderr": {**stream, "bytes": 0},
+                          "treeBefore": tree, "tree": tree, "environment": None})
             state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
 
     def build(size: int, index: int, what: str) -> tuple[Session, dict[str, int]]:
@@ -429,12 +467,17 @@ def measure(label: str, params: dict[str, Any], profile: bool) -> dict[str, Any]
         return elapsed, counter.count, response.json()
 
     def expect_repair(answer: dict[str, Any], attempt: int) -> None:
-        failed = [r["id"] for r in answer.get("attempt", {}).get("results", [])
-                  if not r["passed"]]
+        """A repair attempt of all the checks in which only FAILING_CHECK failed: the other
+        19, the two code checks among them, passed."""
+        results = answer.get("attempt", {}).get("results", [])
+        failed = {r["id"]: r["evidence"] for r in results if not r["passed"]}
         if (answer.get("action") != "steer" or "terminal" in answer
-                or answer["attempt"]["attempt"] != attempt or failed != [FAILING_CHECK]):
-            raise AssertionError(f"B3 expected repair attempt {attempt} failing only "
-                                 f"{FAILING_CHECK}, got {json.dumps(answer)[:2000]}")
+                or answer["attempt"]["attempt"] != attempt or len(results) != len(checks)
+                or list(failed) != [FAILING_CHECK]):
+            raise AssertionError(
+                f"B3 expected repair attempt {attempt} of {len(checks)} checks failing only "
+                f"{FAILING_CHECK}; got action {answer.get('action')!r}, {len(results)} "
+                f"results, failed: {json.dumps(failed, indent=1)[:3000]}")
 
     sizes, per_size = params["sizes"], params["sessions"]
     progress(f"{tag} warm-up session ({sizes[0]:,} events), {STOPS} untimed turn-stops")
@@ -606,7 +649,7 @@ def table(result: dict[str, Any]) -> str:
                          f"{s['median_ms']:.1f}", f"{s['p95_ms']:.1f}",
                          "/".join(map(str, s["queries"])), f"{s['median_ms'] / base:.2f}"])
     header = ["database", "events after contract start", "samples", "median ms", "p95 ms",
-              "SQL queries", "median / median at 1k"]
+              "SQL queries", f"median / median at {int(sizes[0]):,}"]
     ratios = "; ".join(f"{r['database']} **{r['ratio']:.2f}**"
                        for r in result["databases"].values())
     first = next(iter(result["databases"].values()))
@@ -616,8 +659,9 @@ def table(result: dict[str, Any]) -> str:
         mix_rows.append([f"`{kind}`"] + [
             f"{first['sizes'][size]['mix'].get(kind, 0):,} "
             f"({first['sizes'][size]['mix'].get(kind, 0) / int(size):.1%})" for size in sizes])
-    note = (f"{p['sessions']} sessions per size, {p['stops']} timed turn-stops each (all repair "
-            f"attempts evaluating the 20 checks); {p['prefix_events']:,} events before the "
+    plural = "s" if p["sessions"] != 1 else ""
+    note = (f"{p['sessions']} session{plural} per size, {p['stops']} timed turn-stops each (all "
+            f"repair attempts evaluating the 20 checks); {p['prefix_events']:,} events before the "
             f"contract start in every session. Ratio median({int(sizes[-1]):,}) / "
             f"median({int(sizes[0]):,}): {ratios} (goal ≤ {RATIO_GOAL:g}).")
     mix = markdown_table(["log after the contract start"] + [f"{int(s):,}" for s in sizes],
@@ -627,9 +671,10 @@ def table(result: dict[str, Any]) -> str:
 
 
 def gates(result: dict[str, Any]) -> list[str]:
+    smallest, largest = result["params"]["sizes"][0], result["params"]["sizes"][-1]
     failed = []
     for label, r in result["databases"].items():
         if r["ratio"] > RATIO_GOAL:
-            failed.append(f"{label}: turn-stop median at {SIZES[-1]:,} events is "
-                          f"{r['ratio']:.2f}× the median at {SIZES[0]:,} (goal ≤ {RATIO_GOAL:g})")
+            failed.append(f"{label}: turn-stop median at {largest:,} events is "
+                          f"{r['ratio']:.2f}× the median at {smallest:,} (goal ≤ {RATIO_GOAL:g})")
     return failed

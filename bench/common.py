@@ -61,11 +61,18 @@ def isolated(fn: Callable[..., Any], *args: Any, env: dict[str, str] | None = No
 
 
 def django_setup() -> None:
-    """In a child: configure Django from the environment and migrate the empty database."""
+    """In a child: prepare the var directory as every entry point does, configure Django from
+    the environment and migrate the empty database. Tasks the measured code queues (a review's
+    notifications, say) go to the filesystem broker under the throwaway var directory, never to
+    a broker another governor's worker reads."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governor.settings")
+    os.environ["GOVERNOR_BROKER_URL"] = "filesystem://"
     import django
     from django.core.management import call_command
 
+    from governor.startup import prepare
+
+    prepare()
     django.setup()
     call_command("migrate", verbosity=0, interactive=False)
 
