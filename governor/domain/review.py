@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, cast
 
 from governor.domain.canonical import receipt
@@ -133,3 +134,82 @@ def plan_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any
                            or any(changes[kind][how] for kind in ("claims", "checks")
                                   for how in ("added", "removed", "changed")))
     return changes
+
+
+# --- when a stage is decided (SEMANTICS §6, §13, and signed approvals) -----------------------
+
+REFUSED_UNKNOWN = "unknown-decision"
+REFUSED_UNSIGNED = "signature-required"
+REFUSED_OWN_AGENT = "own-agent"
+REFUSED_CARRIED = "carried-approval"
+REFUSED_EXPIRED = "expired"
+REFUSED_STALE = "stale-receipt"
+DECIDING = ("approved", "revision-requested", "rejected")
+
+
+@dataclass(frozen=True)
+class DecisionFacts:
+    """What a reviewer's decision is judged on, read under the session's lock."""
+
+    decision: str  # what the reviewer chose
+    status: str  # the review's stored status
+    expired: bool  # its time has passed (whatever is stored)
+    receipt_is_current: bool  # the posted receipt is this pending proposal's
+    signed: bool  # the decision carries the reviewer's passkey signature
+    signatures_required: bool  # the project requires approvals to be signed
+    own_token: str | None  # what the reviewer's own agent token did here ("sent it", …)
+    carried_is_theirs: bool | None  # None: carries nothing; else it is their approval of it
+    approvals_before: int  # distinct reviewers who approved this receipt before
+    approved_before: bool  # this reviewer is one of them
+    required_approvals: int  # the project's N
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`refused` (a kind and why: nothing is recorded), or an approval that waits for more
+    reviewers (`decided` False), or the stage decided with `decision`."""
+
+    decided: bool
+    refused: str | None = None
+    reason: str = ""
+    approvals: int = 0
+
+
+def decide(facts: DecisionFacts) -> Verdict:
+    """Whether and how a reviewer's decision decides the stage. An approval needs the
+    receipt of the session's current pending proposal, unexpired; a signature where the project
+    requires one; a reviewer who owns no agent token that sent the proposal or created its
+    session; a carried approval that is theirs of exactly this receipt; and N distinct
+    reviewers. A revision request or rejection needs only the current receipt, and ends the
+    stage at once."""
+    approving = facts.decision == "approved"
+    if facts.decision not in DECIDING:
+        return _refused(REFUSED_UNKNOWN, "decision must be approved, revision-requested or "
+                                         "rejected")
+    if approving and facts.signatures_required and not facts.signed:
+        return _refused(REFUSED_UNSIGNED, "this project requires every approval to be signed "
+                                          "with your own passkey, so that anyone can check it "
+                                          "offline; nothing was approved")
+    if approving and facts.own_token is not None:
+        return _refused(REFUSED_OWN_AGENT, f"you own the agent token that {facts.own_token}, so "
+                                           "you may not approve this proposal: another "
+                                           "reviewer must; nothing was approved")
+    if approving and facts.carried_is_theirs is False:
+        return _refused(REFUSED_CARRIED, "the earlier approval this one would carry is not "
+                                         "yours of exactly this receipt in this session; "
+                                         "nothing was approved")
+    if facts.status == "expired" or (facts.status == "pending" and facts.expired):
+        return _refused(REFUSED_EXPIRED, "this proposal expired before it was decided; nothing "
+                                         "was approved")
+    if facts.status != "pending" or not facts.receipt_is_current:
+        return _refused(REFUSED_STALE, "this is not the session's current pending proposal (it "
+                                       "was decided, withdrawn, replaced or changed since the "
+                                       "page was loaded); nothing was approved")
+    if not approving:
+        return Verdict(decided=True)
+    approvals = facts.approvals_before + (0 if facts.approved_before else 1)
+    return Verdict(decided=approvals >= facts.required_approvals, approvals=approvals)
+
+
+def _refused(kind: str, reason: str) -> Verdict:
+    return Verdict(decided=False, refused=kind, reason=reason)

@@ -53,6 +53,19 @@ class OwnAgent(DecisionRefused):
     """Separation of duties: the owner of the agent's token may not approve its proposals."""
 
 
+class UnknownDecision(Invalid):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, details=[{"path": "decision", "message": "unknown decision"}])
+
+
+# How each refusal of `governor.domain.review.decide` is raised.
+REFUSALS: dict[str, type[Exception]] = {
+    domain.REFUSED_UNKNOWN: UnknownDecision, domain.REFUSED_UNSIGNED: SignatureRequired,
+    domain.REFUSED_OWN_AGENT: OwnAgent, domain.REFUSED_CARRIED: DecisionRefused,
+    domain.REFUSED_EXPIRED: StaleReceipt, domain.REFUSED_STALE: StaleReceipt,
+}
+
+
 def review_expire_due(session: Session) -> None:
     """Record the expiry of the session's pending review if its time has passed (it already
     reads as expired: `governor.selectors.reviews.review_as_read`)."""
@@ -155,38 +168,27 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
     recorded as an ordinary approval that names it. `signed`: the reviewer's passkey signature
     of exactly this decision (governor.services.passkeys), which a project may require of
     approvals."""
-    if decision not in (Status.APPROVED, Status.REVISION_REQUESTED, Status.REJECTED):
-        raise Invalid("decision must be approved, revision-requested or rejected",
-                      details=[{"path": "decision", "message": "unknown decision"}])
     text = domain.feedback_text(feedback)
     session = review.session
     if not is_reviewer(user, session.project_id):
         raise NotFound("review not found")
-    if (decision == Status.APPROVED and signed is None
-            and session.project.require_signed_approvals):
-        raise SignatureRequired("this project requires every approval to be signed with your "
-                                "own passkey, so that anyone can check it offline; nothing was "
-                                "approved")
-    owned = _owned_token(user, review) if decision == Status.APPROVED else None
-    if owned is not None:
-        raise OwnAgent(f"you own the agent token that {owned}, so you may not approve this "
-                       "proposal: another reviewer must; nothing was approved")
-    if carried_from and decision == Status.APPROVED:
-        earlier = carried_approval(user, review)
-        if earlier is None or earlier.review.decision_receipt != carried_from:
-            raise DecisionRefused("the earlier approval this one would carry is not yours of "
-                                  "exactly this receipt in this session; nothing was approved")
     review_expire_due(session)  # in its own transaction: a due proposal fails closed
     with session_locked(session) as state:
         review = Review.objects.select_for_update().select_related("session__project").get(
             pk=review.pk)
-        if review.status == Status.EXPIRED:
-            raise StaleReceipt("this proposal expired before it was decided; nothing was "
-                               "approved")
-        if review.status != Status.PENDING or receipt != review.receipt:
-            raise StaleReceipt(
-                "this is not the session's current pending proposal (it was decided, withdrawn, "
-                "replaced or changed since the page was loaded); nothing was approved")
+        earlier = carried_approval(user, review) if carried_from else None
+        approvers = set(review.approvals.values_list("user_id", flat=True))
+        verdict = domain.decide(domain.DecisionFacts(
+            decision=decision, status=review.status, expired=review.expires_at <= timezone.now(),
+            receipt_is_current=receipt == review.receipt, signed=signed is not None,
+            signatures_required=session.project.require_signed_approvals,
+            own_token=_owned_token(user, review),
+            carried_is_theirs=(None if not carried_from else earlier is not None
+                               and earlier.review.decision_receipt == carried_from),
+            approvals_before=len(approvers - {user.pk}), approved_before=user.pk in approvers,
+            required_approvals=session.project.required_approvals))
+        if verdict.refused is not None:
+            raise REFUSALS[verdict.refused](verdict.reason)
         who = {"kind": "reviewer", "userId": user.pk}
         if decision == Status.APPROVED:
             _, created = Approval.objects.get_or_create(review=review, user=user,
@@ -195,7 +197,7 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
                 passkeys.signature_record(review, user, signed)
             approvals = list(review.approvals.order_by("created_at").values_list(
                 "user_id", "carried_from"))
-            if len(approvals) < session.project.required_approvals:
+            if not verdict.decided:
                 return review
             signatures = passkeys.event_signatures(review.signatures.filter(
                 decision=Status.APPROVED).select_related("passkey"))
