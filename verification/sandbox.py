@@ -38,16 +38,13 @@ Totals. A cgroup per run caps its memory and processes as a whole (verification/
 `workspace-write` run of a root worker writes an overlay with a size-capped upper layer, applied
 to the workspace only when it passes (verification/overlay.py).
 
-What an output receipt covers: for each stream, `receipt("code-verification-output",
-{"stream": "stdout"|"stderr", "sha256": hex})` over every byte the sandbox wrote to that stream,
-in order, from the start until end of file or until the process tree was killed, whatever was
-kept. Nothing is decoded or normalised. When bubblewrap fails before the command starts, its own
-message is those bytes. Only the last `outputBytes` bytes are kept (`truncated` when more came);
-they are the operator's `tail`, never part of an event.
-
-Exit status. bubblewrap reports a command killed by signal N as status 128+N, like a shell, so
-statuses 129..159 are recorded as that signal, not as an exit code. A timeout is recorded as
-SIGKILL, the signal that ended it.
+Output. Each stream is hashed over every byte the sandbox wrote to it, in order, from the start
+until end of file or until the process tree was killed, whatever was kept; nothing is decoded or
+normalised. When bubblewrap fails before the command starts, its own message is those bytes.
+Only the last `outputBytes` bytes are kept (`truncated` when more came): they are the
+operator's `tail`, never part of an event. What the run's result then is — passed or which
+failure, the output receipts, the result document and its receipt — is decided by
+governor/domain/verification.py from what is reported here.
 """
 
 from __future__ import annotations
@@ -71,7 +68,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import IO, Any
 
-from governor.domain.canonical import receipt
+from governor.domain.verification import Ended, outcome, stream_record
 from governor.domain.workspace import WorkspaceError, open_bound_directory
 from verification.cgroups import CgroupsUnavailable, RunCgroup, run_cgroup
 from verification.overlay import DIRECTORY, apply_changes, checked, mount_overlay
@@ -99,7 +96,6 @@ ROOTFS_MOUNT_POINTS = ("/proc", "/dev", SANDBOX_TMP, WORKSPACE)
 READ_CHUNK = 65_536
 KILL_GRACE_SECONDS = 2.0
 MAX_SYMLINK_HOPS = 40
-SIGNAL_STATUSES = range(129, 160)
 
 READ, WRITE, EXECUTE = 4, 2, 1
 SEARCH = EXECUTE  # on a directory
@@ -180,13 +176,11 @@ class _Capture:
             del self.kept[: len(self.kept) - self.cap]
 
     def result(self) -> StreamResult:
-        return StreamResult(
-            bytes=self.count,
-            truncated=self.count > len(self.kept),
-            receipt=receipt("code-verification-output",
-                            {"stream": self.name, "sha256": self.digest.hexdigest()}),
-            tail=self.kept.decode("utf-8", errors="replace"),
-        )
+        record = stream_record(total=self.count, kept=len(self.kept),
+                               sha256_hex=self.digest.hexdigest(), stream=self.name)
+        return StreamResult(bytes=record["bytes"], truncated=record["truncated"],
+                            receipt=record["receipt"],
+                            tail=self.kept.decode("utf-8", errors="replace"))
 
 
 @dataclass(frozen=True)
@@ -236,20 +230,60 @@ def _directory_problem(path: str, who: _Identity, wanted: int, what: str,
 # --- the sandbox's file system ---------------------------------------------------------------
 
 
-def _system_layout(rootfs: str | None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(read-only binds as (host, sandbox), symlinks as (target, sandbox)) for the system part:
-    the rootfs as /, or the host's /usr with /bin, /lib… as the host has them and a few /etc
-    entries."""
-    if rootfs:
-        return [(rootfs, "/")], []
-    binds, links = [("/usr", "/usr")], []
-    for path in HOST_SYSTEM_LINKS:
-        if os.path.islink(path):
-            links.append((os.readlink(path), path))
-        elif os.path.isdir(path):
-            binds.append((path, path))
-    binds += [(path, path) for path in HOST_ETC if os.path.exists(path)]
-    return binds, links
+@dataclass(frozen=True)
+class Mount:
+    """One entry of the sandbox's file system, in bubblewrap's order: `kind` is a bubblewrap
+    option (`ro-bind`, `bind`, `symlink`, `proc`, `dev`, `tmpfs`, `remount-ro`), `source` the
+    host path (a symlink's target), `target` where the command sees it."""
+
+    kind: str
+    target: str
+    source: str = ""
+    size: int | None = None
+
+
+def sandbox_mounts(definition: Mapping[str, Any], workspace: str) -> list[Mount]:
+    """Everything the command's file system holds, and nothing else:
+
+    - the system, read-only: the profile's rootfs as `/`; or the host's `/usr`, with `/bin`,
+      `/sbin`, `/lib`, `/lib64` as the host has them (symlinks or directories) and of `/etc`
+      only the dynamic linker's cache and the Debian alternatives (no passwd, hosts or keys);
+    - a fresh `/proc` of the sandbox's PID namespace and a minimal `/dev`;
+    - private tmpfs of TMPFS_BYTES at `/dev/shm` and `/tmp` (HOME, TMPDIR, Python's caches);
+    - the workspace at `/workspace` — the run's private copy of its tree — read-only, or
+      writable for `workspace-write`;
+    - then `/dev` and `/` remounted read-only, so the only writable places are the sized tmpfs
+      and (for `workspace-write`) the workspace.
+
+    `workspace` is the host path bubblewrap binds. A root worker first stages the workspace
+    (and the rootfs) at fixed points under STAGING in a mount namespace of its own —
+    `_child_setup` — binding the workspace by descriptor, or for a `workspace-write` run an
+    overlay of it whose upper layer is a tmpfs of the run's write cap (verification/overlay.py);
+    the gate checks what ended up at `/workspace` before the command starts."""
+    mounts: list[Mount] = []
+    if rootfs := definition.get("rootfs"):
+        mounts.append(Mount("ro-bind", "/", rootfs))
+    else:
+        mounts.append(Mount("ro-bind", "/usr", "/usr"))
+        for path in HOST_SYSTEM_LINKS:
+            if os.path.islink(path):
+                mounts.append(Mount("symlink", path, os.readlink(path)))
+            elif os.path.isdir(path):
+                mounts.append(Mount("ro-bind", path, path))
+        mounts += [Mount("ro-bind", path, path) for path in HOST_ETC if os.path.exists(path)]
+    writable = definition["sandboxMode"] == "workspace-write"
+    return [*mounts, Mount("proc", "/proc"), Mount("dev", "/dev"),
+            Mount("tmpfs", SANDBOX_SHM, size=TMPFS_BYTES),
+            Mount("tmpfs", SANDBOX_TMP, size=TMPFS_BYTES),
+            Mount("bind" if writable else "ro-bind", WORKSPACE, workspace),
+            Mount("remount-ro", "/dev"), Mount("remount-ro", "/")]
+
+
+def _mount_argv(mount: Mount) -> list[str]:
+    if mount.kind in ("ro-bind", "bind", "symlink"):
+        return [f"--{mount.kind}", mount.source, mount.target]
+    sized = ["--size", str(mount.size)] if mount.size is not None else []
+    return [*sized, f"--{mount.kind}", mount.target]
 
 
 def sandbox_env(definition: Mapping[str, Any]) -> dict[str, str]:
@@ -259,26 +293,15 @@ def sandbox_env(definition: Mapping[str, Any]) -> dict[str, str]:
 
 def bwrap_argv(definition: Mapping[str, Any], workspace: str, *, bwrap: str = BWRAP,
                status_fd: int | None = None, gate_fd: int | None = None) -> list[str]:
-    writable = definition["sandboxMode"] == "workspace-write"
-    binds, links = _system_layout(definition.get("rootfs"))
     argv = [bwrap, "--unshare-all", "--unshare-user",
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--disable-userns",
             "--die-with-parent", "--as-pid-1", "--new-session", "--hostname", "sandbox",
             "--cap-drop", "ALL", "--clearenv"]
     for name, value in sorted(sandbox_env(definition).items()):
         argv += ["--setenv", name, value]
-    for host, inside in binds:
-        argv += ["--ro-bind", host, inside]
-    for target, inside in links:
-        argv += ["--symlink", target, inside]
-    # Every writable place is a sized tmpfs or the workspace: the root and /dev tmpfs that
-    # bubblewrap builds are made read-only last, as an unsized tmpfs would take host memory.
-    argv += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(TMPFS_BYTES), "--tmpfs", SANDBOX_SHM,
-             "--size", str(TMPFS_BYTES), "--tmpfs", SANDBOX_TMP,
-             "--bind" if writable else "--ro-bind", workspace, WORKSPACE,
-             "--remount-ro", "/dev", "--remount-ro", "/",
-             "--chdir", WORKSPACE]
+    for mount in sandbox_mounts(definition, workspace):
+        argv += _mount_argv(mount)
+    argv += ["--chdir", WORKSPACE]
     if status_fd is not None:
         argv += ["--json-status-fd", str(status_fd)]
     if gate_fd is not None:
@@ -290,9 +313,9 @@ class _View:
     """The sandbox's file tree as the host sees it, to find the command before anything runs."""
 
     def __init__(self, definition: Mapping[str, Any], workspace: str) -> None:
-        binds, links = _system_layout(definition.get("rootfs"))
-        self.mounts = {inside: host for host, inside in binds} | {WORKSPACE: workspace}
-        self.links = {inside: target for target, inside in links}
+        mounts = sandbox_mounts(definition, workspace)
+        self.mounts = {m.target: m.source for m in mounts if m.kind in ("ro-bind", "bind")}
+        self.links = {m.target: m.source for m in mounts if m.kind == "symlink"}
         # Fresh and empty (/tmp) or not files at all (/proc, /dev): nothing to run there.
         self.opaque = ("/proc", "/dev", SANDBOX_TMP)
 
@@ -814,7 +837,7 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
         if cgroup is not None:
             cgroup.remove()
 
-    result = _outcome(definition, status.fields(), refused, finished, duration_ms,
+    result = _ended(definition, status.fields(), refused, finished, duration_ms,
                       stdout_capture.result(), stderr_capture.result(), process.returncode)
     if upper < 0:
         return result
@@ -840,38 +863,17 @@ def _applied(result: SandboxResult, upper: int, workspace: str, identity: str) -
     return result
 
 
-def _outcome(definition: Mapping[str, Any], status: Mapping[str, Any], refused: str | None,
-             finished: bool, duration_ms: int, stdout: StreamResult, stderr: StreamResult,
-             returncode: int) -> SandboxResult:
-    """How the run ended, from what bubblewrap reported."""
-
-    def ended(kind: str | None, exit_code: int | None = None, signal_number: int | None = None,
-              detail: str = "") -> SandboxResult:
-        return SandboxResult(passed=kind is None, failure_kind=kind, exit_code=exit_code,
-                             signal=signal_number, duration_ms=duration_ms, stdout=stdout,
-                             stderr=stderr, sandbox_mode=definition["sandboxMode"],
-                             detail=detail)
-
+def _ended(definition: Mapping[str, Any], status: Mapping[str, Any], refused: str | None,
+           finished: bool, duration_ms: int, stdout: StreamResult, stderr: StreamResult,
+           returncode: int) -> SandboxResult:
+    """How the run ended, from what bubblewrap reported, as governor.domain.verification
+    decides it."""
     exit_status = status.get("exit-code")
-    if refused is not None:
-        return ended("infrastructure", detail=refused)
-    if not finished:
-        return ended("timeout", signal_number=int(signal.SIGKILL),
-                     detail=f"killed after the {definition['timeoutMs']:,} ms timeout")
-    if type(exit_status) is not int:
-        # bubblewrap stopped before exec: its own message is all stderr holds.
-        message = stderr.tail.strip() or f"bubblewrap ended with status {returncode}"
-        kind = "configuration" if "execvp" in message else "infrastructure"
-        return ended(kind, detail=message)
-    if exit_status in SIGNAL_STATUSES:
-        number = exit_status - 128
-        return ended("exit", signal_number=number,
-                     detail=f"killed by signal {number} ({signal.Signals(number).name})")
-    if exit_status != 0:
-        return ended("exit", exit_code=exit_status, detail=f"exited with status {exit_status}")
-    return ended(None, exit_code=0)
-
-
-def empty_stream_record(stream: str) -> dict[str, Any]:
-    """The persisted record of a stream nothing was written to (a run that never started)."""
-    return _Capture(stream, 0).result().record()
+    decided = outcome(Ended(refused=refused, finished=finished,
+                            exit_status=exit_status if type(exit_status) is int else None,
+                            bwrap_message=stderr.tail, bwrap_status=returncode,
+                            timeout_ms=definition["timeoutMs"]))
+    return SandboxResult(passed=decided.passed, failure_kind=decided.failure_kind,
+                         exit_code=decided.exit_code, signal=decided.signal,
+                         duration_ms=duration_ms, stdout=stdout, stderr=stderr,
+                         sandbox_mode=definition["sandboxMode"], detail=decided.detail)

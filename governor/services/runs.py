@@ -19,7 +19,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from governor.domain import lifecycle
-from governor.domain.canonical import receipt
+from governor.domain.verification import not_started, run_result
 from governor.domain.workspace import (
     WorkspaceError,
     open_bound_directory,
@@ -43,7 +43,7 @@ from governor.services.trees import (
     tree_written,
 )
 from verification.models import RunState, VerificationRun, VerifierProfile
-from verification.sandbox import empty_stream_record, run_sandboxed
+from verification.sandbox import run_sandboxed
 
 log = logging.getLogger(__name__)
 RUN_TASK = "verification.tasks.run_verification"
@@ -157,10 +157,9 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
         locked = VerificationRun.objects.select_for_update().get(pk=run.pk)
         if locked.state == RunState.FINISHED:
             return
-        data = {"verificationId": str(run.pk), "profile": run.profile.profile_id,
-                "profileReceipt": run.profile_receipt, "startedAfterSeq": run.started_after_seq,
-                **record}
-        data["receipt"] = receipt("code-verification-result", data)
+        data = run_result(verification_id=str(run.pk), profile=run.profile.profile_id,
+                          profile_receipt=run.profile_receipt,
+                          started_after_seq=run.started_after_seq, record=record)
         event = governor_event_append(session=run.session, state=state,
                                       type=lifecycle.CODE_VERIFICATION, data=data)
         locked.state = RunState.FINISHED
@@ -176,9 +175,7 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
 
 def infrastructure_record(run: VerificationRun, why: str) -> dict[str, Any]:
     log.warning("run %s (%s) failed as infrastructure: %s", run.pk, run.profile.profile_id, why)
-    return {"passed": False, "failureKind": "infrastructure", "exitCode": None, "signal": None,
-            "durationMs": 0, "sandboxMode": run.definition["sandboxMode"],
-            "stdout": empty_stream_record("stdout"), "stderr": empty_stream_record("stderr"),
+    return {**not_started("infrastructure", run.definition["sandboxMode"]),
             "treeBefore": None, "tree": None, "environment": None}
 
 
