@@ -227,7 +227,8 @@ def test_issue_18_an_assertion_replayed_onto_another_stage_fails_naming_its_seq(
     result = signed.verify(objects, "--reviewer-keys", str(signed.reviewer_keys))
     assert result.returncode == 1
     assert result.stdout.startswith(f"FAIL: seq {evidence['seq']}: "), result.stdout
-    assert "challenge is not this decision's" in result.stdout
+    # Its nonce is the intent decision's: refused as a copy before its challenge is compared.
+    assert f"is also that of the signature in seq {intent['seq']}" in result.stdout
 
 
 def test_issue_18_an_assertion_replayed_onto_another_proposal_fails_naming_its_seq(
