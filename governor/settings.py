@@ -307,7 +307,7 @@ GOVERNOR_MAX_WAITS_PER_TOKEN = env_int("GOVERNOR_MAX_WAITS_PER_TOKEN", 4, minimu
 # A signed-in person holds at most this many live page parts waiting at once (each open inbox or
 # timeline holds one). Below 6: a browser opens at most 6 connections to one server over
 # HTTP/1.1, and waits holding them all would stall the person's next click. Beyond it a page
-# re-reads every LIVE_FALLBACK_SECONDS instead (governor/pages.py).
+# re-reads every LIVE_FALLBACK_SECONDS instead (governor/lib/live.py).
 GOVERNOR_MAX_WAITS_PER_USER = env_int("GOVERNOR_MAX_WAITS_PER_USER", 4, minimum=1, maximum=100)
 
 BROKER_URL, BROKER_REASON = broker_choice()

@@ -21,21 +21,19 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from governor.domain.review import ReviewError, plan_changes
 from governor.lib.errors import Invalid
-from governor.lib.notify import inbox_topic
-from governor.lib.waits import off_thread
-from governor.pages import (
+from governor.lib.live import (
     HtmxHttpRequest,
     Shown,
-    changes_so_far,
-    check_parameters,
     live_answer,
     live_url,
     signed_in_live,
-    user_requests,
     version_of,
 )
+from governor.lib.notify import inbox_topic
+from governor.lib.waits import off_thread
 from governor.selectors.access import review_for_reviewer, reviewed_projects
 from governor.selectors.reviews import carried_approval, review_as_read
+from governor.selectors.timeline import changes_so_far, check_parameters, user_requests
 from governor.services import passkeys
 from governor.services import reviews as review_services
 from reviews.forms import DecisionForm

@@ -13,6 +13,11 @@ from verification.models import VerifierProfile
 EVENTS_MAX_LIMIT = 5000
 
 
+def lifecycle_of(state: SessionState) -> lifecycle.LifecycleState:
+    """The session's folded lifecycle (SEMANTICS §3), as its projection holds it."""
+    return state.lifecycle or lifecycle.initial_state()
+
+
 def session_out(session: Session) -> dict[str, Any]:
     state = SessionState.objects.get(session=session)
     return {

@@ -27,12 +27,12 @@ from governor.models import (
 )
 from governor.selectors.evidence import DatabaseEvidence
 from governor.selectors.reviews import review_pending
+from governor.selectors.sessions import lifecycle_of
 from governor.services import reviews
 from governor.services.activation import authorship, contract_activate, draft_receipt_used
 from governor.services.attestations import attest
 from governor.services.events import (
     governor_event_append,
-    lifecycle_of,
     session_locked,
 )
 from governor.services.profiles import (

@@ -16,6 +16,7 @@ from governor.domain.chain import ENVELOPE_TO_META, event_hash
 from governor.lib.errors import Conflict
 from governor.lib.notify import announce_on_commit, session_topic
 from governor.models import Event, EventBatch, Origin, Session, SessionState
+from governor.selectors.sessions import lifecycle_of
 
 
 @dataclass(frozen=True)
@@ -233,10 +234,6 @@ def events_discard_import(session: Session) -> None:
             rows = Event.objects.filter(session=session, seq__gte=start,
                                         seq__lt=start + IMPORT_CHUNK)
             rows._raw_delete(rows.db)
-
-
-def lifecycle_of(state: SessionState) -> lifecycle.LifecycleState:
-    return state.lifecycle or lifecycle.initial_state()
 
 
 def _fold_governor_events(

@@ -54,7 +54,7 @@ def layer(module: str) -> str | None:
     if parts[0] == "governor":
         if second in ("domain", "verify", "selectors", "services", "api"):
             return f"governor.{second}"
-        return "pages" if second == "pages" else "governor"
+        return "pages" if second in ("pages", "forms") else "governor"
     if parts[0] == "reviews" and (second in ("forms", "urls") or second.endswith("views")):
         return "pages"
     return "governor"  # the apps' admin, apps and management commands: wiring
