@@ -13,7 +13,7 @@ from django.http import HttpRequest
 
 from governor.domain.profiles import TIMEOUT_MS_RANGE, ProfileError, validate_profile
 from governor.models import Project, Role
-from governor.services.profiles import profile_save
+from governor.services.profiles import profile_store
 from verification.models import ProfileVersion, VerificationRun, VerifierProfile
 
 
@@ -97,11 +97,13 @@ class ProfileForm(forms.ModelForm[VerifierProfile]):
                 "environment": data["environment"],
                 "show_output_to_reviewers": data["show_output_to_reviewers"]}
 
+    validated: dict[str, Any] | None = None
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         if not self.errors:
             try:
-                validate_profile(self.raw())
+                self.validated = validate_profile(self.raw())
             except ProfileError as exc:
                 names = {"id": "profile_id"}
                 for error in exc.errors:
@@ -141,7 +143,8 @@ class VerifierProfileAdmin(admin.ModelAdmin[VerifierProfile]):
 
     def save_model(self, request: HttpRequest, obj: VerifierProfile, form: Any,
                    change: bool) -> None:
-        saved, _ = profile_save(project=form.cleaned_data["project"], raw=form.raw())
+        assert form.validated is not None  # a valid form validated its profile in clean()
+        saved, _ = profile_store(project=form.cleaned_data["project"], validated=form.validated)
         obj.pk = saved.pk
 
     def has_module_permission(self, request: HttpRequest) -> bool:

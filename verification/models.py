@@ -7,7 +7,7 @@ from typing import Any
 
 from django.db import models
 
-from governor.domain.profiles import STORED_FIELDS, profile_definition, validate_profile
+from governor.domain.profiles import STORED_FIELDS, ProfileDefinition
 from governor.models import JSONTextField, Project, Session
 
 
@@ -57,9 +57,11 @@ class VerifierProfile(models.Model):
         stored = {name: getattr(self, name) for name in STORED_FIELDS}
         return {**stored, "id": self.profile_id, "rootfs": self.rootfs or None}
 
-    def definition(self) -> dict[str, Any]:
-        """Everything that changes how it runs (the receipt covers exactly this)."""
-        return profile_definition(validate_profile(self.as_input()))
+    def definition(self) -> ProfileDefinition:
+        """Everything that changes how it runs, as validated when it was saved: the definition
+        its current receipt covers (never validated again)."""
+        stored: ProfileDefinition = self.versions.get(receipt=self.receipt).definition
+        return stored
 
 
 class ProfileVersion(models.Model):

@@ -24,7 +24,9 @@ have come from a conforming server, so import refuses it and a live append must 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
+
+from governor.domain.documents import AttemptDocument, ContractDocument, TerminalDocument
 
 CONTRACT = "reliability/contract"
 ATTEMPT = "reliability/attempt"
@@ -64,10 +66,31 @@ class EventRecord(TypedDict):
     data: dict[str, Any]
 
 
+class ContractRecord(TypedDict):
+    """The current contract's event: imported logs may hold older versions (1–5), whose
+    missing fields `read_contract` fills in."""
+
+    seq: int
+    imported: bool
+    data: ContractDocument
+
+
+class AttemptRecord(TypedDict):
+    seq: int
+    imported: bool
+    data: AttemptDocument
+
+
+class TerminalRecord(TypedDict):
+    seq: int
+    imported: bool
+    data: TerminalDocument
+
+
 class LifecycleState(TypedDict):
-    contract: EventRecord | None
-    attempts: list[EventRecord]
-    terminal: EventRecord | None
+    contract: ContractRecord | None
+    attempts: list[AttemptRecord]
+    terminal: TerminalRecord | None
     open: bool
     latestDraft: EventRecord | None
     latestIntentReview: EventRecord | None
@@ -152,7 +175,8 @@ def apply(state: LifecycleState, event: Mapping[str, Any]) -> LifecycleState:
             )
         if contract["contractId"] == current_id:
             raise LifecycleError(seq, f"contract id {current_id!r} is used twice")
-        new["contract"], new["attempts"], new["terminal"], new["open"] = record, [], None, True
+        new["contract"] = cast(ContractRecord, record)
+        new["attempts"], new["terminal"], new["open"] = [], None, True
     elif kind == ATTEMPT:
         if data.get("contractId") != current_id or current_id is None:
             return state
@@ -163,7 +187,7 @@ def apply(state: LifecycleState, event: Mapping[str, Any]) -> LifecycleState:
             raise LifecycleError(
                 seq, f"attempt number {data.get('attempt')!r}, expected {expected}"
             )
-        new["attempts"] = [*state["attempts"], record]
+        new["attempts"] = [*state["attempts"], cast(AttemptRecord, record)]
     elif kind == TERMINAL:
         if data.get("contractId") != current_id or current_id is None:
             return state
@@ -171,7 +195,7 @@ def apply(state: LifecycleState, event: Mapping[str, Any]) -> LifecycleState:
             raise LifecycleError(seq, f"second terminal for contract {current_id!r}")
         if data.get("status") not in TERMINAL_STATUSES:
             raise LifecycleError(seq, f"terminal status {data.get('status')!r} is unknown")
-        new["terminal"], new["open"] = record, False
+        new["terminal"], new["open"] = cast(TerminalRecord, record), False
     elif kind == CODE_VERIFICATION:
         profile = data.get("profile")
         if not isinstance(profile, str):

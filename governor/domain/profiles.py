@@ -48,7 +48,7 @@ profiles that do not use them never changed.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from governor.domain.canonical import receipt
 from governor.domain.contracts import PROFILE_ID_RE
@@ -102,6 +102,30 @@ FIELDS = frozenset(
 REQUIRED_FIELDS = ("id", "description", "argv")
 # What a stored profile keeps under the same names (its `id` is the model's `profile_id`).
 STORED_FIELDS = tuple(sorted(FIELDS - {"id"}))
+
+
+class ProfileLimits(TypedDict):
+    memoryBytes: int
+    pids: int
+    fileBytes: int
+    cpuSeconds: int
+    openFiles: int
+    outputBytes: int
+
+
+class ProfileDefinition(TypedDict):
+    """Everything that changes how a profile's command runs: the document its receipt covers,
+    stored with every receipt (`ProfileVersion`), copied into each run as it was requested, and
+    read by the sandbox as it is."""
+
+    id: str
+    argv: list[str]
+    timeoutMs: int
+    sandboxMode: str
+    env: dict[str, str]
+    limits: ProfileLimits
+    rootfs: str | None
+    environment: NotRequired[list[str]]
 
 
 class ProfileError(FieldsInvalid):
@@ -342,18 +366,18 @@ def validate_profile(raw: Any) -> dict[str, Any]:
     return profile
 
 
-def profile_definition(validated: dict[str, Any]) -> dict[str, Any]:
+def profile_definition(validated: dict[str, Any]) -> ProfileDefinition:
     """The canonical definition of a validated profile: everything that changes how it runs."""
-    definition: dict[str, Any] = {
+    limits = validated["limits"]
+    definition: ProfileDefinition = {
         "id": validated["id"],
         "argv": list(validated["argv"]),
         "timeoutMs": validated["timeout_ms"],
         "sandboxMode": validated["sandbox_mode"],
         "env": dict(validated["env"]),
-        "limits": {
-            camel: validated["limits"][name]
-            for name, (_default, _low, _high, camel) in LIMITS.items()
-        },
+        "limits": {"memoryBytes": limits["memory_bytes"], "pids": limits["pids"],
+                   "fileBytes": limits["file_bytes"], "cpuSeconds": limits["cpu_seconds"],
+                   "openFiles": limits["open_files"], "outputBytes": limits["output_bytes"]},
         "rootfs": validated["rootfs"],
     }
     if validated["environment"]:
@@ -361,6 +385,6 @@ def profile_definition(validated: dict[str, Any]) -> dict[str, Any]:
     return definition
 
 
-def profile_receipt(definition: dict[str, Any]) -> str:
+def profile_receipt(definition: ProfileDefinition) -> str:
     """Rule 1.4 `code-verification-profile`: the receipt of a profile definition."""
     return receipt("code-verification-profile", definition)

@@ -182,7 +182,7 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str,
     return BeginResult(status="active", contract=contract, assessment=assessment)
 
 
-def _current(state: SessionState) -> tuple[lifecycle.LifecycleState, dict[str, Any] | None]:
+def _current(state: SessionState) -> tuple[lifecycle.LifecycleState, ContractDocument | None]:
     folded = lifecycle_of(state)
     record = folded["contract"]
     return folded, (record["data"] if record else None)
@@ -247,7 +247,7 @@ def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> Attem
                          results=list(results))
 
 
-def _terminal_write(*, session: Session, state: SessionState, contract: dict[str, Any],
+def _terminal_write(*, session: Session, state: SessionState, contract: ContractDocument,
                     status: str, reason: str, attempt_receipt: str | None,
                     runs: Sequence[VerificationRecord] = (),
                     tree: dict[str, str] | None = None) -> TerminalDocument:

@@ -9,7 +9,6 @@ from typing import Any
 from django.db import transaction
 
 from governor.domain.profiles import (
-    LIMITS,
     STORED_FIELDS,
     profile_definition,
     profile_receipt,
@@ -38,17 +37,22 @@ def required_profile_ids(project: Project) -> list[str]:
 
 
 def profile_as_input(profile: VerifierProfile) -> dict[str, Any]:
-    """The profile in the operator's file format (snake_case, as `validate_profile` reads it)."""
-    definition = profile.definition()
-    return {**profile.as_input(),
-            "limits": {name: definition["limits"][camel]
-                       for name, (_d, _lo, _hi, camel) in LIMITS.items()}}
+    """The profile in the operator's file format (snake_case, as `validate_profile` reads it;
+    every limit is stored, defaults included)."""
+    return profile.as_input()
 
 
 def profile_save(*, project: Project, raw: dict[str, Any]) -> tuple[VerifierProfile, bool]:
-    """Create or update a profile from operator input; (profile, changed). Every receipt it ever
-    had stays readable as a ProfileVersion."""
-    validated = validate_profile(raw)
+    """Create or update a profile from operator input (validated here, once); (profile,
+    changed)."""
+    return profile_store(project=project, validated=validate_profile(raw))
+
+
+def profile_store(*, project: Project, validated: dict[str, Any]) -> tuple[VerifierProfile, bool]:
+    """Create or update a profile from `validate_profile`'s output (the admin validates while it
+    checks the form); (profile, changed). Its definition is stored with its receipt
+    (`ProfileVersion`), where runs copy it from: it is never validated again. Every receipt it
+    ever had stays readable."""
     definition = profile_definition(validated)
     receipt = profile_receipt(definition)
     fields = {**{name: validated[name] for name in STORED_FIELDS},
