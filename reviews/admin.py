@@ -4,26 +4,15 @@ here they are read-only."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
+from governor.admin import ReadOnlyAdmin
 from reviews.models import Passkey
 
 
 @admin.register(Passkey)
-class PasskeyAdmin(admin.ModelAdmin[Passkey]):
+class PasskeyAdmin(ReadOnlyAdmin):
     list_display = ("user", "name", "created_at", "last_used_at", "removed_at", "sign_count")
     list_filter = (("removed_at", admin.EmptyFieldListFilter),)
     search_fields = ("user__username", "name")
     exclude = ("public_key",)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

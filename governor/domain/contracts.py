@@ -217,6 +217,86 @@ def normalise_path(path: str) -> str:
     return "/".join(segment for segment in path.split("/") if segment not in ("", "."))
 
 
+_REFUSED = object()  # a field rule's answer when the value is not even of the right type
+DEFAULTS: dict[str, Any] = {"min_count": 1}
+STORED_NAMES = {"arguments_contain": "argumentsContain", "min_count": "minCount"}
+
+
+def _bounded_text(errors: FieldErrors, path: str, value: Any, most: int) -> str | Any:
+    text = string_field(errors, path, value)
+    if text is None:
+        return _REFUSED
+    if len(text) > most:
+        errors.add(path, f"is longer than {most} characters ({len(text)})")
+    return text
+
+
+def _path_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+    text = string_field(errors, path, value)
+    if text is None:
+        return _REFUSED
+    if problem := path_problem(text):
+        errors.add(path, problem)
+    return text
+
+
+def _text_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+    text = _bounded_text(errors, path, value, MAX_TEXT_CHARS)
+    if text == "" and kind != "file_equals":
+        errors.add(path, f"must not be empty for kind {kind}")
+    return text
+
+
+def _pointer_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+    text = string_field(errors, path, value)
+    if text is None:
+        return _REFUSED
+    if problem := pointer_problem(text):
+        errors.add(path, problem)
+    return text
+
+
+def _value_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+    try:
+        check_json_value(value)
+    except JSONValueError as exc:
+        errors.add(path + exc.path, exc.reason)
+    return value
+
+
+def _tool_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+    if type(value) is str and not value.strip():
+        errors.add(path, "must not be empty or blank")
+        return value
+    return _bounded_text(errors, path, value, MAX_TOOL_CHARS)
+
+
+def _arguments_contain_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+    if value == "":
+        errors.add(path, "must not be empty when given")
+        return value
+    return _bounded_text(errors, path, value, MAX_ARGUMENTS_CONTAIN_CHARS)
+
+
+def _profile_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+    text = _bounded_text(errors, path, value, MAX_PROFILE_CHARS)
+    if type(text) is str and len(text) <= MAX_PROFILE_CHARS and not PROFILE_ID_RE.match(text):
+        errors.add(path, "must be kebab-case (^[a-z0-9]+(-[a-z0-9]+)*$)")
+    return text
+
+
+def _min_count_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+    return _bounded_int(errors, path, value, *MIN_COUNT_RANGE)
+
+
+# Rules 4.2–4.4: one rule per check field, whichever kinds it belongs to (CHECK_FIELDS).
+_FIELD_RULES: dict[str, Callable[[FieldErrors, str, Any, str], Any]] = {
+    "path": _path_rule, "text": _text_rule, "pointer": _pointer_rule, "value": _value_rule,
+    "tool": _tool_rule, "arguments_contain": _arguments_contain_rule,
+    "profile": _profile_rule, "min_count": _min_count_rule,
+}
+
+
 def _parse_check(errors: FieldErrors, index: int, raw: Any) -> dict[str, Any] | None:
     base = join_path("checks", index)
     if type(raw) is not dict:
@@ -244,79 +324,13 @@ def _parse_check(errors: FieldErrors, index: int, raw: Any) -> dict[str, Any] | 
             errors.add(join_path(base, name), f"required for kind {kind}")
 
     stored: dict[str, Any] = {"id": check_id, "kind": kind}
-    if "path" in required and "path" in raw:
-        path = string_field(errors, join_path(base, "path"), raw["path"])
-        if path is not None:
-            problem = path_problem(path)
-            if problem:
-                errors.add(join_path(base, "path"), problem)
-            stored["path"] = path
-    if "text" in required and "text" in raw:
-        text = string_field(errors, join_path(base, "text"), raw["text"])
-        if text is not None:
-            if len(text) > MAX_TEXT_CHARS:
-                errors.add(
-                    join_path(base, "text"),
-                    f"is longer than {MAX_TEXT_CHARS} characters ({len(text)})",
-                )
-            elif text == "" and kind != "file_equals":
-                errors.add(join_path(base, "text"), f"must not be empty for kind {kind}")
-            stored["text"] = text
-    if "pointer" in required and "pointer" in raw:
-        pointer = string_field(errors, join_path(base, "pointer"), raw["pointer"])
-        if pointer is not None:
-            problem = pointer_problem(pointer)
-            if problem:
-                errors.add(join_path(base, "pointer"), problem)
-            stored["pointer"] = pointer
-    if "value" in required and "value" in raw:
-        try:
-            check_json_value(raw["value"])
-        except JSONValueError as exc:
-            errors.add(join_path(base, "value") + exc.path, exc.reason)
-        stored["value"] = raw["value"]
-    if "tool" in required and "tool" in raw:
-        tool = string_field(errors, join_path(base, "tool"), raw["tool"])
-        if tool is not None:
-            if not tool.strip():
-                errors.add(join_path(base, "tool"), "must not be empty or blank")
-            elif len(tool) > MAX_TOOL_CHARS:
-                errors.add(
-                    join_path(base, "tool"),
-                    f"is longer than {MAX_TOOL_CHARS} characters ({len(tool)})",
-                )
-            stored["tool"] = tool
-    if "arguments_contain" in optional and "arguments_contain" in raw:
-        needle = string_field(
-            errors, join_path(base, "arguments_contain"), raw["arguments_contain"]
-        )
-        if needle is not None:
-            if needle == "":
-                errors.add(join_path(base, "arguments_contain"), "must not be empty when given")
-            elif len(needle) > MAX_ARGUMENTS_CONTAIN_CHARS:
-                errors.add(
-                    join_path(base, "arguments_contain"),
-                    f"is longer than {MAX_ARGUMENTS_CONTAIN_CHARS} characters ({len(needle)})",
-                )
-            stored["argumentsContain"] = needle
-    if "profile" in required and "profile" in raw:
-        profile = string_field(errors, join_path(base, "profile"), raw["profile"])
-        if profile is not None:
-            if len(profile) > MAX_PROFILE_CHARS:
-                errors.add(
-                    join_path(base, "profile"),
-                    f"is longer than {MAX_PROFILE_CHARS} characters ({len(profile)})",
-                )
-            elif not PROFILE_ID_RE.match(profile):
-                errors.add(
-                    join_path(base, "profile"), "must be kebab-case (^[a-z0-9]+(-[a-z0-9]+)*$)"
-                )
-            stored["profile"] = profile
-    if "min_count" in optional:
-        min_count = raw.get("min_count", 1)
-        stored["minCount"] = _bounded_int(
-            errors, join_path(base, "min_count"), min_count, *MIN_COUNT_RANGE
-        )
+    for name in (field for field in _FIELD_RULES if field in required | optional):
+        if name not in raw and name not in DEFAULTS:
+            continue
+        path = join_path(base, name)
+        value = _FIELD_RULES[name](errors, path, raw.get(name, DEFAULTS.get(name)), kind)
+        if value is not _REFUSED:
+            stored[STORED_NAMES.get(name, name)] = value
     return stored if len(errors.items) == before else None
 
 

@@ -214,12 +214,6 @@ def fold(events: Iterable[Mapping[str, Any]]) -> LifecycleState:
     return state
 
 
-def current_contract(state: LifecycleState) -> dict[str, Any] | None:
-    """The current contract, normalised by `read_contract`, or None."""
-    record = state["contract"]
-    return read_contract(record["data"], record["seq"]) if record else None
-
-
 def state_name(state: LifecycleState, *, review_pending: bool = False) -> str:
     """One of STATE_NAMES. A pending review is not an event (proposals live in the review
     table until decided), so the caller says whether one is pending."""

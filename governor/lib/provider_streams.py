@@ -8,7 +8,6 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -326,14 +325,3 @@ class AnthropicStream:
 
 def stream_reader(provider: str) -> OpenAIStream | AnthropicStream:
     return OpenAIStream() if provider == OPENAI else AnthropicStream()
-
-
-def read_stream(provider: str, chunks: Sequence[bytes]) -> StreamResult:
-    """A whole recorded stream, for tests and tools; the service feeds chunks as they arrive."""
-    decoder, reader = SSEDecoder(), stream_reader(provider)
-    for chunk in chunks:
-        for event in decoder.feed(chunk):
-            reader.event(event)
-    for event in decoder.close():
-        reader.event(event)
-    return reader.result()

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import Any, TypeVar, cast
 
@@ -111,16 +111,6 @@ def slot_claim(waiter: Waiter, seconds: int) -> WaitSlot | None:
 def slot_release(held: WaitSlot | None) -> None:
     if held is not None:
         _delete(WaitSlot.objects.filter(pk=held.pk))
-
-
-@contextmanager
-def wait_slot(waiter: Waiter, seconds: int) -> Iterator[None]:
-    """Hold a wait slot while a long poll of up to `seconds` runs, released on every way out."""
-    held = slot_claim(waiter, seconds)
-    try:
-        yield
-    finally:
-        slot_release(held)
 
 
 # The threads long polls read on (served over ASGI). Plain executor threads: sync_to_async

@@ -5,7 +5,8 @@ out frees the slot.
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -17,12 +18,23 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from governor.lib.errors import TooManyWaits
-from governor.lib.waits import ABANDONED_AFTER, long_poll, wait_slot
+from governor.lib.waits import ABANDONED_AFTER, long_poll, slot_claim, slot_release
 from governor.models import AgentToken, Project, WaitSlot
 from governor.services.tokens import token_create
 from tests.api.test_code_verification import add_profile
 from tests.conftest import AgentClient
 from verification.models import VerificationRun
+
+
+@contextmanager
+def wait_slot(waiter: Any, seconds: int) -> Iterator[None]:
+    """Hold a wait slot as a long poll of up to `seconds` does, released on every way out."""
+    held = slot_claim(waiter, seconds)
+    try:
+        yield
+    finally:
+        slot_release(held)
+
 
 pytestmark = pytest.mark.django_db
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from governor.lib.waits import wait_slot
 from governor.models import Project, Role, WaitSlot
 from reviews.models import Review
+from tests.api.test_wait_slots import wait_slot
 from tests.conftest import AgentClient
 from tests.harness_builders import Trace
 from tests.pages import propose

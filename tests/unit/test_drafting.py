@@ -4,6 +4,7 @@ event-stream decoder, both providers' stream readers and the strict parse of the
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from governor.domain import contracts, drafting
 from governor.domain.canonical import receipt
 from governor.domain.drafting import DraftError
-from governor.lib.provider_streams import SSEDecoder, SSEEvent, read_stream
+from governor.lib.provider_streams import SSEDecoder, SSEEvent, StreamResult, stream_reader
 from tests.sse_provider import anthropic_events, openai_events
 
 PLAN: dict[str, Any] = {
@@ -27,6 +28,19 @@ ROUTE = drafting.Route(provider=drafting.OPENAI, base_url="http://127.0.0.1:9/v1
 
 
 # --- the user block and the requests ------------------------------------------------------------
+
+
+
+def read_stream(provider: str, chunks: Sequence[bytes]) -> StreamResult:
+    """A whole recorded stream through the decoder and the provider's reader, as the drafting
+    service feeds it chunk by chunk."""
+    decoder, reader = SSEDecoder(), stream_reader(provider)
+    for chunk in chunks:
+        for event in decoder.feed(chunk):
+            reader.event(event)
+    for event in decoder.close():
+        reader.event(event)
+    return reader.result()
 
 
 def test_rule_9_user_block_is_canonical_and_its_receipt_is_contract_author_input() -> None:
