@@ -99,6 +99,16 @@ class Project(models.Model):
         help_text='Paths left out of every workspace tree, as git pathspec globs anchored at '
                   'the workspace root, e.g. ["node_modules/**", "*.pyc"]. A digest of the list '
                   "is recorded beside every tree id: changing it makes earlier results stale.")
+    protected_paths = models.JSONField(
+        default=list, blank=True,
+        help_text='Paths no contract may change unless a person opens them at review, as '
+                  'patterns in the exclusions\' syntax, e.g. ["tests/**", "**/conftest.py", '
+                  '"pytest.ini"]. Every contract gets a critical check that they are unchanged '
+                  "since it started (with the verifier profiles' own protected paths).")
+    require_discriminating_evidence = models.BooleanField(
+        default=False, help_text="Refuse a contract whose critical claim has no check that "
+                                 "fails before the work (its evidence could not tell done from "
+                                 "not done); off: a warning the reviewer sees.")
     require_signed_approvals = models.BooleanField(
         default=False, help_text="Every approval must be signed with the reviewer's own passkey "
         "(WebAuthn); an unsigned approval is refused. Exports then prove who approved what.")
@@ -123,11 +133,12 @@ class Project(models.Model):
             if not isinstance(root, str) or not root.startswith("/") or "\x00" in root:
                 raise ValidationError({"workspace_roots": f"item {index} ({json.dumps(root)}) is "
                                                           "not an absolute directory path"})
-        try:
-            validate_exclusions(self.tree_exclusions, "tree_exclusions")
-        except FieldsInvalid as exc:
-            raise ValidationError({"tree_exclusions": [
-                f"{error['path']}: {error['message']}" for error in exc.errors]}) from None
+        for name in ("tree_exclusions", "protected_paths"):
+            try:
+                validate_exclusions(getattr(self, name), name)
+            except FieldsInvalid as exc:
+                raise ValidationError({name: [
+                    f"{error['path']}: {error['message']}" for error in exc.errors]}) from None
 
 
 class Role(models.TextChoices):

@@ -32,6 +32,11 @@ class ProfileForm(forms.ModelForm[VerifierProfile]):
     limits = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False,
                              help_text="JSON object: memory_bytes, pids, file_bytes, "
                                        "cpu_seconds, open_files, output_bytes")
+    protected_paths = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), required=False,
+        help_text='JSON array of patterns this command reads that no contract naming it may '
+                  'change, e.g. ["tests/**", "**/conftest.py", "pytest.ini"]: tests, their '
+                  "configuration, the scripts it runs. Added to the project's protected paths.")
     environment = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}), required=False,
         help_text='JSON array of directories the command needs that the project excludes from '
@@ -42,8 +47,8 @@ class ProfileForm(forms.ModelForm[VerifierProfile]):
     class Meta:
         model = VerifierProfile
         fields = ("project", "profile_id", "description", "argv", "timeout_ms", "sandbox_mode",
-                  "required", "env", "limits", "rootfs", "environment",
-                  "show_output_to_reviewers")
+                  "required", "env", "limits", "rootfs", "environment", "protected_paths",
+                  "report", "show_output_to_reviewers")
         help_texts = {
             "profile_id": "The name agents use to ask for this command "
                           "(reliability_code_verify); they can never change what it runs.",
@@ -62,7 +67,7 @@ class ProfileForm(forms.ModelForm[VerifierProfile]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for name in ("argv", "env", "limits", "environment"):
+        for name in ("argv", "env", "limits", "environment", "protected_paths"):
             value = self.initial.get(name)
             if value is not None and not isinstance(value, str):
                 self.initial[name] = json.dumps(value)
@@ -88,13 +93,17 @@ class ProfileForm(forms.ModelForm[VerifierProfile]):
     def clean_environment(self) -> Any:
         return self._json("environment", [])
 
+    def clean_protected_paths(self) -> Any:
+        return self._json("protected_paths", [])
+
     def raw(self) -> dict[str, Any]:
         data = self.cleaned_data
         return {"id": data["profile_id"], "description": data["description"],
                 "argv": data["argv"], "timeout_ms": data["timeout_ms"],
                 "sandbox_mode": data["sandbox_mode"], "required": data["required"],
                 "env": data["env"], "limits": data["limits"], "rootfs": data["rootfs"] or None,
-                "environment": data["environment"],
+                "environment": data["environment"], "protected_paths": data["protected_paths"],
+                "report": data["report"] or None,
                 "show_output_to_reviewers": data["show_output_to_reviewers"]}
 
     validated: dict[str, Any] | None = None

@@ -40,6 +40,17 @@ class VerifierProfile(models.Model):
         help_text='Directories the command needs that the project excludes from the tree, '
                   'e.g. [".venv"] or ["node_modules"]: hashed, recorded with every run and '
                   'materialised beside the tree; a change makes earlier results stale.')
+    protected_paths = JSONTextField(
+        default=list, blank=True,
+        help_text='Paths this command reads that no contract naming it may change, e.g. '
+                  '["tests/**", "**/conftest.py", "pytest.ini"]: added to the project\'s '
+                  "protected paths for such contracts.")
+    report = models.CharField(
+        max_length=16, blank=True, choices=[("", "none"), ("junit", "junit")],
+        help_text="junit: the command writes JUnit XML into $GOVERNOR_REPORT_DIR "
+                  "(/governor-report), e.g. pytest --junitxml=/governor-report/junit.xml. A run "
+                  "then passes only if a report shows no failure or error and at least one pass, "
+                  "and every test of the baseline run on the contract-start tree passes.")
     show_output_to_reviewers = models.BooleanField(default=False)
     receipt = models.CharField(max_length=71, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
@@ -95,7 +106,16 @@ class VerificationRun(models.Model):
     profile_receipt = models.CharField(max_length=71)
     definition = JSONTextField(help_text="The profile definition this run executes.")
     tree = models.CharField(max_length=80, blank=True,
-                            help_text="A snapshot session's snapshot the run runs on (§11.3).")
+                            help_text="The tree the run runs on when it is named: a snapshot "
+                                      "session's snapshot (§11.3), or a baseline run's "
+                                      "contract-start tree.")
+    baseline = models.BooleanField(
+        default=False, help_text="A run on the contract-start tree, queued when the contract "
+                                 "activated: what the tests did before the work (never evidence).")
+    tree_exclusions = models.CharField(
+        max_length=71, blank=True, help_text="The exclusions digest of a baseline run's tree.")
+    tests = JSONTextField(null=True, blank=True,
+                          help_text="A report profile's per-test outcomes: [[id, outcome], ...].")
     state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)

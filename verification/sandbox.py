@@ -92,6 +92,7 @@ FIXED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SANDBOX_TMP, "LANG"
 # Debian alternatives that /usr/bin links point through. No passwd, shadow, hosts or keys.
 HOST_ETC = ("/etc/alternatives", "/etc/ld.so.cache")
 HOST_SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib64")
+REPORT = "/governor-report"  # a report profile's private, writable directory (§14.6)
 ROOTFS_MOUNT_POINTS = ("/proc", "/dev", SANDBOX_TMP, WORKSPACE)
 READ_CHUNK = 65_536
 KILL_GRACE_SECONDS = 2.0
@@ -104,6 +105,7 @@ SEARCH = EXECUTE  # on a directory
 STAGING = "/run/governor-sandbox"
 STAGED_WORKSPACE = STAGING + "/workspace"
 STAGED_ROOTFS = STAGING + "/rootfs"
+STAGED_REPORT = STAGING + "/report"
 STAGED_CHANGES = STAGING + "/changes"  # a workspace-write run's upper layer (verification/overlay)
 DEFAULT_WRITE_BYTES = 1024**3
 
@@ -242,7 +244,8 @@ class Mount:
     size: int | None = None
 
 
-def sandbox_mounts(definition: Mapping[str, Any], workspace: str) -> list[Mount]:
+def sandbox_mounts(definition: Mapping[str, Any], workspace: str,
+                   report: str | None = None) -> list[Mount]:
     """Everything the command's file system holds, and nothing else:
 
     - the system, read-only: the profile's rootfs as `/`; or the host's `/usr`, with `/bin`,
@@ -252,6 +255,8 @@ def sandbox_mounts(definition: Mapping[str, Any], workspace: str) -> list[Mount]
     - private tmpfs of TMPFS_BYTES at `/dev/shm` and `/tmp` (HOME, TMPDIR, Python's caches);
     - the workspace at `/workspace` — the run's private copy of its tree — read-only, or
       writable for `workspace-write`;
+    - for a report profile, `report` (an empty directory of the run's own) writable at
+      `/governor-report`, outside the workspace;
     - then `/dev` and `/` remounted read-only, so the only writable places are the sized tmpfs
       and (for `workspace-write`) the workspace.
 
@@ -276,6 +281,7 @@ def sandbox_mounts(definition: Mapping[str, Any], workspace: str) -> list[Mount]
             Mount("tmpfs", SANDBOX_SHM, size=TMPFS_BYTES),
             Mount("tmpfs", SANDBOX_TMP, size=TMPFS_BYTES),
             Mount("bind" if writable else "ro-bind", WORKSPACE, workspace),
+            *([Mount("bind", REPORT, report)] if report else []),
             Mount("remount-ro", "/dev"), Mount("remount-ro", "/")]
 
 
@@ -287,19 +293,22 @@ def _mount_argv(mount: Mount) -> list[str]:
 
 
 def sandbox_env(definition: Mapping[str, Any]) -> dict[str, str]:
-    """The command's whole environment: the fixed minimal set, then the profile's own."""
-    return {**FIXED_ENV, **definition["env"]}
+    """The command's whole environment: the fixed minimal set (with GOVERNOR_REPORT_DIR for a
+    report profile), then the profile's own."""
+    report = {"GOVERNOR_REPORT_DIR": REPORT} if definition.get("report") else {}
+    return {**FIXED_ENV, **report, **definition["env"]}
 
 
 def bwrap_argv(definition: Mapping[str, Any], workspace: str, *, bwrap: str = BWRAP,
-               status_fd: int | None = None, gate_fd: int | None = None) -> list[str]:
+               status_fd: int | None = None, gate_fd: int | None = None,
+               report: str | None = None) -> list[str]:
     argv = [bwrap, "--unshare-all", "--unshare-user",
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--disable-userns",
             "--die-with-parent", "--as-pid-1", "--new-session", "--hostname", "sandbox",
             "--cap-drop", "ALL", "--clearenv"]
     for name, value in sorted(sandbox_env(definition).items()):
         argv += ["--setenv", name, value]
-    for mount in sandbox_mounts(definition, workspace):
+    for mount in sandbox_mounts(definition, workspace, report):
         argv += _mount_argv(mount)
     argv += ["--chdir", WORKSPACE]
     if status_fd is not None:
@@ -430,7 +439,7 @@ def _setup_problem(definition: Mapping[str, Any], workspace: str, bound: str, bw
         return "infrastructure", problem
     if who.switch_from_root:
         try:
-            for point in (STAGED_WORKSPACE, STAGED_ROOTFS, STAGED_CHANGES):
+            for point in (STAGED_WORKSPACE, STAGED_ROOTFS, STAGED_CHANGES, STAGED_REPORT):
                 os.makedirs(point, exist_ok=True)
                 os.chmod(point, 0o755)  # noqa: S103 - an empty mount point the sandbox user passes
         except OSError as exc:
@@ -442,7 +451,7 @@ def _setup_problem(definition: Mapping[str, Any], workspace: str, bound: str, bw
         rootfs = os.path.realpath(rootfs)
         if problem := _directory_problem(rootfs, who, READ | SEARCH, "rootfs"):
             return "infrastructure", problem
-        for point in ROOTFS_MOUNT_POINTS:
+        for point in (*ROOTFS_MOUNT_POINTS, *([REPORT] if definition.get("report") else [])):
             if not os.path.isdir(rootfs + point):
                 return "infrastructure", f"rootfs {rootfs} has no {point} directory to mount on"
     if problem := _command_problem(definition, bound, who):
@@ -690,7 +699,7 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, 
                   on_start: Callable[[int], None] | None = None, bwrap: str = BWRAP,
                   run_as: tuple[int, int] = NOBODY,
                   write_bytes: int = DEFAULT_WRITE_BYTES,
-                  directory: int | None = None) -> SandboxResult:
+                  directory: int | None = None, report: str | None = None) -> SandboxResult:
     """Run a profile definition's command in the sandbox over the session's workspace (its
     canonical path and recorded identity, see governor.domain.workspace) and report how it
     ended. Nothing starts unless bubblewrap, the workspace, the rootfs and the command are all
@@ -701,7 +710,9 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, 
     `run_as` is the host identity used when the worker is root. `write_bytes` bounds what a
     `workspace-write` run may write, and its changes reach the workspace only when it passes
     (verification/overlay.py; a root worker only). `directory`, when given, is the workspace
-    already opened by `open_bound_directory` (the one the caller hashes the tree through)."""
+    already opened by `open_bound_directory` (the one the caller hashes the tree through).
+    `report`: a report profile's empty directory, writable by the sandbox user, bound at
+    /governor-report."""
     who = _identity(run_as)
     try:
         bound = (os.dup(directory) if directory is not None
@@ -710,7 +721,7 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, 
         return _not_started(definition, "infrastructure", str(exc))
     try:
         return _run_bound(definition, workspace, identity, bound, on_start, bwrap, who,
-                          write_bytes)
+                          write_bytes, report)
     finally:
         os.close(bound)
 
@@ -731,7 +742,7 @@ def _write_cap(definition: Mapping[str, Any], who: _Identity, write_bytes: int) 
 
 def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bound: int,
                on_start: Callable[[int], None] | None, bwrap: str, who: _Identity,
-               write_bytes: int) -> SandboxResult:
+               write_bytes: int, report: str | None) -> SandboxResult:
     bound_path = f"/proc/self/fd/{bound}"
     if problem := _setup_problem(definition, workspace, bound_path, bwrap, who):
         return _not_started(definition, *problem)
@@ -746,6 +757,9 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
         if rootfs := definition.get("rootfs"):
             staged.append((os.path.realpath(rootfs), STAGED_ROOTFS))
             sandbox_definition = {**definition, "rootfs": STAGED_ROOTFS}
+        if report:
+            staged.append((report, STAGED_REPORT))
+    sandbox_report = (STAGED_REPORT if who.switch_from_root else report) if report else None
     limits = definition["limits"]
     stdout_capture = _Capture("stdout", limits["outputBytes"])
     stderr_capture = _Capture("stderr", limits["outputBytes"])
@@ -759,7 +773,7 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
     try:
         process = subprocess.Popen(  # noqa: S603 - a fixed argv, never a shell
             bwrap_argv(sandbox_definition, sandbox_workspace, bwrap=bwrap,
-                       status_fd=status_write, gate_fd=gate_read),
+                       status_fd=status_write, gate_fd=gate_read, report=sandbox_report),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={}, cwd="/", close_fds=True, pass_fds=(status_write, gate_read, bound),
             start_new_session=True,

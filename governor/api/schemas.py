@@ -123,6 +123,10 @@ _CHECK_FIELD_TYPES: dict[str, tuple[Any, dict[str, Any]]] = {
                         "le": contract_rules.MIN_COUNT_RANGE[1]}),
     "profile": (str, {"max_length": contract_rules.MAX_PROFILE_CHARS,
                       "pattern": contract_rules.PROFILE_ID_RE.pattern}),
+    "paths": (list[str], {"min_length": 1, "max_length": contract_rules.MAX_PATTERNS,
+                          "description": "path patterns in the exclusions' syntax (git pathspec "
+                                         "globs: `tests/**`, `**/conftest.py`), each ≤ "
+                                         f"{contract_rules.MAX_PATTERN_CHARS} characters"}),
 }
 
 
@@ -173,6 +177,11 @@ class ProposalIn(Strict):
     intent: Annotated[dict[str, Any] | None, DescribedBy(IntentIn | None)] = omittable()
     draft_receipt: str = omittable({"pattern": contract_rules.RECEIPT_RE.pattern},
                                    description="§9: the receipt of the session's latest draft")
+    protected_changes: list[str] = omittable(
+        {"minItems": 1, "maxItems": contract_rules.MAX_PATTERNS},
+        description="the protected paths this task must change (patterns): shown first to the "
+                    "reviewer and counted only once a person approved the evidence plan; "
+                    "refused when review is off")
 
 
 class BeginIn(ProposalIn):

@@ -66,7 +66,7 @@ _SIGNATURE_KEYS = {"keyid", "sig"}
 _STATEMENT_KEYS = {"_type", "subject", "predicateType", "predicate"}
 _CONTRACT_PREDICATE_KEYS = {"kind", "eventSeq", "contractReceipt", "profileReceipts"}
 _TERMINAL_PREDICATE_KEYS = _CONTRACT_PREDICATE_KEYS | {"status", "reason", "terminalReceipt"}
-_TERMINAL_OPTIONAL_KEYS = {"attemptReceipt", "runReceipts"}
+_TERMINAL_OPTIONAL_KEYS = {"attemptReceipt", "runReceipts", "startTree", "changesDigest"}
 _HEAD_PREDICATE_KEYS = {"seq", "project", "harness"}
 
 
@@ -199,10 +199,14 @@ def build_statement(
     attempt_receipt: str | None = None,
     run_receipts: Sequence[str] | None = None,
     workspace_tree: str | None = None,
+    start_tree: str | None = None,
+    changes_digest: str | None = None,
 ) -> dict[str, Any]:
     """The in-toto Statement attesting the governor event at `event_seq`, whose hash is
     `chain_head`. Terminal fields are required for kind "terminal" and refused for "contract";
-    `workspace_tree` (64 hex: the deciding attempt's tree) becomes a terminal's second subject."""
+    `workspace_tree` (64 hex: the deciding attempt's tree) becomes a terminal's second subject;
+    a certified terminal's predicate names its contract's `startTree` and the `changesDigest`
+    of what changed since (SEMANTICS §14.8)."""
     if kind not in PREDICATE_KINDS:
         raise AttestationError(f"predicate: kind must be one of {list(PREDICATE_KINDS)}")
     predicate: dict[str, Any] = {
@@ -217,8 +221,12 @@ def build_statement(
             predicate["attemptReceipt"] = attempt_receipt
         if run_receipts is not None:
             predicate["runReceipts"] = list(run_receipts)
+        if start_tree is not None:
+            predicate["startTree"] = start_tree
+        if changes_digest is not None:
+            predicate["changesDigest"] = changes_digest
     elif (status, reason, terminal_receipt, attempt_receipt, run_receipts,
-          workspace_tree) != (None,) * 6:
+          workspace_tree, start_tree, changes_digest) != (None,) * 8:
         raise AttestationError("predicate: terminal fields given for a contract attestation")
     subject = [{"name": subject_name(session_id, contract_id), "digest": {"sha256": chain_head}}]
     if workspace_tree is not None:
@@ -349,6 +357,11 @@ def _check_predicate(predicate: Any) -> None:
             raise AttestationError("predicate: runReceipts must be a list")
         for index, run_receipt in enumerate(runs):
             _check_receipt(run_receipt, f"runReceipts/{index}")
+        if "startTree" in predicate and (type(predicate["startTree"]) is not str
+                                         or not predicate["startTree"].startswith("gittree:")):
+            raise AttestationError("predicate: startTree must be a gittree: tree id")
+        if "changesDigest" in predicate:
+            _check_receipt(predicate["changesDigest"], "changesDigest")
 
 
 def _check_receipt(value: Any, field: str) -> None:

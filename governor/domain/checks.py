@@ -16,7 +16,7 @@ it ran on (§10.3).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypedDict
 
@@ -26,7 +26,9 @@ from governor.domain.canonical import (
     canonical_equal,
     loads_strict,
 )
+from governor.domain.changes import WorkspaceChange, scope_result
 from governor.domain.harness import is_workspace_mutation, tool_result_info
+from governor.domain.reports import against_baseline
 from governor.domain.tree import TREE_ID_PREFIX
 from governor.domain.workspace import Workspace, WorkspaceError
 
@@ -62,6 +64,8 @@ class VerificationRecord:
     receipt: str = ""  # its `code-verification-result` receipt ("" when recorded without one)
     tree: TreeKey | None = None  # the tree the result counts for (None: recorded without one)
     environment: str | None = None  # its environment's digest (None: the profile had none)
+    baseline: bool = False  # a run on the contract-start tree: never evidence (§14.7)
+    report: Mapping[str, Any] | None = None  # a report profile's counts and receipt (§14.6)
 
 
 class Evidence(Protocol):
@@ -92,6 +96,10 @@ class Evidence(Protocol):
 
     def verifications_after(self, profile: str, after_seq: int) -> list[VerificationRecord]:
         """`reliability/code-verification` events of `profile` after `after_seq`, in seq order."""
+        ...
+
+    def test_outcomes(self, verification_id: str) -> Mapping[str, str] | None:
+        """The per-test outcomes a report run recorded beside its event (§14.6), or None."""
         ...
 
 
@@ -181,12 +189,17 @@ class LogEvidence:
             elif kind == "reliability/code-verification":
                 mutates = (
                     data.get("profile") != profile and data.get("sandboxMode") == WORKSPACE_WRITE
+                    and data.get("baseline") is not True
                 )
             else:
                 mutates = False
             if mutates:
                 boundary = max(boundary, seq)
         return boundary
+
+    def test_outcomes(self, verification_id: str) -> Mapping[str, str] | None:
+        """A log alone holds no per-test outcomes (they are kept beside the run)."""
+        return None
 
     def verifications_after(self, profile: str, after_seq: int) -> list[VerificationRecord]:
         return [
@@ -217,6 +230,8 @@ def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord
         receipt=str(data.get("receipt", "")),
         tree=tree_key(data.get("tree")),
         environment=_environment_digest(data.get("environment")),
+        baseline=data.get("baseline") is True,
+        report=data.get("report") if isinstance(data.get("report"), Mapping) else None,
     )
 
 
@@ -278,6 +293,7 @@ class _Context:
     current_profile_receipts: Mapping[str, str]
     max_file_bytes: int
     environments: Mapping[str, str | None]
+    changes: Sequence[WorkspaceChange] | None  # since the contract start (None: unknown)
 
 
 def _file_exists(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
@@ -395,7 +411,7 @@ def _counted_runs(
     # A run counts only if it STARTED after the boundary: one that was already running when
     # the workspace changed may have tested the old files, however late it finished.
     runs = [run for run in evidence.verifications_after(profile, boundary)
-            if run.started_after_seq >= boundary]
+            if run.started_after_seq >= boundary and not run.baseline]
     current_runs = [run for run in runs if run.profile_receipt == current]
     # §10.3: a result counts only for the tree it ran on — whatever the log says changed.
     on_tree = [run for run in current_runs if tree is not None and run.tree == tree]
@@ -464,7 +480,43 @@ def _code_verification_succeeded(check: Mapping[str, Any], ctx: _Context) -> tup
         f"{passed_count} of the last {count} run{'s' if count != 1 else ''} "
         f"of profile {profile!r} {since} on this tree passed (need {need}){notes}."
     )
-    return count == need and passed_count == need, summary
+    held = count == need and passed_count == need
+    if held and any(run.report is not None for run in window.runs):
+        held, against = _against_baseline(profile, window.runs, ctx)
+        summary = summary[:-1] + f"; {against}."
+    return held, summary
+
+
+def _against_baseline(profile: str, runs: Sequence[VerificationRecord],
+                      ctx: _Context) -> tuple[bool, str]:
+    """§14.7: each counted run of a report profile against the baseline run of the contract
+    start tree."""
+    baselines = [run for run in ctx.evidence.verifications_after(profile, ctx.after_seq)
+                 if run.baseline]
+    if not baselines:
+        return False, ("its baseline run on the contract-start tree is still running: verify "
+                       "again once it has finished")
+    baseline = ctx.evidence.test_outcomes(baselines[-1].verification_id)
+    if baseline is None:
+        return False, ("its baseline run on the contract-start tree recorded no test report "
+                       f"({baselines[-1].failure_kind}): the operator must fix the profile")
+    texts = []
+    for run in runs:
+        outcomes = ctx.evidence.test_outcomes(run.verification_id)
+        if outcomes is None:
+            return False, "a counted run's test outcomes are not kept"
+        held, text = against_baseline(baseline, outcomes)
+        if not held:
+            return False, text
+        texts.append(text)
+    return True, texts[-1]
+
+
+def _scope(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+    if ctx.changes is None:
+        return False, ("The changes since the contract start cannot be computed: its start "
+                       "tree is not kept.")
+    return scope_result(dict(check), ctx.changes)
 
 
 _EVALUATORS = {
@@ -478,6 +530,8 @@ _EVALUATORS = {
     "tool_not_called": _tool_not_called,
     "no_tool_errors": _no_tool_errors,
     "code_verification_succeeded": _code_verification_succeeded,
+    "changes_within": _scope,
+    "unchanged": _scope,
 }
 
 
@@ -491,13 +545,14 @@ def evaluate_check(
     current_profile_receipts: Mapping[str, str],
     max_file_bytes: int,
     environments: Mapping[str, str | None] | None = None,
+    changes: Sequence[WorkspaceChange] | None = None,
 ) -> CheckResult:
     """One stored check's result on the tree `workspace` was hashed to (`tree`, its
     reference; `environments`: the environment digests of the profiles that declare one, see
     `_counted_runs`). Any exception is this check's failure, never a pass."""
     check_id, kind = str(check.get("id")), str(check.get("kind"))
     ctx = _Context(after_seq, evidence, workspace, tree_key(tree), current_profile_receipts,
-                   max_file_bytes, environments or {})
+                   max_file_bytes, environments or {}, changes)
     try:
         evaluator = _EVALUATORS.get(kind)
         if evaluator is None:
@@ -539,6 +594,7 @@ def evaluate_checks(
     current_profile_receipts: Mapping[str, str],
     max_file_bytes: int,
     environments: Mapping[str, str | None] | None = None,
+    changes: Sequence[WorkspaceChange] | None = None,
 ) -> list[CheckResult]:
     """Every check of a stored contract (any version), in declaration order, on `tree`."""
     after_seq = int(contract["startedAtSeq"])
@@ -552,6 +608,7 @@ def evaluate_checks(
             current_profile_receipts=current_profile_receipts,
             max_file_bytes=max_file_bytes,
             environments=environments,
+            changes=changes,
         )
         for check in contract["checks"]
     ]

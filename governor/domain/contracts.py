@@ -41,12 +41,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+from governor.domain import changes
 from governor.domain.canonical import JSONValueError, canonical_bytes, check_json_value, receipt
 from governor.domain.documents import ContractDocument
 from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
+from governor.domain.tree import validate_exclusions
 
 MAX_OBJECTIVE_BYTES = 4096
 MAX_ID_CHARS = 128
@@ -87,7 +89,12 @@ CHECK_FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "tool_not_called": (frozenset({"tool"}), frozenset()),
     "no_tool_errors": (frozenset(), frozenset()),
     "code_verification_succeeded": (frozenset({"profile"}), frozenset({"min_count"})),
+    "changes_within": (frozenset({"paths"}), frozenset()),
+    "unchanged": (frozenset({"paths"}), frozenset()),
 }
+SCOPE_CHECK_KINDS = frozenset({"changes_within", "unchanged"})
+MAX_PATTERNS = 64
+MAX_PATTERN_CHARS = 1024
 CHECK_KINDS = tuple(CHECK_FIELDS)
 FILE_CHECK_KINDS = frozenset(
     {
@@ -111,7 +118,8 @@ INTENT_LISTS = {
     "ambiguities": "ambiguities",
 }
 BODY_FIELDS = frozenset(
-    {"objective", "claims", "checks", "max_attempts", "intent", "draft_receipt"}
+    {"objective", "claims", "checks", "max_attempts", "intent", "draft_receipt",
+     "protected_changes"}
 )
 
 # §8: ids the server prepends to a code contract. The whole check-id prefix is reserved so an
@@ -145,6 +153,7 @@ class Proposal:
     intent: dict[str, Any] | None = None
     draft_receipt: str | None = None
     kind: str = "general"
+    protected_changes: list[str] = field(default_factory=list)  # §14.4, opened by a person
 
     def plan(self) -> dict[str, Any]:
         """Objective, claims and checks: what §9 compares canonically with a draft."""
@@ -289,11 +298,38 @@ def _min_count_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> An
     return _bounded_int(errors, path, value, *MIN_COUNT_RANGE)
 
 
+def patterns_problem(errors: FieldErrors, path: str, value: Any) -> list[str] | None:
+    """Rule 14.2: 1..MAX_PATTERNS patterns, each ≤ MAX_PATTERN_CHARS, in the exclusions' syntax
+    (each refusal names the pattern's index)."""
+    if type(value) is not list or not value:
+        errors.add(path, f"must be a list of 1..{MAX_PATTERNS} path patterns")
+        return None
+    if len(value) > MAX_PATTERNS:
+        errors.add(path, f"has {len(value)} patterns; at most {MAX_PATTERNS}")
+        return None
+    before = len(errors.items)
+    for index, pattern in enumerate(value):
+        where = join_path(path, index)
+        if type(pattern) is str and len(pattern) > MAX_PATTERN_CHARS:
+            errors.add(where, f"is longer than {MAX_PATTERN_CHARS} characters ({len(pattern)})")
+    try:
+        validate_exclusions(value, path)
+    except FieldsInvalid as exc:
+        for item in exc.errors:
+            errors.add(item["path"], item["message"])
+    return list(value) if len(errors.items) == before else None
+
+
+def _paths_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+    patterns = patterns_problem(errors, path, value)
+    return _REFUSED if patterns is None else patterns
+
+
 # Rules 4.2–4.4: one rule per check field, whichever kinds it belongs to (CHECK_FIELDS).
 _FIELD_RULES: dict[str, Callable[[FieldErrors, str, Any, str], Any]] = {
     "path": _path_rule, "text": _text_rule, "pointer": _pointer_rule, "value": _value_rule,
     "tool": _tool_rule, "arguments_contain": _arguments_contain_rule,
-    "profile": _profile_rule, "min_count": _min_count_rule,
+    "profile": _profile_rule, "min_count": _min_count_rule, "paths": _paths_rule,
 }
 
 
@@ -324,7 +360,7 @@ def _parse_check(errors: FieldErrors, index: int, raw: Any) -> dict[str, Any] | 
             errors.add(join_path(base, name), f"required for kind {kind}")
 
     stored: dict[str, Any] = {"id": check_id, "kind": kind}
-    for name in (field for field in _FIELD_RULES if field in required | optional):
+    for name in (rule for rule in _FIELD_RULES if rule in required | optional):
         if name not in raw and name not in DEFAULTS:
             continue
         path = join_path(base, name)
@@ -552,6 +588,11 @@ def validate_proposal(
         if draft_receipt is not None and not RECEIPT_RE.match(draft_receipt):
             errors.add("draft_receipt", "must be 'sha256:' followed by 64 lowercase hex digits")
 
+    protected_changes: list[str] = []
+    if "protected_changes" in body:
+        protected_changes = patterns_problem(errors, "protected_changes",
+                                             body["protected_changes"]) or []
+
     if errors.items:
         raise ContractError(errors.items)
     return Proposal(
@@ -561,6 +602,7 @@ def validate_proposal(
         max_attempts=max_attempts,
         intent=intent,
         draft_receipt=draft_receipt,
+        protected_changes=sorted(set(protected_changes)),
     )
 
 
@@ -661,13 +703,15 @@ def contract_document(
     contract_proposal_receipt: str | None = None,
     contract_review_receipt: str | None = None,
     start_tree: dict[str, str] | None = None,
+    baselines: dict[str, str] | None = None,
 ) -> ContractDocument:
     """The stored contract (the `reliability/contract` event data), with its receipt::
 
         {contractId, version, kind: "general"|"code", objective, claims, checks, maxAttempts,
          startedAtSeq, review, intent? (v5), coverageReceipt?, draftReceipt?, authorship?,
-         startTree?, receipt}
+         startTree?, baselines?, receipt}
 
+    `baselines` (SEMANTICS §14.5) is each check's result on the start state, by check id.
     `startTree` (SEMANTICS §10.2) is the workspace tree when the contract became active,
     ``{"id": "gittree:sha256:<hex>", "exclusions": <exclusions digest>}``.
 
@@ -711,6 +755,8 @@ def contract_document(
         document["authorship"] = authorship
     if start_tree is not None:
         document["startTree"] = start_tree
+    if baselines is not None:
+        document["baselines"] = baselines
     document["receipt"] = contract_receipt(document)
     return cast(ContractDocument, document)
 
@@ -718,3 +764,39 @@ def contract_document(
 def contract_receipt(document: dict[str, Any]) -> str:
     """receipt("contract", the stored contract minus its receipt)."""
     return receipt("contract", {key: value for key, value in document.items() if key != "receipt"})
+
+
+def inject_protected_paths(proposal: Proposal, patterns: Sequence[str], *,
+                           max_checks: int | None = None) -> Proposal:
+    """§14.3: with a non-empty effective protected set (the project's patterns and those of
+    every profile the checks name), prepend the `unchanged` check `protected-paths` over it —
+    ignoring what `protected_changes` opens (§14.4) — and the critical claim
+    `protected-paths-unchanged`; the agent may use neither id. `protected_changes` needs a
+    protected set to open."""
+    errors = FieldErrors()
+    if not patterns:
+        if proposal.protected_changes:
+            errors.add("protected_changes", "this project and its profiles protect no paths, so "
+                                            "there is nothing to open")
+            raise ContractError(errors.items)
+        return proposal
+    for index, check in enumerate(proposal.checks):
+        if check["id"] == changes.PROTECTED_CHECK_ID:
+            errors.add(join_path("checks", index, "id"),
+                       f"check id {changes.PROTECTED_CHECK_ID!r} is reserved for the protected "
+                       "paths check")
+    for index, claim in enumerate(proposal.claims):
+        if claim["id"] == changes.PROTECTED_CLAIM_ID:
+            errors.add(join_path("claims", index, "id"),
+                       f"claim id {changes.PROTECTED_CLAIM_ID!r} is reserved for the protected "
+                       "paths claim")
+    if max_checks is not None and len(proposal.checks) + 1 > max_checks:
+        errors.add("checks", f"with the protected paths check the contract would hold "
+                             f"{len(proposal.checks) + 1} checks; at most {max_checks} are "
+                             "allowed")
+    if errors.items:
+        raise ContractError(errors.items)
+    return replace(
+        proposal,
+        checks=[changes.protected_check(patterns, proposal.protected_changes), *proposal.checks],
+        claims=[changes.protected_claim(), *proposal.claims])

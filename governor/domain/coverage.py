@@ -18,14 +18,21 @@ least `minimumIndependentSources` distinct evidence sources. Weighted scores cou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from governor.domain.canonical import receipt
-from governor.domain.contracts import FILE_CHECK_KINDS, TOOL_CHECK_KINDS, normalise_path
+from governor.domain.contracts import (
+    FILE_CHECK_KINDS,
+    SCOPE_CHECK_KINDS,
+    TOOL_CHECK_KINDS,
+    normalise_path,
+)
 
 WEIGHTS = {"critical": 5, "important": 3, "minor": 1}
 TRAJECTORY_SOURCE = "session-trajectory:tool-events"
+CHANGES_SOURCE = "workspace-changes"  # every scope check of a contract is one source (§14.2)
+BASELINES = ("fails", "passes", "unknown")
 
 # check kind -> (finding code, message) for the per-claim, per-supporting-check warnings.
 CHECK_WARNINGS = {
@@ -58,6 +65,8 @@ def evidence_source(check: dict[str, Any]) -> str:
         return TRAJECTORY_SOURCE
     if kind == "code_verification_succeeded":
         return f"trusted-profile:{check['profile']}"
+    if kind in SCOPE_CHECK_KINDS:
+        return CHANGES_SOURCE
     raise ValueError(f"unknown check kind {kind!r}")
 
 
@@ -67,9 +76,14 @@ def _score(covered: int, total: int) -> dict[str, Any]:
 
 
 def assess(
-    objective: str, claims: Sequence[dict[str, Any]], checks: Sequence[dict[str, Any]]
+    objective: str, claims: Sequence[dict[str, Any]], checks: Sequence[dict[str, Any]], *,
+    baselines: Mapping[str, str] | None = None, require_discriminating: bool = False,
 ) -> dict[str, Any]:
-    """The coverage assessment of §5, with its receipt."""
+    """The coverage assessment of §5, with its receipt. With `baselines` (each check's result on
+    the contract-start state, §14.5: `fails`, `passes` or `unknown`), a critical claim none of
+    whose checks fails there does not tell done from not done: a warning, or an error when the
+    project requires discriminating evidence. The baselines are part of the assessment (and so
+    of its receipt)."""
     checks_by_id = {check["id"]: check for check in checks}
     sources = {check["id"]: evidence_source(check) for check in checks}
     users: dict[str, list[str]] = {check["id"]: [] for check in checks}
@@ -109,6 +123,24 @@ def assess(
                         f"{check_id!r}: {reason}.",
                     }
                 )
+
+    for claim in claims:
+        kinds = {checks_by_id[check_id]["kind"] for check_id in claim["checkIds"]}
+        if kinds and kinds <= SCOPE_CHECK_KINDS:
+            findings.append({
+                "code": "constraint_not_outcome", "severity": "warning", "claimId": claim["id"],
+                "message": f"Claim {claim['id']!r} is supported by scope checks alone: what "
+                           "changed, or did not, is a constraint on the work, not its outcome."})
+        if baselines is not None and claim["importance"] == "critical" and not any(
+                baselines.get(check_id) == "fails" for check_id in claim["checkIds"]):
+            findings.append({
+                "code": "claim_not_discriminating",
+                "severity": "error" if require_discriminating else "warning",
+                "claimId": claim["id"],
+                "message": f"Critical claim {claim['id']!r} has no check that fails before the "
+                           "work: its evidence cannot tell done from not done"
+                           + (" (the project requires discriminating evidence)"
+                              if require_discriminating else "") + "."})
 
     claim_rows: list[dict[str, Any]] = []
     for claim in claims:
@@ -193,6 +225,8 @@ def assess(
         "claims": claim_rows,
         "evidenceSources": sources,
     }
+    if baselines is not None:
+        assessment["baselines"] = dict(baselines)
     assessment["receipt"] = assessment_receipt(objective, claims, checks, assessment)
     return assessment
 

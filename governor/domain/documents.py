@@ -42,6 +42,7 @@ class ContractDocument(TypedDict):
     draftReceipt: NotRequired[str]
     authorship: NotRequired[dict[str, Any]]
     startTree: NotRequired[TreeRef | None]
+    baselines: NotRequired[dict[str, str]]
     receipt: str
 
 

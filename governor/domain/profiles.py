@@ -13,6 +13,8 @@ Input (snake_case, as an operator form or API sends it)::
       "limits": {…},                     # optional; any of LIMITS below
       "rootfs": "/srv/images/py311",     # optional; directory used as / instead of the host's
       "environment": [".venv"],          # optional; excluded directories the command needs
+      "protected_paths": ["tests/**"],   # optional; patterns no contract naming it may change
+      "report": "junit",                 # optional; the command writes a JUnit report
       "show_output_to_reviewers": false  # optional; output policy, does not change how it runs
     }
 
@@ -41,7 +43,8 @@ when a run starts, as exclusions are the project's): ≤ 16 of them, none inside
 
 The definition (camelCase) holds exactly what changes how the command runs; its receipt is the
 profile receipt. Description, `required` and the output policy are not part of it. Fields added
-after the first version (`environment`) enter the definition only when set, so the receipts of
+after the first version (`environment`, `protectedPaths`, `report`) enter the definition only
+when set, so the receipts of
 profiles that do not use them never changed.
 """
 
@@ -51,8 +54,9 @@ import re
 from typing import Any, NotRequired, TypedDict
 
 from governor.domain.canonical import receipt
-from governor.domain.contracts import PROFILE_ID_RE
+from governor.domain.contracts import PROFILE_ID_RE, patterns_problem
 from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
+from governor.domain.reports import FORMATS as REPORT_FORMATS
 
 MAX_ID_CHARS = 128
 MAX_DESCRIPTION_CHARS = 500
@@ -96,6 +100,8 @@ FIELDS = frozenset(
         "limits",
         "rootfs",
         "environment",
+        "protected_paths",
+        "report",
         "show_output_to_reviewers",
     }
 )
@@ -126,6 +132,8 @@ class ProfileDefinition(TypedDict):
     limits: ProfileLimits
     rootfs: str | None
     environment: NotRequired[list[str]]
+    protectedPaths: NotRequired[list[str]]
+    report: NotRequired[str]
 
 
 class ProfileError(FieldsInvalid):
@@ -330,6 +338,20 @@ def _environment(errors: FieldErrors, value: Any) -> list[str] | None:
     return sorted(str(path) for path in paths) if len(errors.items) == before else None
 
 
+def _protected_paths(errors: FieldErrors, value: Any) -> list[str] | None:
+    if value == []:
+        return []
+    return patterns_problem(errors, "protected_paths", value)
+
+
+def _report(errors: FieldErrors, value: Any) -> str | None:
+    if value in (None, ""):
+        return None
+    if value not in REPORT_FORMATS:
+        errors.add("report", f"must be one of {', '.join(REPORT_FORMATS)} (or left out)")
+    return value if value in REPORT_FORMATS else None
+
+
 def validate_profile(raw: Any) -> dict[str, Any]:
     """§8: the profile `raw` describes, with every default filled in (snake_case), or
     ProfileError listing every failing field."""
@@ -355,6 +377,8 @@ def validate_profile(raw: Any) -> dict[str, Any]:
         "limits": _limits(errors, raw.get("limits", {})),
         "rootfs": _rootfs(errors, raw.get("rootfs")),
         "environment": _environment(errors, raw.get("environment", [])),
+        "protected_paths": _protected_paths(errors, raw.get("protected_paths", [])),
+        "report": _report(errors, raw.get("report")),
         "show_output_to_reviewers": _boolean(
             errors, "show_output_to_reviewers", raw.get("show_output_to_reviewers", False)
         ),
@@ -382,6 +406,10 @@ def profile_definition(validated: dict[str, Any]) -> ProfileDefinition:
     }
     if validated["environment"]:
         definition["environment"] = list(validated["environment"])
+    if validated["protected_paths"]:
+        definition["protectedPaths"] = sorted(set(validated["protected_paths"]))
+    if validated["report"]:
+        definition["report"] = validated["report"]
     return definition
 
 

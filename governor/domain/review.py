@@ -4,8 +4,9 @@
                         assumptions, nonGoals, ambiguities, authorship}
                        receipt("intent-proposal", it)
     evidence proposal  {stage: "evidence", sessionId, contractId, contractKind, objective, claims,
-                        checks, maxAttempts, authorship, coverage, approvedIntent:
-                        {proposal, proposalReceipt, reviewReceipt}}
+                        checks, maxAttempts, authorship, coverage (with `baselines`),
+                        protectedChanges?, approvedIntent: {proposal, proposalReceipt,
+                        reviewReceipt}}
                        receipt("contract-proposal", it)
     review decision    {proposalReceipt, decision, decidedBy, feedbackBytes, feedbackReceipt?,
                         intentProposalReceipt? (evidence stage), carriedFrom? (§13),
@@ -52,14 +53,21 @@ def evidence_proposal(*, session_id: str, contract_id: str, kind: str, objective
                       claims: list[dict[str, Any]], checks: list[dict[str, Any]],
                       max_attempts: int, authorship: dict[str, Any], coverage: dict[str, Any],
                       intent_proposal: dict[str, Any], intent_proposal_receipt: str,
-                      intent_review_receipt: str) -> dict[str, Any]:
-    return {
+                      intent_review_receipt: str,
+                      protected_changes: list[str] | None = None) -> dict[str, Any]:
+    """The evidence plan a person approves. The coverage assessment carries every check's
+    baseline (§14.5), and `protectedChanges` (§14.4) the protected paths this task opens: both
+    are bound by the proposal's receipt."""
+    proposal = {
         "stage": "evidence", "sessionId": session_id, "contractId": contract_id,
         "contractKind": kind, "objective": objective, "claims": claims, "checks": checks,
         "maxAttempts": max_attempts, "authorship": authorship, "coverage": coverage,
         "approvedIntent": {"proposal": intent_proposal, "proposalReceipt": intent_proposal_receipt,
                            "reviewReceipt": intent_review_receipt},
     }
+    if protected_changes:
+        proposal["protectedChanges"] = list(protected_changes)
+    return proposal
 
 
 def proposal_receipt(stage: str, proposal: dict[str, Any]) -> str:

@@ -213,6 +213,19 @@ def directory_excluded(patterns: Sequence[str], path: str) -> bool:
                for depth in range(1, len(parts) + 1))
 
 
+class PathMatcher:
+    """Patterns in the exclusions' syntax, matched as the tree walk matches them: a file path
+    matches when a pattern matches it or one of the directories above it."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self._exclusions = _Exclusions(validate_exclusions(list(patterns)))
+
+    def matches(self, path: str) -> bool:
+        raw = path.encode()
+        return (self._exclusions.excludes(raw, False)
+                or self._exclusions.excludes_a_directory_of(raw))
+
+
 def environment_digest(trees: Mapping[str, str]) -> str:
     """The digest a run records for a profile's environment (governor/domain/profiles.py): the
     tree id of each declared directory, by its path."""

@@ -158,6 +158,13 @@ class Workspace:
         """The bound directory's descriptor the tree was hashed through (None before `hash`)."""
         return self._directory
 
+    def bind(self) -> int:
+        """The bound directory's descriptor, opened (and its identity checked) now if `hash`
+        has not opened it. Raises WorkspaceError."""
+        if self._directory is None:
+            self._directory = open_bound_directory(self.root, self.recorded_identity)
+        return self._directory
+
     def close(self) -> None:
         if self._directory is not None:
             os.close(self._directory)

@@ -7,6 +7,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 
 from governor.domain.checks import WORKSPACE_WRITE, VerificationRecord, verification_record
 from governor.models import Event, Session, SessionState
+from verification.models import VerificationRun
 
 CODE_VERIFICATION = "reliability/code-verification"
 
@@ -65,12 +66,18 @@ class DatabaseEvidence:
     def mutation_boundary(self, after_seq: int, profile: str) -> int:
         boundary = max(after_seq, self.state.last_mutation_seq)
         for record in self._verifications(after_seq):
-            if record.profile != profile and record.sandbox_mode == WORKSPACE_WRITE:
+            if (record.profile != profile and record.sandbox_mode == WORKSPACE_WRITE
+                    and not record.baseline):
                 boundary = max(boundary, record.seq)
         return boundary
 
     def verifications_after(self, profile: str, after_seq: int) -> list[VerificationRecord]:
         return [r for r in self._verifications(after_seq) if r.profile == profile]
+
+    def test_outcomes(self, verification_id: str) -> dict[str, str] | None:
+        tests = (VerificationRun.objects.filter(pk=verification_id, session=self.session)
+                 .values_list("tests", flat=True).first())
+        return {test: outcome for test, outcome in tests} if tests is not None else None
 
     def _verifications(self, after_seq: int) -> list[VerificationRecord]:
         rows = self.events.filter(type=CODE_VERIFICATION, seq__gt=after_seq)

@@ -113,3 +113,15 @@ def tree_changes(session: Session, before: str, after: str, *, diffed: int = DIF
                     diff, cut = unified_diff(change.path, a, b, max_lines=DIFF_LINES)
         shown.append(ShownChange(change, (pair[0], pair[1]), diff, cut, note))
     return TreeChanges(old.tree_id, new.tree_id, shown, len(every))
+
+
+def kept_manifest(project_id: int, reference: Any) -> list[list[str]] | None:
+    """The manifest of a kept tree named by its reference `{"id", "exclusions"}` (None when it
+    is not kept, or `reference` is none)."""
+    if not isinstance(reference, dict):
+        return None
+    manifest: list[list[str]] | None = (
+        WorkspaceTree.objects.filter(project_id=project_id, tree_id=reference.get("id"),
+                                     exclusions_digest=reference.get("exclusions"))
+        .values_list("manifest", flat=True).first())
+    return manifest

@@ -15,6 +15,7 @@ from governor.models import Event, Origin, Project, Session, SessionState
 from governor.services.attestations import attest
 from governor.services.events import governor_event_append
 from governor.services.profiles import profile_receipts
+from governor.services.runs import runs_request_baseline
 from governor.services.trees import TreeUnavailable, session_tree_reference
 
 
@@ -57,6 +58,7 @@ def contract_activate(
     contract_id: str | None = None,
     approved_authorship: dict[str, Any] | None = None,
     tree: Any = None,
+    baselines: dict[str, str] | None = None,
     **review_refs: str,
 ) -> ContractDocument:
     """Write the contract event and sign it. Called inside `session_locked`.
@@ -83,12 +85,13 @@ def contract_activate(
         proposal, contract_id=contract_id or f"contract-{uuid.uuid4()}", version=version,
         started_at_seq=started_at_seq, coverage_receipt=coverage_receipt,
         authorship=approved_authorship or authorship(session.project, draft),
-        start_tree=start_tree, **review_refs,
+        start_tree=start_tree, baselines=baselines, **review_refs,
     )
     event = governor_event_append(session=session, state=state, type=lifecycle.CONTRACT,
                                   data=document)
     attest(session=session, event=event, contract=document,
            profile_receipts=_profiles_used(session.project, document))
+    runs_request_baseline(session=session, contract=document)
     return document
 
 

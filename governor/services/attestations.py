@@ -20,18 +20,23 @@ def attest(
     terminal: Mapping[str, Any] | None = None,
     run_receipts: Sequence[str] = (),
     tree: str | None = None,
+    start_tree: str | None = None,
+    changes_digest: str | None = None,
 ) -> Attestation:
     """A DSSE envelope over the in-toto statement about `event`, signed by the active key.
     The subject digest is the event's own chain hash: the head of the log when it was signed.
     A terminal lists the result receipts of the runs its deciding attempt counted, and names
-    `tree` (`gittree:sha256:<hex>`), the tree its deciding attempt judged, as a second subject."""
+    `tree` (`gittree:sha256:<hex>`), the tree its deciding attempt judged, as a second subject.
+    A certified terminal also carries its contract's `start_tree` and the digest of the changes
+    between the two (SEMANTICS §14.8)."""
     fields: dict[str, Any] = {}
     if terminal is not None:
         fields = {"status": terminal["status"], "reason": terminal["reason"],
                   "terminal_receipt": terminal["receipt"],
                   "attempt_receipt": terminal.get("attemptReceipt"),
                   "run_receipts": sorted(set(run_receipts)),
-                  "workspace_tree": None if tree is None else tree_hex(tree)}
+                  "workspace_tree": None if tree is None else tree_hex(tree),
+                  "start_tree": start_tree, "changes_digest": changes_digest}
     statement = attestation.build_statement(
         session_id=str(session.pk), contract_id=contract["contractId"], chain_head=event.hash,
         kind="terminal" if terminal is not None else "contract", event_seq=event.seq,

@@ -9,6 +9,7 @@ from typing import Any
 
 from governor.domain import attempts, coverage, drafting, lifecycle, messages
 from governor.domain import contracts as domain
+from governor.domain.changes import WorkspaceChange, changes_digest, workspace_changes
 from governor.domain.checks import (
     VerificationRecord,
     evaluate_checks,
@@ -16,7 +17,7 @@ from governor.domain.checks import (
     unjudged_results,
 )
 from governor.domain.documents import ContractDocument, TerminalDocument
-from governor.lib.errors import Conflict, Invalid
+from governor.lib.errors import Conflict, Invalid, ServiceError
 from governor.models import (
     AgentToken,
     AuthoringMode,
@@ -28,6 +29,7 @@ from governor.models import (
 from governor.selectors.evidence import DatabaseEvidence
 from governor.selectors.reviews import review_pending
 from governor.selectors.sessions import lifecycle_of
+from governor.selectors.treediff import kept_manifest
 from governor.services import reviews
 from governor.services.activation import authorship, contract_activate, draft_receipt_used
 from governor.services.attestations import attest
@@ -37,6 +39,7 @@ from governor.services.events import (
 )
 from governor.services.profiles import (
     profile_environments,
+    profile_protected_paths,
     profile_receipts,
     required_profile_ids,
 )
@@ -83,11 +86,51 @@ def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = Fal
     if code:
         proposal = domain.inject_code_profiles(proposal, required_profile_ids(project),
                                                max_checks=project.max_checks)
-    return proposal
+    if proposal.protected_changes and project.review_mode != ReviewMode.REQUIRED:
+        raise Invalid("protected_changes: protected paths can only be opened by a person's "
+                      "review, and this project's review is off",
+                      details=[{"path": "protected_changes",
+                                "message": "protected paths can only be opened by a person's "
+                                           "review"}])
+    protected = set(project.protected_paths) | profile_protected_paths(project, _profiles_named(
+        proposal.checks))
+    return domain.inject_protected_paths(proposal, sorted(protected),
+                                         max_checks=project.max_checks)
 
 
-def _assessment(proposal: domain.Proposal) -> dict[str, Any]:
-    return coverage.assess(proposal.objective, proposal.claims, proposal.checks)
+def _profiles_named(checks: Sequence[Mapping[str, Any]]) -> set[str]:
+    return {str(check["profile"]) for check in checks
+            if check["kind"] == "code_verification_succeeded"}
+
+
+def _baselines(session: Session, proposal: domain.Proposal, tree: Any) -> dict[str, str]:
+    """§14.5: each check's result on the contract-start state — the tree as it is now, no
+    event after the last one — `fails` (it will show the work), `passes` (it holds already) or
+    `unknown` (a trusted run's result is known only from the baseline run, §14.7). A workspace
+    that cannot be hashed leaves every check unknown."""
+    unknown = {str(check["id"]): "unknown" for check in proposal.checks}
+    state = SessionState.objects.defer("trace").get(session=session)
+    project = session.project
+    try:
+        with session_workspace(session, tree) as workspace:
+            judged = tree_reference(session_tree(session, workspace))
+            results = evaluate_checks(
+                {"checks": proposal.checks, "startedAtSeq": state.next_seq - 1},
+                evidence=DatabaseEvidence(session, state), workspace=workspace, tree=judged,
+                current_profile_receipts=profile_receipts(project),
+                max_file_bytes=project.max_file_bytes, changes=[])
+    except (TreeUnavailable, ServiceError):  # no snapshot yet, or one that cannot be read
+        return unknown
+    kinds = {str(check["id"]): check["kind"] for check in proposal.checks}
+    return {result["id"]: ("unknown" if kinds[result["id"]] == "code_verification_succeeded"
+                           else "passes" if result["passed"] else "fails")
+            for result in results}
+
+
+def _assessment(session: Session, proposal: domain.Proposal, tree: Any) -> dict[str, Any]:
+    return coverage.assess(proposal.objective, proposal.claims, proposal.checks,
+                           baselines=_baselines(session, proposal, tree),
+                           require_discriminating=session.project.require_discriminating_evidence)
 
 
 def _refuse_imported(session: Session) -> None:
@@ -98,7 +141,7 @@ def _refuse_imported(session: Session) -> None:
 def contract_assess(*, session: Session, body: Any, kind: str = "general") -> dict[str, Any]:
     """The coverage preflight of §5. Writes nothing."""
     proposal = _proposal(session.project, body, kind=kind, assess_only=True)
-    assessment = _assessment(proposal)
+    assessment = _assessment(session, proposal, None)
     return {"status": assessment["status"], "assessment": assessment}
 
 
@@ -157,7 +200,7 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str,
     if _auxiliary(project):  # refuse a mismatch before answering with an assessment
         _draft_for_begin(session, SessionState.objects.defer("trace").get(session=session),
                          proposal)
-    assessment = _assessment(proposal)
+    assessment = _assessment(session, proposal, tree)
     if assessment["status"] != "ready":
         return BeginResult(status="review-required", assessment=assessment)
     reviews.review_expire_due(session)  # a proposal whose time has passed waits no more
@@ -177,7 +220,7 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str,
         contract = contract_activate(
             session=session, state=state, proposal=proposal, started_at_seq=started_at_seq,
             version=domain.CONTRACT_VERSION_REVIEW_OFF, coverage_receipt=assessment["receipt"],
-            tree=tree,
+            baselines=assessment["baselines"], tree=tree,
         )
     return BeginResult(status="active", contract=contract, assessment=assessment)
 
@@ -215,14 +258,17 @@ def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> Attem
             str(check.get("profile")) for check in contract["checks"]
             if check.get("kind") == "code_verification_succeeded"})
         environments: dict[str, str | None] = {}
+        changes: list[WorkspaceChange] | None = None
         try:
             with session_workspace(session, tree) as workspace:
                 judged = tree_reference(session_tree(session, workspace))
                 environments = environment_digests(session, workspace, declared)
+                changes = _changes_since_start(project, contract, judged)
                 results = evaluate_checks(
                     contract, evidence=evidence, workspace=workspace, tree=judged,
                     current_profile_receipts=current_profiles,
                     max_file_bytes=project.max_file_bytes, environments=environments,
+                    changes=changes,
                 )
         except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
             judged, results = None, unjudged_results(contract, str(exc))
@@ -239,6 +285,7 @@ def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> Attem
             terminal = _terminal_write(session=session, state=state, contract=contract,
                                        status=decision, reason=reason,
                                        attempt_receipt=attempt["receipt"], tree=judged,
+                                       changes=changes,
                                        runs=runs_counted(contract, evidence=evidence,
                                                          current_profile_receipts=current_profiles,
                                                          tree=judged, environments=environments))
@@ -247,10 +294,20 @@ def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> Attem
                          results=list(results))
 
 
+def _changes_since_start(project: Project, contract: ContractDocument,
+                         judged: dict[str, str]) -> list[WorkspaceChange] | None:
+    """§14.1: the attempt's changes since the contract started, from the two kept manifests
+    (None when the contract names no start tree, or it is not kept)."""
+    start = kept_manifest(project.pk, contract.get("startTree"))
+    now = kept_manifest(project.pk, judged)
+    return None if start is None or now is None else workspace_changes(start, now)
+
+
 def _terminal_write(*, session: Session, state: SessionState, contract: ContractDocument,
                     status: str, reason: str, attempt_receipt: str | None,
                     runs: Sequence[VerificationRecord] = (),
-                    tree: dict[str, str] | None = None) -> TerminalDocument:
+                    tree: dict[str, str] | None = None,
+                    changes: Sequence[WorkspaceChange] | None = None) -> TerminalDocument:
     """Write the terminal and sign it, naming the runs its deciding attempt counted (`runs`)
     and the profile receipts they ran — not the profiles as they are now — and the tree the
     attempt judged (`tree`, its reference)."""
@@ -258,10 +315,15 @@ def _terminal_write(*, session: Session, state: SessionState, contract: Contract
                                          reason=reason, attempt_receipt=attempt_receipt)
     event = governor_event_append(session=session, state=state, type=lifecycle.TERMINAL,
                                   data=terminal)
+    certified = status == "certified"
+    start = contract.get("startTree")
     attest(session=session, event=event, contract=contract, terminal=terminal,
            profile_receipts=[run.profile_receipt for run in runs],
            run_receipts=[run.receipt for run in runs if run.receipt],
-           tree=None if tree is None else tree["id"])
+           tree=None if tree is None else tree["id"],
+           start_tree=start["id"] if certified and start else None,
+           changes_digest=(changes_digest(changes) if certified and changes is not None
+                           else None))
     return terminal
 
 

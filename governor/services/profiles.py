@@ -31,6 +31,19 @@ def profile_environments(project: Project, ids: Iterable[str]) -> dict[str, list
             rows.values_list("profile_id", "environment") if paths}
 
 
+def profile_protected_paths(project: Project, ids: Iterable[str]) -> set[str]:
+    """The protected paths of the named profiles (SEMANTICS §14.3)."""
+    rows = VerifierProfile.objects.filter(project=project, profile_id__in=list(ids))
+    return {pattern for paths in rows.values_list("protected_paths", flat=True)
+            for pattern in paths or []}
+
+
+def report_profile_ids(project: Project, ids: Iterable[str]) -> list[str]:
+    """The named profiles that write a trusted test report (§14.6)."""
+    return sorted(VerifierProfile.objects.filter(project=project, profile_id__in=list(ids))
+                  .exclude(report="").values_list("profile_id", flat=True))
+
+
 def required_profile_ids(project: Project) -> list[str]:
     return sorted(VerifierProfile.objects.filter(project=project, required=True)
                   .values_list("profile_id", flat=True))
@@ -56,7 +69,8 @@ def profile_store(*, project: Project, validated: dict[str, Any]) -> tuple[Verif
     definition = profile_definition(validated)
     receipt = profile_receipt(definition)
     fields = {**{name: validated[name] for name in STORED_FIELDS},
-              "rootfs": validated["rootfs"] or "", "receipt": receipt}
+              "rootfs": validated["rootfs"] or "", "report": validated["report"] or "",
+              "receipt": receipt}
     with transaction.atomic():
         profile = (VerifierProfile.objects.select_for_update()
                    .filter(project=project, profile_id=validated["id"]).first())

@@ -221,7 +221,8 @@ def _advance(review: Review, state: SessionState, decision: ReviewDecisionDocume
     proposal = contract_domain.Proposal(
         objective=plan["objective"], claims=plan["claims"], checks=plan["checks"],
         max_attempts=plan["max_attempts"], intent=plan["intent"],
-        draft_receipt=plan["draft_receipt"], kind=plan["kind"])
+        draft_receipt=plan["draft_receipt"], kind=plan["kind"],
+        protected_changes=plan.get("protected_changes", []))
     if review.stage == Stage.INTENT:
         contract_id = f"contract-{uuid.uuid4()}"
         document = domain.evidence_proposal(
@@ -229,7 +230,8 @@ def _advance(review: Review, state: SessionState, decision: ReviewDecisionDocume
             objective=proposal.objective, claims=proposal.claims, checks=proposal.checks,
             max_attempts=proposal.max_attempts, authorship=plan["authorship"],
             coverage=plan["assessment"], intent_proposal=review.proposal,
-            intent_proposal_receipt=review.receipt, intent_review_receipt=decision["receipt"])
+            intent_proposal_receipt=review.receipt, intent_review_receipt=decision["receipt"],
+            protected_changes=proposal.protected_changes)
         plan["contract_id"] = contract_id
         _create(review.session, Stage.EVIDENCE, document, plan, review.proposed_by)
         return
@@ -238,6 +240,7 @@ def _advance(review: Review, state: SessionState, decision: ReviewDecisionDocume
         session=review.session, state=state, proposal=proposal,
         started_at_seq=plan["started_at_seq"], version=contract_domain.CONTRACT_VERSION_REVIEWED,
         coverage_receipt=plan["assessment"]["receipt"], contract_id=plan["contract_id"],
+        baselines=plan["assessment"].get("baselines"),
         approved_authorship=review.proposal["authorship"],
         intent_proposal_receipt=intent["proposalReceipt"],
         intent_review_receipt=intent["reviewReceipt"],

@@ -8,7 +8,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,6 +19,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from governor.domain import lifecycle
+from governor.domain.documents import ContractDocument
 from governor.domain.verification import not_started, run_result
 from governor.domain.workspace import (
     WorkspaceError,
@@ -29,6 +30,7 @@ from governor.lib.errors import Conflict, NotFound, Unavailable
 from governor.lib.materialise import tree_changes_apply
 from governor.lib.notify import announce_on_commit, run_topic, session_topic
 from governor.lib.queue import task_send_on_commit
+from governor.lib.reports import report_directory, report_judged
 from governor.models import Session, SessionState, WorkspaceKind
 from governor.services.events import (
     governor_event_append,
@@ -76,6 +78,36 @@ def run_request(*, session: Session, profile_id: Any, tree: Any = None) -> Verif
     task_send_on_commit(RUN_TASK, str(run.pk), on_failure=unqueued)
     announce_on_commit(session_topic(session.pk))
     return run
+
+
+def runs_request_baseline(*, session: Session, contract: ContractDocument) -> list[VerificationRun]:
+    """§14.7: when a contract whose checks name a report profile activates, one run of each such
+    profile on its start tree, marked `baseline` — what the tests did before the work; never
+    evidence. Queued once the activation commits; a broker that is down leaves the run queued,
+    and it ends as `infrastructure` when no worker takes it (the check then says so)."""
+    start = contract.get("startTree")
+    if start is None:
+        return []
+    named = {str(check["profile"]) for check in contract["checks"]
+             if check.get("kind") == "code_verification_succeeded"}
+    queued = []
+    for profile in VerifierProfile.objects.filter(project=session.project, profile_id__in=named,
+                                                  ).exclude(report="").order_by("profile_id"):
+        run = VerificationRun.objects.create(
+            session=session, profile=profile, profile_receipt=profile.receipt,
+            definition=profile.definition(), tree=start["id"],
+            tree_exclusions=start["exclusions"], baseline=True)
+        task_send_on_commit(RUN_TASK, str(run.pk), on_failure=_baseline_unqueued(run))
+        queued.append(run)
+    if queued:
+        announce_on_commit(session_topic(session.pk))
+    return queued
+
+
+def _baseline_unqueued(run: VerificationRun) -> Callable[[Exception], None]:
+    def unqueued(exc: Exception) -> None:
+        log.warning("baseline run %s of %s not queued: %s", run.pk, run.profile.profile_id, exc)
+    return unqueued
 
 
 def _lease_end() -> datetime:
@@ -149,7 +181,7 @@ def run_perform(run: VerificationRun) -> None:
 
 
 def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str = "",
-               detail: str = "") -> None:
+               detail: str = "", tests: list[list[str]] | None = None) -> None:
     """Append the result event and end the run, in one transaction. `detail` says why it
     failed, for operators. A text column refuses NUL, so it is stored as U+FFFD (as are bytes
     that are not UTF-8)."""
@@ -168,15 +200,17 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
         locked.detail = detail
         locked.event_seq = event.seq
         locked.finished_at = timezone.now()
+        locked.tests = tests
         locked.save(update_fields=["state", "result", "output_tail", "detail", "event_seq",
-                                   "finished_at"])
+                                   "finished_at", "tests"])
         announce_on_commit(run_topic(run.pk))
 
 
 def infrastructure_record(run: VerificationRun, why: str) -> dict[str, Any]:
     log.warning("run %s (%s) failed as infrastructure: %s", run.pk, run.profile.profile_id, why)
     return {**not_started("infrastructure", run.definition["sandboxMode"]),
-            "treeBefore": None, "tree": None, "environment": None}
+            "treeBefore": None, "tree": None, "environment": None,
+            **({"baseline": True} if run.baseline else {})}
 
 
 def run_lost_at(state: str, lease_expires_at: datetime | None,
@@ -227,24 +261,31 @@ def run_execute(run: VerificationRun) -> None:
     """Run a claimed run in the sandbox on a private copy of exactly the tree it is credited
     with (SEMANTICS §10.2, `run_tree`), and record its result. A `read-only` run counts for
     that tree. A `workspace-write` run counts for the tree it leaves in its copy; on a path
-    session its changes are applied to the workspace when it passes (a snapshot's copy is
-    discarded: it counts for the snapshot it was given)."""
+    session its changes are applied to the workspace when it passes (a snapshot's copy, and a
+    baseline run's, are discarded: it counts for the tree it was given). A report profile's run
+    is judged by its test report too (§14.6)."""
     session = run.session
     definition = run.definition
     writes = definition["sandboxMode"] == "workspace-write"
-    snapshot = session.workspace_kind == WorkspaceKind.SNAPSHOT
+    keeps_changes = writes and not run.baseline and session.workspace_kind != WorkspaceKind.SNAPSHOT
+    start = (run.tree, run.tree_exclusions) if run.baseline else None
     try:
-        with run_tree(session, run.tree or None, writable=writes,
-                      environment=definition.get("environment", [])) as given:
+        with run_tree(session, run.tree or None, writable=writes, start=start,
+                      environment=definition.get("environment", [])) as given, \
+                report_directory(definition) as report_dir:
             copy = given.workspace
             result = run_sandboxed(definition, copy.root, copy.recorded_identity,
-                                   directory=copy.directory,
+                                   directory=copy.directory, report=report_dir,
                                    write_bytes=settings.GOVERNOR_RUN_WRITE_BYTES)
             record: dict[str, Any] = {**result.record(), "treeBefore": given.tree,
                                       "tree": given.tree, "environment": given.environment}
-            detail = result.detail
-            if writes and not snapshot:
-                record["tree"], detail = _changes_kept(session, given, result.passed, detail)
+            if run.baseline:
+                record["baseline"] = True
+            detail, tests = result.detail, None
+            if report_dir is not None:
+                detail, tests = report_judged(record, report_dir, detail)
+            if keeps_changes:
+                record["tree"], detail = _changes_kept(session, given, record["passed"], detail)
                 if record["tree"] is None and record["passed"]:
                     record.update(passed=False, failureKind="infrastructure")
             if detail:
@@ -254,7 +295,7 @@ def run_execute(run: VerificationRun) -> None:
                 tail = "\n".join(part for part in (result.stdout.tail, result.stderr.tail)
                                  if part)
             # Recorded before the copy is removed: the agent need not wait for the deletion.
-            run_finish(run=run, record=record, output_tail=tail, detail=detail)
+            run_finish(run=run, record=record, output_tail=tail, detail=detail, tests=tests)
     except TreeUnavailable as exc:
         run_finish(run=run, record=infrastructure_record(run, str(exc)), detail=str(exc))
 

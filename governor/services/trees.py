@@ -182,8 +182,10 @@ def tree_blobs_keep(project: Project, tree: Tree, workspace: Workspace) -> None:
 def _directory_below(workspace: Workspace, path: str) -> str:
     """The identity of the directory at relative `path` under the workspace's bound root,
     walked one component at a time without following a link."""
-    assert workspace.directory is not None
-    fd = os.dup(workspace.directory)
+    try:
+        fd = os.dup(workspace.bind())
+    except WorkspaceError as exc:
+        raise TreeUnavailable(str(exc)) from None
     try:
         for name in path.split("/"):
             parent, fd = fd, -1
@@ -373,23 +375,35 @@ class RunTree:
 
 
 @contextmanager
-def run_tree(session: Session, snapshot: Any, *, writable: bool,
-             environment: Sequence[str]) -> Iterator[RunTree]:
+def run_tree(session: Session, snapshot: Any, *, writable: bool, environment: Sequence[str],
+             start: tuple[str, str] | None = None) -> Iterator[RunTree]:
     """The private copy a run of `session` executes on: a path session's workspace hashed now
     (the live directory is read for this and never again) with the profile's `environment`
     directories, or the snapshot `snapshot` names (a run queued before a newer upload still
-    runs on its own), materialised from the kept blobs. Raises TreeUnavailable."""
-    if session.workspace_kind == WorkspaceKind.SNAPSHOT:
-        if environment:
-            raise TreeUnavailable("the profile declares environment directories "
-                                  f"({', '.join(environment)}), which a snapshot holds none "
-                                  "of: a snapshot session's runs see only the uploaded tree")
-        record, below = snapshot_by_tree(session, snapshot).tree, {}
-    else:
+    runs on its own), or for a baseline run the kept tree `start` (id, exclusions digest: the
+    contract-start tree), materialised from the kept blobs. Raises TreeUnavailable."""
+    snapshots = session.workspace_kind == WorkspaceKind.SNAPSHOT
+    if snapshots and environment:
+        raise TreeUnavailable("the profile declares environment directories "
+                              f"({', '.join(environment)}), which a snapshot holds none "
+                              "of: a snapshot session's runs see only the uploaded tree")
+    below: dict[str, WorkspaceTree] = {}
+    kept: WorkspaceTree | None = None
+    if start is not None:
+        kept = WorkspaceTree.objects.filter(project=session.project, tree_id=start[0],
+                                            exclusions_digest=start[1]).first()
+        if kept is None:
+            raise TreeUnavailable(f"the contract-start tree {start[0]} is not kept")
+    elif snapshots:
+        kept = snapshot_by_tree(session, snapshot).tree
+    if not snapshots:
         with Workspace(session.workspace_path, session.workspace_identity) as live:
-            record = _recorded(session, session_tree(session, live))
+            if kept is None:
+                kept = _recorded(session, session_tree(session, live))
             below = {path: _recorded(session, tree)
                      for path, tree in environment_trees(session, live, environment).items()}
+    assert kept is not None
+    record = kept
     with tree_materialised(session, record, writable=writable, environment=below) as copy:
         yield RunTree(copy, {"id": record.tree_id, "exclusions": record.exclusions_digest},
                       environment_reference({path: rec.tree_id for path, rec in below.items()}))

@@ -11,6 +11,7 @@ from django.core.files.storage import storages
 
 from governor.domain.tree import blob_id
 from governor.lib import blobstore
+from governor.lib.errors import TooLarge
 from governor.models import Blob, Project
 from governor.services import blobs as blob_services
 from tests.api import test_blob_store
@@ -97,7 +98,7 @@ def test_a_body_past_the_batch_cap_without_a_length_is_refused_while_read(
 
     settings.GOVERNOR_MAX_BLOB_BATCH_BYTES = 2048
     blobs = [b"%04d" % i * 100 for i in range(6)]
-    with pytest.raises(blob_services.TooLarge, match="batch cap of 2048"):
+    with pytest.raises(TooLarge, match="batch cap of 2048"):
         blob_services.blobs_put_batch(project, io.BytesIO(frame(*blobs)), length=None)
     assert_nothing_stored(project, *blobs)
 

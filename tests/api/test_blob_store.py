@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from governor.domain.tree import blob_id
 from governor.lib import blobstore
+from governor.lib.errors import Unavailable
 from governor.models import Blob, Project
 from governor.services import blobs as blob_services
 from tests.conftest import AgentClient, filesystem_store
@@ -134,7 +135,7 @@ def test_a_store_returning_other_bytes_is_an_outage_not_an_answer(
     storage.delete(name)
     from django.core.files.base import ContentFile
     storage.save(name, ContentFile(b"tampered"))
-    with pytest.raises(blob_services.Unavailable, match="other bytes"):
+    with pytest.raises(Unavailable, match="other bytes"):
         blobstore.blob_read(project, blob)
 
 

@@ -35,7 +35,8 @@ FUNCTION_LEVEL = {
     ("governor.apps", "governor.system_checks"): "ready(): the system checks register",
     ("governor.domain.workspace", "governor.domain.tree"): "tree imports workspace",
 }
-DOMAIN_MAY_IMPORT = {"governor", "cryptography", "rfc8785", "yaml", "httpx", "typing_extensions"}
+DOMAIN_MAY_IMPORT = {"governor", "cryptography", "rfc8785", "yaml", "httpx", "typing_extensions",
+                     "defusedxml"}
 WRITES = {"save", "create", "bulk_create", "update", "delete", "get_or_create",
           "update_or_create", "bulk_update", "governor_event_append", "events_append"}
 

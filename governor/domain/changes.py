@@ -1,0 +1,113 @@
+"""SEMANTICS §14.1–14.4: what an attempt changed since the contract started, and the checks
+that judge it — scope (`changes_within`, `unchanged`) and the protected paths a begin injects.
+
+    changes       per path, between the contract's start tree and the attempt's tree, from their
+                  manifests: `added`, `deleted`, `modified` (the blob differs) or `mode-changed`
+                  (the exec bit, or file <-> symlink); a rename is a delete and an add, a symlink
+                  is its own path (never its target), excluded paths never appear (they are in
+                  no tree)
+    digest        receipt("workspace-changes", [[path, kind], ...]) in path order: what a
+                  certified terminal's attestation carries beside the start tree
+    changes_within {paths}   passes when every changed path matches a pattern
+    unchanged      {paths}   passes when no changed path matches one (`allowed`: the patterns a
+                  person opened with `protected_changes`, only on the injected check)
+
+Patterns use the exclusions' syntax and matcher (governor/domain/tree.py `PathMatcher`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from governor.domain.canonical import receipt
+from governor.domain.tree import PathMatcher
+
+SHOWN_PATHS = 20
+PROTECTED_CHECK_ID = "protected-paths"
+PROTECTED_CLAIM_ID = "protected-paths-unchanged"
+MODE_SYMLINK = "120000"
+
+
+@dataclass(frozen=True)
+class WorkspaceChange:
+    path: str
+    kind: str  # "added" | "deleted" | "modified" | "mode-changed"
+
+
+def workspace_changes(start: Iterable[Sequence[str]],
+                      attempt: Iterable[Sequence[str]]) -> list[WorkspaceChange]:
+    """Rule 14.1: every path whose entry differs between the two manifests, in path order."""
+    before = {entry[0]: (entry[1], entry[2]) for entry in start}
+    after = {entry[0]: (entry[1], entry[2]) for entry in attempt}
+    changes = []
+    for path in sorted(before.keys() | after.keys(), key=lambda p: p.encode()):
+        old, new = before.get(path), after.get(path)
+        if old == new:
+            continue
+        if old is None:
+            kind = "added"
+        elif new is None:
+            kind = "deleted"
+        elif old[0] != new[0]:
+            kind = "mode-changed"
+        else:
+            kind = "modified"
+        changes.append(WorkspaceChange(path, kind))
+    return changes
+
+
+def changes_digest(changes: Sequence[WorkspaceChange]) -> str:
+    return receipt("workspace-changes", [[change.path, change.kind] for change in changes])
+
+
+def offending(check: dict[str, Any], changes: Sequence[WorkspaceChange]) -> list[WorkspaceChange]:
+    """The changes a scope check refuses (rule 14.2)."""
+    matcher = PathMatcher(check["paths"])
+    if check["kind"] == "changes_within":
+        return [change for change in changes if not matcher.matches(change.path)]
+    allowed = PathMatcher(check.get("allowed") or [])
+    return [change for change in changes
+            if matcher.matches(change.path) and not allowed.matches(change.path)]
+
+
+def offending_text(found: Sequence[WorkspaceChange]) -> str:
+    """The first SHOWN_PATHS offending paths with their kind of change, and how many more."""
+    shown = ", ".join(f"{change.path} ({change.kind})" for change in found[:SHOWN_PATHS])
+    more = len(found) - SHOWN_PATHS
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def scope_result(check: dict[str, Any], changes: Sequence[WorkspaceChange]) -> tuple[bool, str]:
+    """A scope check's result on the attempt's changes, with its evidence sentence."""
+    found = offending(check, changes)
+    count = len(changes)
+    if check["kind"] == "changes_within":
+        if not found:
+            return True, (f"All {count} changed path{'s' if count != 1 else ''} since the "
+                          f"contract start match the allowed patterns.")
+        return False, (f"{len(found)} changed path{'s' if len(found) != 1 else ''} outside the "
+                       f"allowed patterns: {offending_text(found)}.")
+    if not found:
+        return True, (f"None of the {count} changed path{'s' if count != 1 else ''} since the "
+                      f"contract start matches the protected patterns.")
+    return False, (f"{len(found)} protected path{'s' if len(found) != 1 else ''} changed since "
+                   f"the contract start: {offending_text(found)}.")
+
+
+def protected_check(patterns: Sequence[str], opened: Sequence[str]) -> dict[str, Any]:
+    """Rule 14.3: the injected check over the effective protected set (`opened`: the patterns a
+    person's evidence approval opens, rule 14.4)."""
+    check: dict[str, Any] = {"id": PROTECTED_CHECK_ID, "kind": "unchanged",
+                             "paths": sorted(set(patterns))}
+    if opened:
+        check["allowed"] = sorted(set(opened))
+    return check
+
+
+def protected_claim() -> dict[str, Any]:
+    return {"id": PROTECTED_CLAIM_ID,
+            "statement": "The paths the project and its verifier profiles protect (tests and "
+                         "what configures them) are unchanged, except those a person opened.",
+            "importance": "critical", "verification": "deterministic",
+            "checkIds": [PROTECTED_CHECK_ID], "minimumIndependentSources": 1}

@@ -1,0 +1,89 @@
+"""A report profile's private report directory (SEMANTICS §14.6): made empty for each run,
+writable by the sandbox user only, read back without following a link, and judged by
+governor/domain/reports.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from governor.domain.reports import MAX_REPORT_BYTES, ReportError, parse_reports
+
+SANDBOX_OWNER = (65534, 65534)  # verification/sandbox.py NOBODY: who a root worker runs as
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+JUDGED = ("exit", None)  # the command ran to its end: its report tells what the tests did
+
+
+@contextmanager
+def report_directory(definition: Mapping[str, Any]) -> Iterator[str | None]:
+    """An empty directory for a report profile's run (None for any other), deleted after."""
+    if not definition.get("report"):
+        yield None
+        return
+    parent = Path(settings.VAR_DIR) / "reports"
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    root = tempfile.mkdtemp(dir=parent, prefix="report-")
+    try:
+        if os.geteuid() == 0:
+            os.chown(root, *SANDBOX_OWNER)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def report_files(directory: str) -> list[tuple[str, bytes]]:
+    """The regular `*.xml` files directly in `directory`, by name, read without following a
+    link or opening anything else the command left there; at most MAX_REPORT_BYTES + 1 bytes
+    in all are read (more is refused by the parser)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    files, budget = [], MAX_REPORT_BYTES + 1
+    try:
+        for entry in sorted(os.scandir(fd), key=lambda item: item.name):
+            if not entry.name.endswith(".xml") or not entry.is_file(follow_symlinks=False):
+                continue
+            file = os.open(entry.name, READ_FLAGS, dir_fd=fd)
+            try:
+                data = os.read(file, budget) if budget > 0 else b""
+                while budget - len(data) > 0 and (more := os.read(file, budget - len(data))):
+                    data += more
+            finally:
+                os.close(file)
+            files.append((entry.name, data))
+            budget -= len(data)
+    finally:
+        os.close(fd)
+    return files
+
+
+def report_judged(record: dict[str, Any], directory: str,
+                  detail: str) -> tuple[str, list[list[str]] | None]:
+    """Judge a report run by its report, in `record` (the result being recorded): its counts
+    and receipt under `report`, and `passed` only if the tests passed too. Returns the detail
+    for operators and the per-test outcomes to keep beside the run."""
+    if record["failureKind"] not in JUDGED:
+        return detail, None
+    try:
+        report = parse_reports(report_files(directory))
+    except (ReportError, OSError) as exc:
+        kind = exc.kind if isinstance(exc, ReportError) else "bad-report"
+        record["report"] = None
+        if record["passed"]:
+            record.update(passed=False, failureKind=kind)
+        return _joined(detail, f"{kind}: {exc}"), None
+    record["report"] = report.record()
+    problem = report.problem()
+    if problem is not None and record["passed"]:
+        record.update(passed=False, failureKind="tests-failed")
+    return (_joined(detail, problem) if problem else detail,
+            sorted([test, outcome] for test, outcome in report.outcomes.items()))
+
+
+def _joined(detail: str, more: str) -> str:
+    return f"{detail}; {more}" if detail else more
