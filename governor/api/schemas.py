@@ -396,6 +396,10 @@ class ProfileOut(Out):
     required: bool
     timeout_ms: int
     sandbox_mode: Literal["read-only", "workspace-write"]
+    protected_paths: list[str] = Field(description="patterns a contract naming it may not "
+                                                   "change (SEMANTICS §14.3)")
+    report: Literal["junit"] | None = Field(description="junit: its runs are judged by their "
+                                                        "test report and against the baseline")
     receipt: str
 
 
@@ -459,6 +463,8 @@ class ProjectOut(Out):
 
     slug: str
     tree_exclusions: list[str]
+    protected_paths: list[str]
+    require_discriminating_evidence: bool
     tree_max_files: int
     tree_max_bytes: int
     max_blob_bytes: int

@@ -28,7 +28,7 @@ from governor.domain.canonical import (
 )
 from governor.domain.changes import WorkspaceChange, scope_result
 from governor.domain.harness import is_workspace_mutation, tool_result_info
-from governor.domain.reports import against_baseline
+from governor.domain.reports import against_baseline, named
 from governor.domain.tree import TREE_ID_PREFIX
 from governor.domain.workspace import Workspace, WorkspaceError
 
@@ -481,10 +481,32 @@ def _code_verification_succeeded(check: Mapping[str, Any], ctx: _Context) -> tup
         f"of profile {profile!r} {since} on this tree passed (need {need}){notes}."
     )
     held = count == need and passed_count == need
+    if not held and (why := _why_failed(window.runs[-1], ctx)):
+        summary = summary[:-1] + f"; {why}."
     if held and any(run.report is not None for run in window.runs):
         held, against = _against_baseline(profile, window.runs, ctx)
         summary = summary[:-1] + f"; {against}."
     return held, summary
+
+
+def _why_failed(run: VerificationRecord, ctx: _Context) -> str:
+    """What the agent needs to repair after a failed run (§14.6): the failing, erroring or
+    skipped tests of a report run, or whose fault a failure it cannot repair is."""
+    kind = run.failure_kind
+    if run.passed:
+        return ""
+    if kind in ("configuration", "infrastructure"):
+        return (f"the last run failed as {kind}: the profile's command or the sandbox could not "
+                "run, which is the operator's to fix, not a fault of the work — tell the user, "
+                "or abstain")
+    if kind in ("no-report", "bad-report"):
+        return (f"the last run left {'no' if kind == 'no-report' else 'no usable'} test report "
+                f"({kind}): the test runner ended before it reported (code that exits the "
+                "process, or breaks the runner, on import?)")
+    outcomes = ctx.evidence.test_outcomes(run.verification_id) if run.report else None
+    if outcomes:
+        return "not passing: " + named(outcomes, ("failed", "error", "skipped"))
+    return ""
 
 
 def _against_baseline(profile: str, runs: Sequence[VerificationRecord],

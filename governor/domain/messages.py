@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from governor.domain.changes import PROTECTED_CHECK_ID
+
 IMPORTED = ("this session was imported: its log is history, shown and folded but never "
             "evaluated, attested or continued by this server")
 
@@ -19,14 +21,30 @@ def _failure_list(checks: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(f"- {r['id']} ({r['kind']}): {r['evidence']}" for r in checks)
 
 
+PROTECTED_STEER = (
+    "The protected paths above changed since the contract started: restore each exactly as it "
+    "was (never edit tests or what configures them to make a check pass), or abstain "
+    "(reliability_abstain) if the task cannot be done without changing them — only a person's "
+    "review can open a protected path.")
+TRUSTED_RUN_STEER = (
+    "A trusted run counts only if it started after your last change: ask for one with "
+    "reliability_code_verify (or `governor-agent run PROFILE`) once the work is done.")
+
+
 def repair_message(
     results: Sequence[Mapping[str, Any]], attempt_number: int, max_attempts: int
 ) -> str:
     failed_checks = failed(results)
+    steers = []
+    if any(check.get("id") == PROTECTED_CHECK_ID for check in failed_checks):
+        steers.append(PROTECTED_STEER)
+    if any(check.get("kind") == "code_verification_succeeded" for check in failed_checks):
+        steers.append(TRUSTED_RUN_STEER)
     return (
         f"Completion is not verified yet: attempt {attempt_number}/{max_attempts} failed "
         f"{len(failed_checks)} of {len(results)} checks.\n"
         f"Failed checks:\n{_failure_list(failed_checks)}\n"
+        + "".join(f"{steer}\n" for steer in steers) +
         "Repair only these failed checks; leave what already passes alone. Do not repeat actions "
         "whose outcome is unknown — inspect the current state first instead. Then verify again."
     )

@@ -78,5 +78,7 @@ def events_page(session: Session, *, after: int, limit: int) -> dict[str, Any]:
 def code_profiles(project: Project) -> list[dict[str, Any]]:
     """What an agent may run, by name. Never the command or its environment."""
     return [{"id": p.profile_id, "description": p.description, "required": p.required,
-             "timeout_ms": p.timeout_ms, "sandbox_mode": p.sandbox_mode, "receipt": p.receipt}
+             "timeout_ms": p.timeout_ms, "sandbox_mode": p.sandbox_mode,
+             "protected_paths": list(p.protected_paths), "report": p.report or None,
+             "receipt": p.receipt}
             for p in VerifierProfile.objects.filter(project=project).order_by("profile_id")]

@@ -15,7 +15,6 @@ from governor.models import Event, Origin, Project, Session, SessionState
 from governor.services.attestations import attest
 from governor.services.events import governor_event_append
 from governor.services.profiles import profile_receipts
-from governor.services.runs import runs_request_baseline
 from governor.services.trees import TreeUnavailable, session_tree_reference
 
 
@@ -65,7 +64,8 @@ def contract_activate(
     A reviewed contract keeps the authorship its reviewers approved (`approved_authorship`).
     Its `startTree` is the workspace tree now (§10.2; a snapshot session's: the snapshot `tree`
     names, else — a reviewed contract activated at approval — its latest); a workspace that
-    cannot be hashed refuses the activation (nothing is written)."""
+    cannot be hashed refuses the activation (nothing is written). Its caller queues the
+    baseline runs (`runs_request_baseline`) once it has left the session's lock."""
     draft = None
     if proposal.draft_receipt is not None:  # §9: the draft named at begin, found by receipt
         used_by = draft_receipt_used(session, proposal.draft_receipt)
@@ -91,7 +91,6 @@ def contract_activate(
                                   data=document)
     attest(session=session, event=event, contract=document,
            profile_receipts=_profiles_used(session.project, document))
-    runs_request_baseline(session=session, contract=document)
     return document
 
 

@@ -43,6 +43,7 @@ from governor.services.profiles import (
     profile_receipts,
     required_profile_ids,
 )
+from governor.services.runs import runs_request_baseline
 from governor.services.trees import (
     TreeUnavailable,
     environment_digests,
@@ -222,6 +223,7 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str,
             version=domain.CONTRACT_VERSION_REVIEW_OFF, coverage_receipt=assessment["receipt"],
             baselines=assessment["baselines"], tree=tree,
         )
+    runs_request_baseline(session=session, contract=contract)
     return BeginResult(status="active", contract=contract, assessment=assessment)
 
 

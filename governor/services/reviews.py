@@ -14,7 +14,7 @@ from django.utils import timezone
 from governor.domain import contracts as contract_domain
 from governor.domain import lifecycle
 from governor.domain import review as domain
-from governor.domain.documents import ReviewDecisionDocument
+from governor.domain.documents import ContractDocument, ReviewDecisionDocument
 from governor.lib.errors import Conflict, Invalid, NotFound
 from governor.lib.notify import announce_on_commit, inbox_topic, review_topic
 from governor.lib.queue import task_send_on_commit
@@ -27,6 +27,7 @@ from governor.services.events import (
     governor_event_append,
     session_locked,
 )
+from governor.services.runs import runs_request_baseline
 from reviews.models import Approval, Review, Stage, Status
 
 log = logging.getLogger(__name__)
@@ -206,17 +207,21 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
                                           "userIds": [user_id for user_id, _ in approvals]},
                               carried_from=[receipt for _, receipt in approvals if receipt],
                               signatures=signatures)
-            _advance(review, state, payload)
+            activated = _advance(review, state, payload)
         else:
             rows = [passkeys.signature_record(review, user, signed)] if signed else []
             _decide(review, state, decision=decision, decided_by=who, feedback=text, user=user,
                     signatures=passkeys.event_signatures(rows))
+            activated = None
+    if activated is not None:
+        runs_request_baseline(session=session, contract=activated)
     return review
 
 
-def _advance(review: Review, state: SessionState, decision: ReviewDecisionDocument) -> None:
+def _advance(review: Review, state: SessionState,
+             decision: ReviewDecisionDocument) -> ContractDocument | None:
     """After an approval: the intent stage opens the evidence stage; the evidence stage
-    activates the contract (version 5) through the one activation service."""
+    activates the contract (version 5) through the one activation service, and returns it."""
     plan = dict(review.plan)
     proposal = contract_domain.Proposal(
         objective=plan["objective"], claims=plan["claims"], checks=plan["checks"],
@@ -234,9 +239,9 @@ def _advance(review: Review, state: SessionState, decision: ReviewDecisionDocume
             protected_changes=proposal.protected_changes)
         plan["contract_id"] = contract_id
         _create(review.session, Stage.EVIDENCE, document, plan, review.proposed_by)
-        return
+        return None
     intent = review.proposal["approvedIntent"]
-    contract_activate(
+    return contract_activate(
         session=review.session, state=state, proposal=proposal,
         started_at_seq=plan["started_at_seq"], version=contract_domain.CONTRACT_VERSION_REVIEWED,
         coverage_receipt=plan["assessment"]["receipt"], contract_id=plan["contract_id"],

@@ -17,8 +17,15 @@ const CHECKS = {
   description: 'Deterministic checks, each {id, kind, ...}: file_exists/file_absent {path}; '
     + 'file_contains/file_not_contains/file_equals {path, text}; json_equals {path, pointer, value}; '
     + 'tool_succeeded {tool, arguments_contain?, min_count?}; tool_not_called {tool}; no_tool_errors {}; '
-    + 'code_verification_succeeded {profile, min_count?}. Paths are relative to the workspace.',
+    + 'code_verification_succeeded {profile, min_count?}; changes_within {paths} (every path changed since the contract start matches a pattern); '
+    + 'unchanged {paths} (none matches). Paths are relative to the workspace; patterns are git pathspec globs (tests/**, **/conftest.py). '
+    + 'Each check\'s baseline (does it already pass before your work?) comes back in the assessment: a critical claim needs a check that fails now.',
   items: { type: 'object' },
+}
+const PROTECTED_CHANGES = {
+  type: 'array',
+  items: { type: 'string' },
+  description: 'Protected paths (tests and their configuration) this task must change, as patterns: shown to the reviewer first; only a person\'s review can open them, so refused when review is off.',
 }
 const INTENT = {
   type: 'object',
@@ -40,7 +47,7 @@ export const NEXT = {
 /** The contract body of assess and begin: only the fields that were given. */
 function contractBody(args) {
   const body = { objective: args.objective, claims: args.claims ?? [], checks: args.checks ?? [] }
-  for (const key of ['max_attempts', 'intent', 'draft_receipt']) if (args[key] !== undefined) body[key] = args[key]
+  for (const key of ['max_attempts', 'intent', 'draft_receipt', 'protected_changes']) if (args[key] !== undefined) body[key] = args[key]
   return body
 }
 
@@ -83,13 +90,13 @@ export function governorTools({ reviewWaitSeconds }) {
     {
       name: 'reliability_begin',
       description: 'Propose a completion contract. With review off it is active at once; with review required this waits for the reviewer up to wait_seconds, then returns the decision or the pending state.',
-      parameters: object({ objective: OBJECTIVE, claims: CLAIMS, checks: CHECKS, max_attempts: MAX_ATTEMPTS, intent: INTENT, draft_receipt: DRAFT_RECEIPT, wait_seconds: WAIT }, ['objective', 'claims', 'checks']),
+      parameters: object({ objective: OBJECTIVE, claims: CLAIMS, checks: CHECKS, max_attempts: MAX_ATTEMPTS, intent: INTENT, draft_receipt: DRAFT_RECEIPT, protected_changes: PROTECTED_CHANGES, wait_seconds: WAIT }, ['objective', 'claims', 'checks']),
       run: (args, session) => begin('contracts', args, session),
     },
     {
       name: 'reliability_begin_code',
       description: 'Propose a code contract: the project\'s required verifier profiles are added as checks under a critical claim; add your own claims and checks for the rest. Waits for review like reliability_begin.',
-      parameters: object({ objective: OBJECTIVE, claims: CLAIMS, checks: CHECKS, max_attempts: MAX_ATTEMPTS, intent: INTENT, draft_receipt: DRAFT_RECEIPT, wait_seconds: WAIT }, ['objective']),
+      parameters: object({ objective: OBJECTIVE, claims: CLAIMS, checks: CHECKS, max_attempts: MAX_ATTEMPTS, intent: INTENT, draft_receipt: DRAFT_RECEIPT, protected_changes: PROTECTED_CHANGES, wait_seconds: WAIT }, ['objective']),
       run: (args, session) => begin('code-contracts', args, session),
     },
     {

@@ -40,6 +40,12 @@ class Command(BaseCommand):
         change.add_argument("--signed-approvals", choices=["required", "off"],
                             help="required: every approval must be signed with the reviewer's "
                                  "passkey")
+        change.add_argument("--protected-paths", metavar="P1,P2",
+                            help="comma-separated patterns no contract may change unless a "
+                                 "person opens them at review ('' protects nothing)")
+        change.add_argument("--require-discriminating", choices=["on", "off"],
+                            help="on: refuse a contract whose critical claim has no check "
+                                 "that fails before the work")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -62,6 +68,13 @@ class Command(BaseCommand):
                 changes["workspace_roots"] = options["workspace_root"]
             if options.get("signed_approvals"):
                 changes["require_signed_approvals"] = options["signed_approvals"] == "required"
+            if options.get("protected_paths") is not None:
+                changes["protected_paths"] = [pattern.strip() for pattern in
+                                              options["protected_paths"].split(",")
+                                              if pattern.strip()]
+            if options.get("require_discriminating"):
+                changes["require_discriminating_evidence"] = (
+                    options["require_discriminating"] == "on")
             if not changes:
                 raise CommandError("nothing to set")
             project_set(project=project, **changes)

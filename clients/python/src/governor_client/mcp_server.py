@@ -72,14 +72,21 @@ Checks = Annotated[list[dict[str, Any]], Field(description=(
     "Deterministic checks, each {id, kind, ...}: file_exists/file_absent {path}; "
     "file_contains/file_not_contains/file_equals {path, text}; json_equals {path, pointer, "
     "value}; tool_succeeded {tool, arguments_contain?, min_count?}; tool_not_called {tool}; "
-    "no_tool_errors {}; code_verification_succeeded {profile, min_count?}. Paths are relative "
-    "to the workspace."))]
+    "no_tool_errors {}; code_verification_succeeded {profile, min_count?}; changes_within "
+    "{paths} (every path changed since the contract start matches a pattern); unchanged {paths} "
+    "(none matches). Paths are relative to the workspace; patterns are git pathspec globs "
+    "(tests/**, **/conftest.py). Each check's baseline (does it already pass before your work?) "
+    "comes back in the assessment: a critical claim needs a check that fails now."))]
 Intent = Annotated[dict[str, Any] | None, Field(description=(
     "Needed when review is required: {constraints, assumptions, non_goals, ambiguities}, each "
     "a short list of short strings."))]
 MaxAttempts = Annotated[int | None, Field(ge=1, le=10, description=(
     "Repair budget: 1 up to the project's cap (the maximum here is the highest cap a project "
     "can have; the server refuses more than this project's). Omit it to get the cap."))]
+ProtectedChanges = Annotated[list[str] | None, Field(description=(
+    "Protected paths (tests and their configuration, from GET /project and the profiles) this "
+    "task must change, as patterns: shown to the reviewer first; only a person's review can "
+    "open them, so refused when review is off."))]
 DraftReceipt = Annotated[str | None, Field(description="Only when the project drafts contracts "
                                                        "with an auxiliary model: the draft's "
                                                        "receipt.")]
@@ -89,10 +96,12 @@ ReviewWait = Annotated[int, Field(ge=0, le=MAX_TOOL_WAIT_SECONDS, description=(
 
 def _body(objective: str, claims: list[dict[str, Any]], checks: list[dict[str, Any]],
           max_attempts: int | None, intent: dict[str, Any] | None,
-          draft_receipt: str | None = None) -> dict[str, Any]:
+          draft_receipt: str | None = None,
+          protected_changes: list[str] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"objective": objective, "claims": claims, "checks": checks}
     for key, value in (("max_attempts", max_attempts), ("intent", intent),
-                       ("draft_receipt", draft_receipt)):
+                       ("draft_receipt", draft_receipt),
+                       ("protected_changes", protected_changes)):
         if value is not None:
             body[key] = value
     return body
@@ -167,24 +176,28 @@ def build_server(agent: AgentSession, *, review_wait: int = DEFAULT_REVIEW_WAIT_
     async def reliability_begin(
         objective: Objective, claims: Claims, checks: Checks, ctx: Context,
         max_attempts: MaxAttempts = None, intent: Intent = None,
-        draft_receipt: DraftReceipt = None, wait_seconds: ReviewWait = review_wait,
+        draft_receipt: DraftReceipt = None, protected_changes: ProtectedChanges = None,
+        wait_seconds: ReviewWait = review_wait,
     ) -> dict[str, Any]:
         """Propose a completion contract. With review off it is active at once; with review
         required this waits (with progress) for the reviewer up to wait_seconds, then returns
         the decision or the pending state."""
-        body = _body(objective, claims, checks, max_attempts, intent, draft_receipt)
+        body = _body(objective, claims, checks, max_attempts, intent, draft_receipt,
+                     protected_changes)
         return await tools.begin("general", body, wait_seconds, ctx)
 
     @server.tool()
     async def reliability_begin_code(
         objective: Objective, ctx: Context, claims: Claims | None = None,
         checks: Checks | None = None, max_attempts: MaxAttempts = None, intent: Intent = None,
-        draft_receipt: DraftReceipt = None, wait_seconds: ReviewWait = review_wait,
+        draft_receipt: DraftReceipt = None, protected_changes: ProtectedChanges = None,
+        wait_seconds: ReviewWait = review_wait,
     ) -> dict[str, Any]:
         """Propose a code contract: the project's required verifier profiles are added as
         checks (code-profile-<id>) under a critical claim; add your own claims and checks for
         the rest. Waits for review like reliability_begin."""
-        body = _body(objective, claims or [], checks or [], max_attempts, intent, draft_receipt)
+        body = _body(objective, claims or [], checks or [], max_attempts, intent, draft_receipt,
+                     protected_changes)
         return await tools.begin("code", body, wait_seconds, ctx)
 
     if drafting:

@@ -53,6 +53,7 @@ class Check(TypedDict):
     arguments_contain: NotRequired[str]
     min_count: NotRequired[int]
     profile: NotRequired[str]
+    paths: NotRequired[list[str]]  # changes_within / unchanged: path patterns
 
 
 class Intent(TypedDict):
@@ -69,6 +70,7 @@ class ContractBody(TypedDict):
     max_attempts: NotRequired[int]
     intent: NotRequired[Intent | None]
     draft_receipt: NotRequired[str]
+    protected_changes: NotRequired[list[str]]  # protected paths only a person's review opens
 
 
 class BeginBody(ContractBody):
@@ -213,6 +215,8 @@ class Profile(TypedDict):
     required: bool
     timeout_ms: int
     sandbox_mode: Literal["read-only", "workspace-write"]
+    protected_paths: list[str]  # a contract naming the profile may not change these
+    report: Literal["junit"] | None  # judged by its test report, against the baseline run
     receipt: str
 
 
@@ -281,6 +285,8 @@ Receipt = ReceiptEvent | ReceiptReviewProposal | ReceiptProfile
 class ProjectInfo(TypedDict):
     slug: str
     tree_exclusions: list[str]
+    protected_paths: list[str]
+    require_discriminating_evidence: bool
     tree_max_files: int
     tree_max_bytes: int
     max_blob_bytes: int
