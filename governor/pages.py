@@ -31,6 +31,7 @@ from governor.selectors.timeline import (
     ALL_DIFFED,
     SESSIONS_PER_PAGE,
     SESSIONS_SCANNED,
+    attempt_changes,
     changes_between,
     contract_shown,
     conversation_window,
@@ -112,6 +113,7 @@ def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpRespons
         "is_reviewer": is_reviewer(request.user, session.project_id),
         **events_window(session, _seq(request, "before")), **conversation_window(session),
         "changes": changes_between(session, status),
+        "attempt_changes": attempt_changes(session, status["contract"], status["attempts"]),
         **_live_runs(session, since=None),
     }
     return render(request, "sessions/timeline.html", context)

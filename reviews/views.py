@@ -151,6 +151,15 @@ def _revision(review: Review) -> dict[str, Any] | None:
             "changes": plan_changes(previous.plan, review.plan)}
 
 
+# How a reviewer reads each check's baseline (SEMANTICS §14.5): (label, badge class, what it
+# means for the evidence).
+BASELINE_TEXTS = {
+    "fails": ("fails now", "ok", "will show the work"),
+    "passes": ("passes already", "warn", "shows nothing this task did (a constraint at most)"),
+    "unknown": ("unknown", "info", "decided by the trusted run on the contract-start tree"),
+}
+
+
 def _proposal(review: Review) -> dict[str, Any]:
     proposal = review.proposal
     if review.stage != Stage.EVIDENCE:
@@ -158,7 +167,9 @@ def _proposal(review: Review) -> dict[str, Any]:
             review.session, up_to_seq=review.plan.get("started_at_seq"))}
     coverage = proposal.get("coverage") or {}
     findings = coverage.get("findings", [])
-    checks = [{**check_parameters(check), "anchor": f"check-{index}"}
+    baselines = coverage.get("baselines") or {}
+    checks = [{**check_parameters(check), "anchor": f"check-{index}",
+               "baseline": BASELINE_TEXTS.get(baselines.get(check.get("id"), ""))}
               for index, check in enumerate(proposal.get("checks", []))]
     anchors = {check["id"]: check["anchor"] for check in checks}
     covered = {row.get("id"): row for row in coverage.get("claims", [])}
@@ -171,6 +182,7 @@ def _proposal(review: Review) -> dict[str, Any]:
         "errors": [finding for finding in findings if finding.get("severity") == "error"],
         "warnings": [finding for finding in findings if finding.get("severity") != "error"],
         "approved_intent": proposal.get("approvedIntent") or {},
+        "protected_changes": proposal.get("protectedChanges") or [],
         "changes": changes_so_far(review.session),
     }
 

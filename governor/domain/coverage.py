@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from governor.domain.canonical import receipt
+from governor.domain.changes import PROTECTED_CLAIM_ID
 from governor.domain.contracts import (
     FILE_CHECK_KINDS,
     SCOPE_CHECK_KINDS,
@@ -125,22 +126,28 @@ def assess(
                 )
 
     for claim in claims:
+        if claim["id"] == PROTECTED_CLAIM_ID:  # injected: a constraint by design (§14.3)
+            continue
         kinds = {checks_by_id[check_id]["kind"] for check_id in claim["checkIds"]}
         if kinds and kinds <= SCOPE_CHECK_KINDS:
             findings.append({
                 "code": "constraint_not_outcome", "severity": "warning", "claimId": claim["id"],
                 "message": f"Claim {claim['id']!r} is supported by scope checks alone: what "
                            "changed, or did not, is a constraint on the work, not its outcome."})
-        if baselines is not None and claim["importance"] == "critical" and not any(
-                baselines.get(check_id) == "fails" for check_id in claim["checkIds"]):
+        known = [baselines.get(check_id) for check_id in claim["checkIds"]] if baselines else []
+        if baselines is not None and claim["importance"] == "critical" and "fails" not in known:
+            # A trusted run's baseline is known only from its baseline run (§14.7): a claim
+            # that rests on one is warned about, never refused, before that run.
+            refused = require_discriminating and "unknown" not in known
             findings.append({
                 "code": "claim_not_discriminating",
-                "severity": "error" if require_discriminating else "warning",
+                "severity": "error" if refused else "warning",
                 "claimId": claim["id"],
                 "message": f"Critical claim {claim['id']!r} has no check that fails before the "
                            "work: its evidence cannot tell done from not done"
-                           + (" (the project requires discriminating evidence)"
-                              if require_discriminating else "") + "."})
+                           + (" (the project requires discriminating evidence)" if refused
+                              else " — unless its trusted run fails on the start tree"
+                              if "unknown" in known else "") + "."})
 
     claim_rows: list[dict[str, Any]] = []
     for claim in claims:

@@ -11,11 +11,12 @@ from typing import Any
 from django.db.models import Exists, OuterRef, QuerySet
 
 from governor.domain import conversation, lifecycle
+from governor.domain.changes import PROTECTED_CHECK_ID, offending, workspace_changes
 from governor.lib.errors import NotFound
 from governor.lib.live import version_of
 from governor.models import Event, Project, Session, SessionState
 from governor.selectors.sessions import lifecycle_of
-from governor.selectors.treediff import TreeChanges, tree_changes
+from governor.selectors.treediff import TreeChanges, kept_manifests, tree_changes
 from reviews.models import Review
 from verification.models import RunState, VerificationRun
 
@@ -56,6 +57,7 @@ def session_runs(session: Session) -> dict[str, Any]:
             "failure_kind": result.get("failureKind"), "exit_code": result.get("exitCode"),
             "signal": result.get("signal"), "duration_ms": duration,
             "tree": result.get("tree"), "tree_before": result.get("treeBefore"),
+            "baseline": run.baseline, "report": result.get("report"),
             "output_tail": run.output_tail if run.profile.show_output_to_reviewers else None,
         })
     live = any(run.state in (RunState.QUEUED, RunState.RUNNING) for run in runs)
@@ -193,3 +195,33 @@ def sessions_listed(projects: QuerySet[Project], *,
         if not state or shown == state:
             rows.append({"session": session, "state": shown})
     return rows
+
+
+def attempt_changes(session: Session, contract: dict[str, Any] | None,
+                    attempts: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """What each attempt changed since the contract start (SEMANTICS §14.1), the paths the
+    contract protects first: by attempt number, {"protected", "other"} lists of changes (the
+    first TIMELINE_LISTED of all) and the total. The manifests are read in one query."""
+    if not contract or not contract.get("startTree"):
+        return {}
+    manifests = kept_manifests(session.project_id, [contract["startTree"]]
+                               + [attempt.get("tree") for attempt in attempts])
+    start = manifests.get((contract["startTree"]["id"], contract["startTree"]["exclusions"]))
+    if start is None:
+        return {}
+    protected = next((check for check in contract.get("checks", [])
+                      if check.get("id") == PROTECTED_CHECK_ID), None)
+    shown: dict[int, dict[str, Any]] = {}
+    for attempt in attempts:
+        tree = attempt.get("tree") or {}
+        now = manifests.get((str(tree.get("id")), str(tree.get("exclusions"))))
+        if now is None:
+            continue
+        changes = workspace_changes(start, now)
+        opened = {change.path for change in offending(protected, changes)} if protected else set()
+        listed = changes[:TIMELINE_LISTED]
+        shown[attempt["attempt"]] = {
+            "protected": [change for change in listed if change.path in opened],
+            "other": [change for change in listed if change.path not in opened],
+            "total": len(changes)}
+    return shown

@@ -3,6 +3,7 @@ tree judged, and a file of a kept tree, read from the blob store."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,3 +126,14 @@ def kept_manifest(project_id: int, reference: Any) -> list[list[str]] | None:
                                      exclusions_digest=reference.get("exclusions"))
         .values_list("manifest", flat=True).first())
     return manifest
+
+
+def kept_manifests(project_id: int, references: Sequence[Any]) -> dict[tuple[str, str], Any]:
+    """The manifests of the kept trees `references` name, in one query: by (id, exclusions)."""
+    keys = {(ref["id"], ref["exclusions"]) for ref in references
+            if isinstance(ref, dict) and "id" in ref and "exclusions" in ref}
+    rows = WorkspaceTree.objects.filter(project_id=project_id,
+                                        tree_id__in={tree for tree, _ in keys})
+    return {(tree, digest): manifest for tree, digest, manifest in
+            rows.values_list("tree_id", "exclusions_digest", "manifest")
+            if (tree, digest) in keys}

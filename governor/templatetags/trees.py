@@ -18,3 +18,9 @@ def tree_short(tree_id: Any) -> str:
     """The short form of `gittree:sha256:<hex>`: its first 8 hex digits, as git abbreviates."""
     text = str(tree_id)
     return text.removeprefix(TREE_ID_PREFIX)[:SHORT_TREE_CHARS]
+
+
+@register.filter
+def by_key(mapping: Any, key: Any) -> Any:
+    """`mapping[key]`, or None: a template's lookup by a variable key."""
+    return mapping.get(key) if isinstance(mapping, dict) else None

@@ -122,9 +122,15 @@ def test_rule_14_5_a_critical_claim_without_a_failing_baseline_is_not_discrimina
     [finding] = [f for f in warned["findings"] if f["code"] == "claim_not_discriminating"]
     assert finding["severity"] == "warning" and warned["status"] == "ready"
     assert warned["baselines"] == {"f": "passes"}
-    refused = coverage.assess("o", claims, checks, baselines={"f": "unknown"},
+    refused = coverage.assess("o", claims, checks, baselines={"f": "passes"},
                               require_discriminating=True)
     assert refused["status"] == "not-ready"
+    # A trusted run's baseline is known only once its baseline run has run: warned, not refused.
+    pending = coverage.assess("o", claims, checks, baselines={"f": "unknown"},
+                              require_discriminating=True)
+    assert pending["status"] == "ready"
+    assert [f["severity"] for f in pending["findings"]
+            if f["code"] == "claim_not_discriminating"] == ["warning"]
     fine = coverage.assess("o", claims, checks, baselines={"f": "fails"},
                            require_discriminating=True)
     assert fine["status"] == "ready"
