@@ -18,14 +18,16 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 
 install: $(STAMP)
 
-# bubblewrap runs the verifier sandbox; the tests also need chromium (browser tests) and
-# busybox-static (a tiny root filesystem for the sandbox's image mode). Installed when missing.
+# bubblewrap runs the verifier sandbox; the tests also need chromium (browser tests),
+# busybox-static (a tiny root filesystem for the sandbox's image mode) and python3-pytest (real
+# pytest inside the sandbox, for the report profiles' tests). Installed when missing.
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	if [ "$(FOR_TESTS)" = 1 ]; then \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
 	  test -x /bin/busybox || missing="$$missing busybox-static"; \
+	  /usr/bin/python3 -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
 	fi; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
