@@ -58,13 +58,15 @@ def contract_activate(
     approved_authorship: dict[str, Any] | None = None,
     tree: Any = None,
     baselines: dict[str, str] | None = None,
+    start_tree: dict[str, str] | None = None,
     **review_refs: str,
 ) -> ContractDocument:
     """Write the contract event and sign it. Called inside `session_locked`.
     A reviewed contract keeps the authorship its reviewers approved (`approved_authorship`).
     Its `startTree` is the workspace tree now (§10.2; a snapshot session's: the snapshot `tree`
     names, else — a reviewed contract activated at approval — its latest); a workspace that
-    cannot be hashed refuses the activation (nothing is written). Its caller queues the
+    cannot be hashed refuses the activation (nothing is written). `start_tree`: the tree's
+    reference when the caller hashed it under the same lock. Its caller queues the
     baseline runs (`runs_request_baseline`) once it has left the session's lock."""
     draft = None
     if proposal.draft_receipt is not None:  # §9: the draft named at begin, found by receipt
@@ -75,7 +77,7 @@ def contract_activate(
                            + (f"already opened contract {used_by}" if used_by
                               else "is not a draft of this session"))
     try:
-        start_tree = session_tree_reference(session, tree)
+        start_tree = start_tree or session_tree_reference(session, tree)
     except TreeUnavailable as exc:
         # Invalid, not Conflict: the API answers 422 and a reviewer's page says "Nothing was
         # decided." with the reason.

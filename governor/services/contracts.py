@@ -104,13 +104,14 @@ def _profiles_named(checks: Sequence[Mapping[str, Any]]) -> set[str]:
             if check["kind"] == "code_verification_succeeded"}
 
 
-def _baselines(session: Session, proposal: domain.Proposal, tree: Any) -> dict[str, str]:
+def _baselines(session: Session, state: SessionState, proposal: domain.Proposal,
+               tree: Any) -> tuple[dict[str, str], dict[str, str] | None]:
     """§14.5: each check's result on the contract-start state — the tree as it is now, no
     event after the last one — `fails` (it will show the work), `passes` (it holds already) or
-    `unknown` (a trusted run's result is known only from the baseline run, §14.7). A workspace
-    that cannot be hashed leaves every check unknown."""
+    `unknown` (a trusted run's result is known only from the baseline run, §14.7); and the
+    reference of the tree they were judged on. A workspace that cannot be hashed leaves every
+    check unknown (and no tree)."""
     unknown = {str(check["id"]): "unknown" for check in proposal.checks}
-    state = SessionState.objects.defer("trace").get(session=session)
     project = session.project
     try:
         with session_workspace(session, tree) as workspace:
@@ -121,17 +122,20 @@ def _baselines(session: Session, proposal: domain.Proposal, tree: Any) -> dict[s
                 current_profile_receipts=profile_receipts(project),
                 max_file_bytes=project.max_file_bytes, changes=[])
     except (TreeUnavailable, ServiceError):  # no snapshot yet, or one that cannot be read
-        return unknown
+        return unknown, None
     kinds = {str(check["id"]): check["kind"] for check in proposal.checks}
     return {result["id"]: ("unknown" if kinds[result["id"]] == "code_verification_succeeded"
                            else "passes" if result["passed"] else "fails")
-            for result in results}
+            for result in results}, judged
 
 
-def _assessment(session: Session, proposal: domain.Proposal, tree: Any) -> dict[str, Any]:
+def _assessment(session: Session, state: SessionState, proposal: domain.Proposal,
+                tree: Any) -> tuple[dict[str, Any], dict[str, str] | None]:
+    baselines, judged = _baselines(session, state, proposal, tree)
     return coverage.assess(proposal.objective, proposal.claims, proposal.checks,
-                           baselines=_baselines(session, proposal, tree),
-                           require_discriminating=session.project.require_discriminating_evidence)
+                           baselines=baselines,
+                           require_discriminating=session.project.require_discriminating_evidence
+                           ), judged
 
 
 def _refuse_imported(session: Session) -> None:
@@ -140,9 +144,11 @@ def _refuse_imported(session: Session) -> None:
 
 
 def contract_assess(*, session: Session, body: Any, kind: str = "general") -> dict[str, Any]:
-    """The coverage preflight of §5. Writes nothing."""
+    """The coverage preflight of §5, with each check's baseline on the tree as it is now.
+    Writes no event."""
     proposal = _proposal(session.project, body, kind=kind, assess_only=True)
-    assessment = _assessment(session, proposal, None)
+    state = SessionState.objects.defer("trace").get(session=session)
+    assessment, _ = _assessment(session, state, proposal, None)
     return {"status": assessment["status"], "assessment": assessment}
 
 
@@ -201,11 +207,12 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str,
     if _auxiliary(project):  # refuse a mismatch before answering with an assessment
         _draft_for_begin(session, SessionState.objects.defer("trace").get(session=session),
                          proposal)
-    assessment = _assessment(session, proposal, tree)
-    if assessment["status"] != "ready":
-        return BeginResult(status="review-required", assessment=assessment)
     reviews.review_expire_due(session)  # a proposal whose time has passed waits no more
     with session_locked(session) as state:
+        # Judged under the lock, on the one hash of the tree the contract (review off) starts on.
+        assessment, judged = _assessment(session, state, proposal, tree)
+        if assessment["status"] != "ready":
+            return BeginResult(status="review-required", assessment=assessment)
         if lifecycle_of(state)["open"]:
             raise Conflict("a contract is already active in this session; it must reach a "
                            "terminal (certified, exhausted or abstained) before another begins")
@@ -221,7 +228,7 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str,
         contract = contract_activate(
             session=session, state=state, proposal=proposal, started_at_seq=started_at_seq,
             version=domain.CONTRACT_VERSION_REVIEW_OFF, coverage_receipt=assessment["receipt"],
-            baselines=assessment["baselines"], tree=tree,
+            baselines=assessment["baselines"], tree=tree, start_tree=judged,
         )
     runs_request_baseline(session=session, contract=contract)
     return BeginResult(status="active", contract=contract, assessment=assessment)
