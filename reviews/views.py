@@ -32,6 +32,7 @@ from governor.lib.live import (
 from governor.lib.notify import inbox_topic
 from governor.lib.waits import off_thread
 from governor.selectors.access import review_for_reviewer, reviewed_projects
+from governor.selectors.plan import plan_details
 from governor.selectors.reviews import carried_approval, review_as_read
 from governor.selectors.timeline import changes_so_far, check_parameters, user_requests
 from governor.services import passkeys
@@ -168,8 +169,10 @@ def _proposal(review: Review) -> dict[str, Any]:
     coverage = proposal.get("coverage") or {}
     findings = coverage.get("findings", [])
     baselines = coverage.get("baselines") or {}
+    details = plan_details(review.session, proposal)
     checks = [{**check_parameters(check), "anchor": f"check-{index}",
-               "baseline": BASELINE_TEXTS.get(baselines.get(check.get("id"), ""))}
+               "baseline": BASELINE_TEXTS.get(baselines.get(check.get("id"), "")),
+               **details.get(str(check.get("id")), {})}
               for index, check in enumerate(proposal.get("checks", []))]
     anchors = {check["id"]: check["anchor"] for check in checks}
     covered = {row.get("id"): row for row in coverage.get("claims", [])}

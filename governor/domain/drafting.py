@@ -43,7 +43,7 @@ from governor.domain.canonical import (
     receipt,
 )
 
-PROMPT_VERSION = "contract-draft-v1"
+PROMPT_VERSION = "contract-draft-v2"
 MAX_RESPONSE_BYTES = 256 * 1024
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -102,13 +102,19 @@ CHECK has "id" (unique, 1 to 128 characters), "kind" and exactly the fields of i
   no_tool_errors                    no other field
   code_verification_succeeded       "profile" (an id from availableCodeProfiles),
                                     optional "min_count" (1 to 100)
+  changes_within                    "paths" (1 to 64 git pathspec globs): every path changed
+                                    since the contract start matches one
+  unchanged                         "paths" (as above): no changed path matches one
 Paths are relative to the workspace root, use "/" and never contain "..". A "text" is at most
 4096 characters. No other kinds and no other keys are allowed anywhere.
 
 For contractKind "code" the server itself adds one check "code-profile-<id>" per required
 profile and the critical claim "required-code-verification" over them. Do not write these:
 check ids starting with "code-profile-" and the claim id "required-code-verification" are
-reserved. Add only what the objective needs beyond them.
+reserved, and so are the check "protected-paths" and the claim "protected-paths-unchanged" the
+server adds over the project's protected paths. Add only what the objective needs beyond them.
+Every critical claim needs a check that fails before the work is done (a check that already
+holds shows nothing the task did).
 
 GUIDANCE
 - Prefer evidence of the outcome (file content, JSON values, trusted profiles) over evidence of

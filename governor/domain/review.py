@@ -5,8 +5,8 @@
                        receipt("intent-proposal", it)
     evidence proposal  {stage: "evidence", sessionId, contractId, contractKind, objective, claims,
                         checks, maxAttempts, authorship, coverage (with `baselines`),
-                        protectedChanges?, approvedIntent: {proposal, proposalReceipt,
-                        reviewReceipt}}
+                        protectedChanges?, profileReceipts?, approvedIntent: {proposal,
+                        proposalReceipt, reviewReceipt}}
                        receipt("contract-proposal", it)
     review decision    {proposalReceipt, decision, decidedBy, feedbackBytes, feedbackReceipt?,
                         intentProposalReceipt? (evidence stage), carriedFrom? (§13),
@@ -54,10 +54,12 @@ def evidence_proposal(*, session_id: str, contract_id: str, kind: str, objective
                       max_attempts: int, authorship: dict[str, Any], coverage: dict[str, Any],
                       intent_proposal: dict[str, Any], intent_proposal_receipt: str,
                       intent_review_receipt: str,
-                      protected_changes: list[str] | None = None) -> dict[str, Any]:
+                      protected_changes: list[str] | None = None,
+                      profile_receipts: dict[str, str] | None = None) -> dict[str, Any]:
     """The evidence plan a person approves. The coverage assessment carries every check's
-    baseline (§14.5), and `protectedChanges` (§14.4) the protected paths this task opens: both
-    are bound by the proposal's receipt."""
+    baseline (§14.5), `protectedChanges` (§14.4) the protected paths this task opens, and
+    `profileReceipts` the receipt of each verifier profile its checks name as the reviewer is
+    shown it (so a later edit of the profile shows): all bound by the proposal's receipt."""
     proposal = {
         "stage": "evidence", "sessionId": session_id, "contractId": contract_id,
         "contractKind": kind, "objective": objective, "claims": claims, "checks": checks,
@@ -67,6 +69,8 @@ def evidence_proposal(*, session_id: str, contract_id: str, kind: str, objective
     }
     if protected_changes:
         proposal["protectedChanges"] = list(protected_changes)
+    if profile_receipts:
+        proposal["profileReceipts"] = dict(sorted(profile_receipts.items()))
     return proposal
 
 

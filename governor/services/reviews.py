@@ -27,6 +27,7 @@ from governor.services.events import (
     governor_event_append,
     session_locked,
 )
+from governor.services.profiles import profile_receipts
 from governor.services.runs import runs_request_baseline
 from reviews.models import Approval, Review, Stage, Status
 
@@ -236,7 +237,8 @@ def _advance(review: Review, state: SessionState,
             max_attempts=proposal.max_attempts, authorship=plan["authorship"],
             coverage=plan["assessment"], intent_proposal=review.proposal,
             intent_proposal_receipt=review.receipt, intent_review_receipt=decision["receipt"],
-            protected_changes=proposal.protected_changes)
+            protected_changes=proposal.protected_changes,
+            profile_receipts=_named_profile_receipts(review.session, proposal.checks))
         plan["contract_id"] = contract_id
         _create(review.session, Stage.EVIDENCE, document, plan, review.proposed_by)
         return None
@@ -250,6 +252,13 @@ def _advance(review: Review, state: SessionState,
         intent_proposal_receipt=intent["proposalReceipt"],
         intent_review_receipt=intent["reviewReceipt"],
         contract_proposal_receipt=review.receipt, contract_review_receipt=decision["receipt"])
+
+
+def _named_profile_receipts(session: Session, checks: list[dict[str, Any]]) -> dict[str, str]:
+    named = {str(check["profile"]) for check in checks
+             if check.get("kind") == "code_verification_succeeded"}
+    return {profile: receipt for profile, receipt in profile_receipts(session.project).items()
+            if profile in named}
 
 
 def review_cancel(*, session: Session) -> Review:

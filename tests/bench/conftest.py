@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing.util
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,9 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     var directories and servers' files — and the published results untouched."""
     directory = tmp_path / "scratch"
     directory.mkdir()
+    # multiprocessing makes its own temporary directory once per process, where TMPDIR says at
+    # the time, and keeps it until the process exits: made here first, it is not the scratch's.
+    multiprocessing.util.get_temp_dir()
     monkeypatch.setenv("TMPDIR", str(directory))
     monkeypatch.setattr(tempfile, "tempdir", str(directory))
     before = _published()

@@ -47,6 +47,8 @@ def test_rule_8_a_minimal_profile_gets_every_default() -> None:
                    "cpu_seconds": 600, "open_files": 1024, "output_bytes": 65_536},
         "rootfs": None,
         "environment": [],
+        "protected_paths": [],
+        "report": None,
         "show_output_to_reviewers": False,
     }
 

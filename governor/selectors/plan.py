@@ -1,0 +1,77 @@
+"""What an evidence plan's checks really do, as a reviewer is shown them (issue 28): for a
+trusted run, the profile's description and exactly what runs; for a file check, the file as the
+workspace holds it now (capped). Reads only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from governor.domain.contracts import FILE_CHECK_KINDS
+from governor.domain.workspace import Workspace, WorkspaceError
+from governor.lib.blobstore import blob_read
+from governor.lib.errors import ServiceError
+from governor.lib.highlight import highlighted
+from governor.models import Session, Snapshot, WorkspaceKind
+from verification.models import VerifierProfile
+
+PREVIEW_BYTES = 4096
+
+
+def profile_shown(profile: VerifierProfile, proposed_receipt: str | None) -> dict[str, Any]:
+    """A profile as the evidence page shows it: every field that decides what runs."""
+    definition = profile.definition()
+    return {
+        "id": profile.profile_id, "description": profile.description,
+        "argv": definition["argv"], "sandbox_mode": definition["sandboxMode"],
+        "timeout_ms": definition["timeoutMs"], "limits": definition["limits"],
+        "protected_paths": definition.get("protectedPaths", []),
+        "report": definition.get("report"), "environment": definition.get("environment", []),
+        "rootfs": definition["rootfs"], "env_names": sorted(definition["env"]),
+        "receipt": profile.receipt, "proposed_receipt": proposed_receipt,
+        "edited": proposed_receipt is not None and proposed_receipt != profile.receipt,
+    }
+
+
+def _file_now(session: Session, path: str) -> dict[str, Any]:
+    """The file at `path` as the workspace holds it now: its text, capped, highlighted; or
+    why it cannot be shown."""
+    try:
+        if session.workspace_kind == WorkspaceKind.SNAPSHOT:
+            latest = (Snapshot.objects.filter(session=session).select_related("tree")
+                      .order_by("-number").first())
+            manifest = latest.tree.manifest if latest is not None else []
+            entry = next((e for e in manifest if e[0] == path and e[1] != "120000"), None)
+            if entry is None:
+                return {"missing": "not in the latest snapshot"}
+            data = blob_read(session.project_id, entry[2])
+        else:
+            with Workspace(session.workspace_path, session.workspace_identity) as workspace:
+                data = workspace.read_bytes(path, max_bytes=session.project.max_file_bytes)
+    except (WorkspaceError, ServiceError) as exc:
+        return {"missing": str(exc)}
+    text = data[:PREVIEW_BYTES].decode("utf-8", errors="replace")
+    return {"html": highlighted(path, text), "bytes": len(data),
+            "cut": len(data) > PREVIEW_BYTES}
+
+
+def plan_details(session: Session, proposal: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """By check id: `profile` for a trusted run's check, `file` for a file check."""
+    checks = proposal.get("checks", [])
+    named = {str(check.get("profile")) for check in checks
+             if check.get("kind") == "code_verification_succeeded"}
+    proposed = proposal.get("profileReceipts") or {}
+    profiles = {profile.profile_id: profile_shown(profile, proposed.get(profile.profile_id))
+                for profile in VerifierProfile.objects.filter(project_id=session.project_id,
+                                                              profile_id__in=named)}
+    details: dict[str, dict[str, Any]] = {}
+    files: dict[str, dict[str, Any]] = {}
+    for check in checks:
+        kind = check.get("kind")
+        if kind == "code_verification_succeeded":
+            details[str(check.get("id"))] = {"profile": profiles.get(str(check.get("profile")))}
+        elif kind in FILE_CHECK_KINDS and kind != "file_absent":
+            path = str(check.get("path"))
+            if path not in files:
+                files[path] = _file_now(session, path)
+            details[str(check.get("id"))] = {"file": {"path": path, **files[path]}}
+    return details

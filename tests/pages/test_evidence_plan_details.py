@@ -1,0 +1,67 @@
+"""The evidence page shows what every check really does (issue 28 item 1): a trusted run's
+profile — its description, the command exactly as it runs, sandbox, limits, protected paths,
+report kind and receipt, and that it was edited after the plan was proposed — and a file
+check's file as the workspace holds it now, as text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.test import Client
+
+from governor.models import Project
+from governor.services.profiles import profile_save
+from reviews.models import Review
+from tests.conftest import AgentClient
+from tests.pages import contract_body
+from tests.pages.test_review_pages import approve_intent, url
+
+PROFILE = {"id": "unit-tests", "description": "Runs the calc unit tests with pytest",
+           "argv": ["/usr/bin/python3", "-m", "pytest", "-q", "--junitxml=/governor-report/j.xml"],
+           "report": "junit", "protected_paths": ["tests/**"], "timeout_ms": 30_000}
+
+
+def evidence_of_a_plan_with_a_profile_and_a_file(agent: AgentClient, workspace: Path,
+                                                 rita: Client) -> Review:
+    (workspace / "README.md").write_text("<script>alert(1)</script>\n## Install\n")
+    body = contract_body()
+    body["checks"].append({"id": "tests", "kind": "code_verification_succeeded",
+                           "profile": "unit-tests"})
+    body["claims"][0]["check_ids"].append("tests")
+    session_id = agent.create_session(workspace)["id"]
+    response = agent.post(f"/sessions/{session_id}/contracts", body)
+    assert response.status_code == 202, response.content
+    return approve_intent(rita, Review.objects.get(pk=response.json()["review"]["id"]))
+
+
+def test_the_evidence_page_shows_exactly_what_a_trusted_run_runs(
+        agent: AgentClient, workspace: Path, review_project: Project, rita: Client) -> None:
+    profile_save(project=review_project, raw=PROFILE)
+    evidence = evidence_of_a_plan_with_a_profile_and_a_file(agent, workspace, rita)
+    page = rita.get(url(evidence)).content.decode()
+    assert "Runs the calc unit tests with pytest" in page
+    assert "/usr/bin/python3 -m pytest -q --junitxml=/governor-report/j.xml" in page
+    assert "read-only, on a private copy of the workspace tree" in page
+    assert "30000 ms" in page and "tests/**" in page and "junit: judged by its report" in page
+    assert evidence.proposal["profileReceipts"] == {"unit-tests": review_project.profiles.get(
+        profile_id="unit-tests").receipt}
+    assert "was edited after this plan was proposed" not in page
+
+
+def test_a_profile_edited_after_the_plan_was_proposed_says_so(
+        agent: AgentClient, workspace: Path, review_project: Project, rita: Client) -> None:
+    profile_save(project=review_project, raw=PROFILE)
+    evidence = evidence_of_a_plan_with_a_profile_and_a_file(agent, workspace, rita)
+    profile_save(project=review_project, raw={**PROFILE, "argv": ["/bin/true"]})
+    page = rita.get(url(evidence)).content.decode()
+    assert "The profile was edited after this plan was proposed" in page
+    assert "<code>/bin/true</code>" in page  # what will run now
+
+
+def test_a_file_checks_file_is_shown_as_the_workspace_holds_it_as_text(
+        agent: AgentClient, workspace: Path, review_project: Project, rita: Client) -> None:
+    profile_save(project=review_project, raw=PROFILE)
+    evidence = evidence_of_a_plan_with_a_profile_and_a_file(agent, workspace, rita)
+    page = rita.get(url(evidence)).content.decode()
+    assert "<code>README.md</code> as the workspace holds it now" in page
+    assert "&lt;script&gt;" in page and "<script>alert(1)</script>" not in page
