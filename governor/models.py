@@ -109,6 +109,11 @@ class Project(models.Model):
         default=False, help_text="Refuse a contract whose critical claim has no check that "
                                  "fails before the work (its evidence could not tell done from "
                                  "not done); off: a warning the reviewer sees.")
+    delivery_review = models.CharField(
+        max_length=16, choices=[("off", "off"), ("required", "required")], default="off",
+        help_text="required: once every check of a contract passes, a person reviews the "
+                  "delivered change (the changes from the contract-start tree, the runs that "
+                  "proved each claim) before it is certified; off: certified at once.")
     require_signed_approvals = models.BooleanField(
         default=False, help_text="Every approval must be signed with the reviewer's own passkey "
         "(WebAuthn); an unsigned approval is refused. Exports then prove who approved what.")

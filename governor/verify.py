@@ -3,15 +3,17 @@
     python -m governor.verify EXPORT.jsonl [--key KEYFILE] [--reviewer-keys FILE] [--tree DIR]
 
 Needs only `cryptography`, `rfc8785` and the standard library (through the Django-free modules
-`governor.domain.canonical`, `.chain`, `.attestation` and `.tree`). Exit 0 with a one-line summary
-when the export verifies, exit 1 with `FAIL: seq N: <what>` (or `FAIL: line L: <what>` for a line
-that is not an event) naming the first problem. With `--tree DIR`, the export must also verify and
-DIR must be a workspace tree a signed terminal certified; when it is not, the files that differ
-from the latest certified tree's manifest are listed (added, removed, changed, mode changed).
+`governor.domain.canonical`, `.chain`, `.attestation`, `.changes` and `.tree`). Exit 0 with a
+one-line summary when the export verifies, exit 1 with `FAIL: seq N: <what>` (or `FAIL: line L:
+<what>` for a line that is not an event) naming the first problem. With `--tree DIR`, the export
+must also verify and DIR must be a workspace tree a signed terminal certified; when it is not, the
+files that differ from the latest certified tree's manifest are listed (added, removed, changed,
+mode changed).
 
 The export format (`reliability-governor-export/3`: header, events, attestations, keys, reviewer
 keys and their assertions (reviewers' passkey signatures of decisions,
-`governor.domain.passkey`), the manifests of certified trees, signed head) and every formula
+`governor.domain.passkey`), the manifests of certified trees and of their contracts' start
+trees, from which a certified terminal's changes digest recomputes, signed head) and every formula
 checked here — canonical JSON,
 receipts, chain hashes, DSSE statements, tree ids — are specified in docs/api.md, "Evidence anyone
 can check". A `/1` export (no head line) still
@@ -52,6 +54,7 @@ from governor.domain.canonical import (
     receipt,
 )
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
+from governor.domain.changes import changes_digest, workspace_changes
 from governor.domain.export import FORMAT, serialise_line, tree_ref
 from governor.domain.fields import FieldsInvalid
 from governor.domain.passkey import (
@@ -96,6 +99,7 @@ RECEIPTED_EVENTS: dict[str, ReceiptRule] = {
     "reliability/contract-draft": ReceiptRule("contract-draft", None),
     "reliability/intent-review": ReceiptRule("intent-review", None),
     "reliability/contract-review": ReceiptRule("contract-review", None),
+    "reliability/delivery-review": ReceiptRule("delivery-review", None),
 }
 """Event type → how its receipt recomputes: every receipt-bearing event the server writes."""
 
@@ -223,6 +227,10 @@ class _Export:
         self.export_keys: dict[str, Ed25519PublicKey] = {}
         self.attempt_trees: dict[str, tuple[str, str] | None] = {}
         self.terminal_trees: dict[int, tuple[str, str] | None] = {}
+        self.contract_starts: dict[str, tuple[str, str] | None] = {}
+        self.terminal_starts: dict[int, tuple[str, str] | None] = {}
+        self.changes_at: list[tuple[int, tuple[str, str], tuple[str, str], str | None]] = []
+        """Per certified terminal naming a start tree: (seq, tree, start, changesDigest)."""
         self.certified_at: list[tuple[int, tuple[str, str]]] = []
         self.manifests: dict[tuple[str, str], tuple[int, tuple[str, ...],
                                                     tuple[ManifestEntry, ...]]] = {}
@@ -362,11 +370,13 @@ class _Export:
             contract_id = contract_id_of(event.type, event.data)
             if contract_id is not None:
                 self.contract_receipts[contract_id] = event.data["receipt"]
+                self.contract_starts[contract_id] = tree_ref(event.data.get("startTree"))
         if event.type == "reliability/attempt" and type(event.data) is dict:
             self.attempt_trees[event.data["receipt"]] = tree_ref(event.data.get("tree"))
         if event.type == "reliability/terminal":
             contract_id = contract_id_of(event.type, event.data)
             self.latest_contract_at[seq] = self.contract_receipts.get(contract_id or "")
+            self.terminal_starts[seq] = self.contract_starts.get(contract_id or "")
             attempt = event.data.get("attemptReceipt") if type(event.data) is dict else None
             self.terminal_trees[seq] = self.attempt_trees.get(attempt) if type(
                 attempt) is str else None
@@ -518,6 +528,10 @@ class _Export:
             tree = self.terminal_trees.get(seq)
             if tree is not None and event.data.get("status") == "certified":
                 self.certified_at.append((seq, tree))
+                start = self.terminal_starts.get(seq)
+                if start is not None and "startTree" in statement["predicate"]:
+                    self.changes_at.append(
+                        (seq, tree, start, statement["predicate"].get("changesDigest")))
         for event in self.events:
             if event.predicate_kind is not None and event.seq not in attested:
                 raise _Refused(Failure(f"{event.type} event has no attestation", seq=event.seq))
@@ -562,6 +576,9 @@ class _Export:
             if workspace_tree_of(statement) != (
                     None if tree is None else tree[0].removeprefix(TREE_ID_PREFIX)):
                 return "the workspace subject is not the tree the deciding attempt judged"
+            start = self.terminal_starts.get(event.seq)
+            if "startTree" in predicate and (start is None or predicate["startTree"] != start[0]):
+                return "predicate startTree is not the start tree of the terminal's contract"
         return ""
 
     def check_signed_decisions(self) -> None:
@@ -574,18 +591,30 @@ class _Export:
             self.warnings.append(UNTRUSTED_REVIEWER_KEYS)
 
     def check_manifests(self) -> None:
-        """§10.2: the export carries the manifest of every certified tree, and no other."""
+        """§10.2: the export carries the manifest of every certified tree and of its contract's
+        start tree, and no other; §14.8: a certified terminal's changes digest recomputes from
+        the two."""
         for seq, key in self.certified_at:
             if key not in self.manifests:
                 raise _Refused(Failure(f"the certified tree {key[0]} (exclusions {key[1]}) has "
                                        "no manifest line", seq=seq))
             _, exclusions, entries = self.manifests[key]
             self.certified.append(CertifiedTree(seq, key[0], exclusions, entries))
-        named = {key for _, key in self.certified_at}
+        for seq, tree, start, digest in self.changes_at:
+            if start not in self.manifests:
+                raise _Refused(Failure(f"the start tree {start[0]} (exclusions {start[1]}) of a "
+                                       "certified terminal has no manifest line", seq=seq))
+            changes = workspace_changes(self.manifests[start][2], self.manifests[tree][2])
+            if digest is not None and changes_digest(changes) != digest:
+                raise _Refused(Failure("predicate changesDigest does not recompute from the "
+                                       "start and certified trees' manifests", seq=seq))
+        starts = (self.terminal_starts.get(seq) for seq, _ in self.certified_at)
+        named = {key for _, key in self.certified_at} | {key for key in starts if key}
         for key, (line_no, _, _) in self.manifests.items():
             if key not in named:
                 raise self.refuse(line_no, f"manifest of {key[0]} (exclusions {key[1]}): no "
-                                           "signed certified terminal names this tree")
+                                           "signed certified terminal names this tree or its "
+                                           "contract's start tree")
 
     def report(self, failure: Failure | None) -> Report:
         keys = self.export_keys if self.trusted_keys is None else self.trusted_keys

@@ -1,4 +1,5 @@
-"""Two-stage review (SEMANTICS §6): one Review per stage, bound to its proposal receipt."""
+"""Review (SEMANTICS §6): one Review per stage — the intent, the evidence plan and, where the
+project asks for it, the delivered change — bound to its proposal receipt."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from governor.models import AgentToken, JSONTextField, Session
 class Stage(models.TextChoices):
     INTENT = "intent"
     EVIDENCE = "evidence"
+    DELIVERY = "delivery"  # the optional third stage: the delivered change, once checks pass
 
 
 class Status(models.TextChoices):

@@ -32,7 +32,7 @@ from governor.lib.live import (
 from governor.lib.notify import inbox_topic
 from governor.lib.waits import off_thread
 from governor.selectors.access import review_for_reviewer, reviewed_projects
-from governor.selectors.plan import plan_details
+from governor.selectors.plan import delivery_shown, plan_details
 from governor.selectors.reviews import carried_approval, review_as_read
 from governor.selectors.timeline import changes_so_far, check_parameters, user_requests
 from governor.services import passkeys
@@ -148,8 +148,9 @@ def _revision(review: Review) -> dict[str, Any] | None:
     if previous is None:
         return None
     answered = next((other for other in earlier if other.feedback), None)
+    delivery = review.stage == Stage.DELIVERY  # a new passing attempt, not a new plan
     return {"previous": previous, "answered": answered,
-            "changes": plan_changes(previous.plan, review.plan)}
+            "changes": None if delivery else plan_changes(previous.plan, review.plan)}
 
 
 # How a reviewer reads each check's baseline (SEMANTICS §14.5): (label, badge class, what it
@@ -163,6 +164,8 @@ BASELINE_TEXTS = {
 
 def _proposal(review: Review) -> dict[str, Any]:
     proposal = review.proposal
+    if review.stage == Stage.DELIVERY:
+        return {"proposal": proposal, **delivery_shown(review)}
     if review.stage != Stage.EVIDENCE:
         return {"proposal": proposal, "requests": user_requests(
             review.session, up_to_seq=review.plan.get("started_at_seq"))}

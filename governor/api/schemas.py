@@ -314,7 +314,7 @@ class KeysOut(Out):
 @with_config(OUT)
 class ReviewOut(TypedDict):
     id: str
-    stage: Literal["intent", "evidence"]
+    stage: Literal["intent", "evidence", "delivery"]
     status: str
     proposal_receipt: str
     review_url: str
@@ -439,7 +439,7 @@ class ReceiptEvent(Out):
 class ReceiptReviewProposal(Out):
     kind: Literal["review-proposal"]
     session: str
-    stage: Literal["intent", "evidence"]
+    stage: Literal["intent", "evidence", "delivery"]
     status: str
     proposal: dict[str, Any]
 

@@ -20,7 +20,7 @@ TOOL_CALL = "tool/call"
 TOOL_RESULT = "tool/result"
 TYPES = (USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, lifecycle.CONTRACT,
          lifecycle.ATTEMPT, lifecycle.TERMINAL, lifecycle.CODE_VERIFICATION,
-         lifecycle.INTENT_REVIEW, lifecycle.CONTRACT_REVIEW)
+         lifecycle.INTENT_REVIEW, lifecycle.CONTRACT_REVIEW, lifecycle.DELIVERY_REVIEW)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -97,7 +97,8 @@ def _governor(kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
         why = "" if passed else f" ({data.get('failureKind') or 'failed'})"
         return {"kind": "verification", "title": f"Verifier run: {data.get('profile')}",
                 "detail": ("passed" if passed else "failed") + why, "ok": passed}
-    stage = "Intent" if kind == lifecycle.INTENT_REVIEW else "Evidence plan"
+    stage = {lifecycle.INTENT_REVIEW: "Intent",
+             lifecycle.DELIVERY_REVIEW: "Delivery"}.get(str(kind), "Evidence plan")
     decision = str(data.get("decision", ""))
     return {"kind": "review", "title": f"{stage} review: {decision}",
             "detail": "", "ok": decision == "approved"}

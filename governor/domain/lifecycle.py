@@ -24,7 +24,7 @@ have come from a conforming server, so import refuses it and a live append must 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 from governor.domain.documents import AttemptDocument, ContractDocument, TerminalDocument
 
@@ -35,19 +35,23 @@ CODE_VERIFICATION = "reliability/code-verification"
 CONTRACT_DRAFT = "reliability/contract-draft"
 INTENT_REVIEW = "reliability/intent-review"
 CONTRACT_REVIEW = "reliability/contract-review"
+DELIVERY_REVIEW = "reliability/delivery-review"
 GOVERNOR_EVENT_TYPES = frozenset(
-    {CONTRACT, ATTEMPT, TERMINAL, CODE_VERIFICATION, CONTRACT_DRAFT, INTENT_REVIEW, CONTRACT_REVIEW}
+    {CONTRACT, ATTEMPT, TERMINAL, CODE_VERIFICATION, CONTRACT_DRAFT, INTENT_REVIEW, CONTRACT_REVIEW,
+     DELIVERY_REVIEW}
 )
 READABLE_CONTRACT_VERSIONS = frozenset({1, 2, 3, 4, 5})
 TERMINAL_STATUSES = ("certified", "exhausted", "abstained")
 DEFAULT_MAX_ATTEMPTS = 3  # for old contract versions that did not record their budget
 
-STATE_NAMES = ("idle", "review-pending", "active", "certified", "exhausted", "abstained")
+STATE_NAMES = ("idle", "review-pending", "active", "delivery-pending", "certified", "exhausted",
+               "abstained")
 
 _LATEST_OF_KIND = {
     CONTRACT_DRAFT: "latestDraft",
     INTENT_REVIEW: "latestIntentReview",
     CONTRACT_REVIEW: "latestContractReview",
+    DELIVERY_REVIEW: "latestDeliveryReview",
 }
 
 
@@ -95,6 +99,7 @@ class LifecycleState(TypedDict):
     latestDraft: EventRecord | None
     latestIntentReview: EventRecord | None
     latestContractReview: EventRecord | None
+    latestDeliveryReview: NotRequired[EventRecord | None]
     latestVerifications: dict[str, EventRecord]
 
 
@@ -107,6 +112,7 @@ def initial_state() -> LifecycleState:
         "latestDraft": None,
         "latestIntentReview": None,
         "latestContractReview": None,
+        "latestDeliveryReview": None,
         "latestVerifications": {},
     }
 
@@ -214,11 +220,13 @@ def fold(events: Iterable[Mapping[str, Any]]) -> LifecycleState:
     return state
 
 
-def state_name(state: LifecycleState, *, review_pending: bool = False) -> str:
+def state_name(state: LifecycleState, *, review_pending: bool = False,
+               delivery_pending: bool = False) -> str:
     """One of STATE_NAMES. A pending review is not an event (proposals live in the review
-    table until decided), so the caller says whether one is pending."""
+    table until decided), so the caller says whether one is pending, and whether it is the
+    delivery review of the open contract."""
     if state["open"]:
-        return "active"
+        return "delivery-pending" if delivery_pending else "active"
     if review_pending:
         return "review-pending"
     terminal = state["terminal"]

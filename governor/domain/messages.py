@@ -92,3 +92,13 @@ REVIEW_PENDING_ALLOW_MESSAGE = (
     "A contract review is still pending, so no completion contract is active yet. You may stop, "
     "but completion must not be claimed as verified: tell the user the work awaits review."
 )
+
+
+def delivery_pending_message(review_url: str) -> str:
+    return (
+        "Every check passed, and this project has a person review the delivered change before "
+        "it is certified: it is not certified yet. Do not claim the task is complete. Wait for "
+        f"the review ({review_url}; reliability_status with wait_seconds, or GET "
+        "/sessions/{id}/review?wait=60): an approval certifies it, a revision request comes "
+        "with what to change."
+    )

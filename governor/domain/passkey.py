@@ -195,7 +195,8 @@ def check_assertion(*, assertion: dict[str, Any], signed: dict[str, Any], alg: i
 
 # --- an export's signed decisions (python -m governor.verify) ----------------------------------
 
-REVIEW_STAGES = {"reliability/intent-review": "intent", "reliability/contract-review": "evidence"}
+REVIEW_STAGES = {"reliability/intent-review": "intent", "reliability/contract-review": "evidence",
+                 "reliability/delivery-review": "delivery"}
 """Decision event type → the stage its statement names."""
 _KEY_LINE = {"kind", "credentialId", "userId", "username", "rpId", "algorithm", "cose", "spki"}
 _ASSERTION_LINE = {"kind", "seq", *ASSERTION_FIELDS}

@@ -12,7 +12,11 @@
                         intentProposalReceipt? (evidence stage), carriedFrom? (§13),
                         signatures? ([{userId, credentialId, nonce, assertion}], the reviewers'
                         passkey signatures, governor.domain.passkey), receipt}
-                       receipt("intent-review" | "contract-review", it without receipt);
+    delivery proposal  {stage: "delivery", sessionId, contractId, contractReceipt, objective,
+                        attemptReceipt, attempt, tree, startTree, changes}
+                       receipt("delivery-proposal", it)
+                       receipt("intent-review" | "contract-review" | "delivery-review", it
+                       without receipt);
                        the feedback text itself is never in it, only its size and receipt
                        ("intent-feedback" | "contract-feedback").
 """
@@ -31,6 +35,7 @@ DECISIONS = ("approved", "revision-requested", "rejected", "expired", "cancelled
 STAGE_KINDS = {
     "intent": ("intent-proposal", "intent-review", "intent-feedback"),
     "evidence": ("contract-proposal", "contract-review", "contract-feedback"),
+    "delivery": ("delivery-proposal", "delivery-review", "delivery-feedback"),
 }
 
 
@@ -72,6 +77,20 @@ def evidence_proposal(*, session_id: str, contract_id: str, kind: str, objective
     if profile_receipts:
         proposal["profileReceipts"] = dict(sorted(profile_receipts.items()))
     return proposal
+
+
+def delivery_proposal(*, session_id: str, contract: dict[str, Any], attempt: dict[str, Any],
+                      changes: list[dict[str, str]] | None) -> dict[str, Any]:
+    """The third, optional stage (issue 28): what a person approves once every check passed —
+    the contract (its receipt), the passing attempt (its receipt and the tree it judged) and
+    what changed since the contract's start tree — bound by receipt("delivery-proposal")."""
+    return {
+        "stage": "delivery", "sessionId": session_id, "contractId": contract["contractId"],
+        "contractReceipt": contract["receipt"], "objective": contract["objective"],
+        "attemptReceipt": attempt["receipt"], "attempt": attempt["attempt"],
+        "tree": attempt.get("tree"), "startTree": contract.get("startTree"),
+        "changes": changes,
+    }
 
 
 def proposal_receipt(stage: str, proposal: dict[str, Any]) -> str:

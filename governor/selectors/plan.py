@@ -1,6 +1,7 @@
-"""What an evidence plan's checks really do, as a reviewer is shown them (issue 28): for a
+"""What a reviewer is shown of a plan and of a delivery (issue 28): for an evidence plan's
 trusted run, the profile's description and exactly what runs; for a file check, the file as the
-workspace holds it now (capped). Reads only."""
+workspace holds it now (capped); for a delivery, the change from the contract-start tree to the
+tree that passed, and the attempt and runs that proved each claim. Reads only."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from typing import Any
 from governor.domain.contracts import FILE_CHECK_KINDS
 from governor.domain.workspace import Workspace, WorkspaceError
 from governor.lib.blobstore import blob_read
-from governor.lib.errors import ServiceError
+from governor.lib.errors import NotFound, ServiceError
 from governor.lib.highlight import highlighted
-from governor.models import Session, Snapshot, WorkspaceKind
-from verification.models import VerifierProfile
+from governor.models import Session, SessionState, Snapshot, WorkspaceKind
+from governor.selectors.sessions import lifecycle_of
+from governor.selectors.treediff import tree_changes
+from reviews.models import Review
+from verification.models import VerificationRun, VerifierProfile
 
 PREVIEW_BYTES = 4096
 
@@ -75,3 +79,38 @@ def plan_details(session: Session, proposal: dict[str, Any]) -> dict[str, dict[s
                 files[path] = _file_now(session, path)
             details[str(check.get("id"))] = {"file": {"path": path, **files[path]}}
     return details
+
+
+DELIVERY_DIFFED = 200  # files diffed on the delivery page; all are listed
+
+
+def delivery_shown(review: Review) -> dict[str, Any]:
+    """The delivery page's reads: the contract, its passing attempt (the one the proposal
+    names), the runs that attempt counted with their report counts, and the changes."""
+    proposal = review.proposal
+    session = review.session
+    folded = lifecycle_of(SessionState.objects.only("lifecycle").get(session=session))
+    record = folded["contract"]
+    contract: dict[str, Any] | None = dict(record["data"]) if record else None
+    attempt: dict[str, Any] | None = next(
+        (dict(item["data"]) for item in folded["attempts"]
+         if item["data"].get("receipt") == proposal.get("attemptReceipt")), None)
+    receipts = set((review.plan.get("evidence") or {}).get("run_receipts", []))
+    runs = [run for run in VerificationRun.objects.filter(session=session, baseline=False)
+            .select_related("profile").order_by("created_at")
+            if isinstance(run.result, dict) and run.result.get("receipt") in receipts]
+    start = (proposal.get("startTree") or {}).get("id")
+    tree = (proposal.get("tree") or {}).get("id")
+    changes = None
+    if start and tree:
+        try:
+            changes = tree_changes(session, start, tree, diffed=DELIVERY_DIFFED, listed=None)
+        except NotFound:
+            changes = None
+    claims = []
+    results = {result["id"]: result for result in (attempt or {}).get("results", [])}
+    for claim in (contract or {}).get("claims", []):
+        claims.append({**claim, "results": [results[check_id] for check_id in
+                                            claim.get("checkIds", []) if check_id in results]})
+    return {"contract": contract, "attempt": attempt, "claims_proved": claims,
+            "runs_counted": runs, "changes": changes}

@@ -56,7 +56,9 @@ def session_status(session: Session) -> dict[str, Any]:
     contract = folded["contract"]
     return {
         **session_out(session),
-        "state": lifecycle.state_name(folded, review_pending=pending is not None),
+        "state": lifecycle.state_name(folded, review_pending=pending is not None,
+                                      delivery_pending=pending is not None
+                                      and pending.stage == "delivery"),
         "contract": {**contract["data"], "imported": contract["imported"]} if contract else None,
         "attempts": [{**record["data"], "seq": record["seq"], "imported": record["imported"]}
                      for record in folded["attempts"]],

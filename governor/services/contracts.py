@@ -11,12 +11,11 @@ from governor.domain import attempts, coverage, drafting, lifecycle, messages
 from governor.domain import contracts as domain
 from governor.domain.changes import WorkspaceChange, changes_digest, workspace_changes
 from governor.domain.checks import (
-    VerificationRecord,
     evaluate_checks,
     runs_counted,
     unjudged_results,
 )
-from governor.domain.documents import ContractDocument, TerminalDocument
+from governor.domain.documents import ContractDocument
 from governor.lib.errors import Conflict, Invalid, ServiceError
 from governor.models import (
     AgentToken,
@@ -27,12 +26,11 @@ from governor.models import (
     SessionState,
 )
 from governor.selectors.evidence import DatabaseEvidence
-from governor.selectors.reviews import review_pending
+from governor.selectors.reviews import delivery_pending, review_pending, review_url
 from governor.selectors.sessions import lifecycle_of
 from governor.selectors.treediff import kept_manifest
 from governor.services import reviews
 from governor.services.activation import authorship, contract_activate, draft_receipt_used
-from governor.services.attestations import attest
 from governor.services.events import (
     governor_event_append,
     session_locked,
@@ -44,6 +42,7 @@ from governor.services.profiles import (
     required_profile_ids,
 )
 from governor.services.runs import runs_request_baseline
+from governor.services.terminals import DELIVERY_REQUIRED, TerminalEvidence, terminal_write
 from governor.services.trees import (
     TreeUnavailable,
     environment_digests,
@@ -255,12 +254,19 @@ def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> Attem
     snapshot session's checks read the snapshot `tree` names (its latest, §11.3)."""
     _refuse_imported(session)
     tree_named(session, tree)
+    reviews.review_expire_due(session)  # a delivery review whose time passed waits no more
     with session_locked(session) as state:
         folded, contract = _current(state)
         if contract is None:
             raise Conflict("there is no contract in this session to verify")
         if folded["terminal"] is not None:
             return _terminal_answer(folded)
+        delivery = delivery_pending(session)
+        if delivery is not None:  # every check passed; a person reviews the delivery now
+            last = folded["attempts"][-1]["data"] if folded["attempts"] else None
+            return AttemptResult(attempt=last, terminal=None, decision="delivery-pending",
+                                 message=messages.delivery_pending_message(review_url(delivery)),
+                                 replayed=True)
         project = session.project
         evidence, current_profiles = DatabaseEvidence(session, state), profile_receipts(project)
         declared = profile_environments(project, {
@@ -290,15 +296,27 @@ def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> Attem
         terminal = None
         if decision == "repair":
             message = messages.repair_message(results, number, maximum)
-        else:
-            terminal = _terminal_write(session=session, state=state, contract=contract,
-                                       status=decision, reason=reason,
-                                       attempt_receipt=attempt["receipt"], tree=judged,
-                                       changes=changes,
-                                       runs=runs_counted(contract, evidence=evidence,
-                                                         current_profile_receipts=current_profiles,
-                                                         tree=judged, environments=environments))
-            message = messages.terminal_message(terminal, results)
+            return AttemptResult(attempt=attempt, terminal=None, decision=decision,
+                                 message=message, results=list(results))
+        runs = runs_counted(contract, evidence=evidence,
+                            current_profile_receipts=current_profiles, tree=judged,
+                            environments=environments)
+        evidence_used = TerminalEvidence(
+            attempt_receipt=attempt["receipt"], tree=judged,
+            profile_receipts=[run.profile_receipt for run in runs],
+            run_receipts=[run.receipt for run in runs if run.receipt],
+            changes_digest=None if changes is None else changes_digest(changes))
+        if decision == "certified" and project.delivery_review == DELIVERY_REQUIRED:
+            review = reviews.review_open_delivery(
+                session=session, contract=contract, attempt=dict(attempt), evidence=evidence_used,
+                changes=[{"path": change.path, "kind": change.kind} for change in changes]
+                if changes is not None else None)
+            return AttemptResult(attempt=attempt, terminal=None, decision="delivery-pending",
+                                 message=messages.delivery_pending_message(review["review_url"]),
+                                 results=list(results))
+        terminal = terminal_write(session=session, state=state, contract=contract,
+                                  status=decision, reason=reason, evidence=evidence_used)
+        message = messages.terminal_message(terminal, results)
     return AttemptResult(attempt=attempt, terminal=terminal, decision=decision, message=message,
                          results=list(results))
 
@@ -312,33 +330,10 @@ def _changes_since_start(project: Project, contract: ContractDocument,
     return None if start is None or now is None else workspace_changes(start, now)
 
 
-def _terminal_write(*, session: Session, state: SessionState, contract: ContractDocument,
-                    status: str, reason: str, attempt_receipt: str | None,
-                    runs: Sequence[VerificationRecord] = (),
-                    tree: dict[str, str] | None = None,
-                    changes: Sequence[WorkspaceChange] | None = None) -> TerminalDocument:
-    """Write the terminal and sign it, naming the runs its deciding attempt counted (`runs`)
-    and the profile receipts they ran — not the profiles as they are now — and the tree the
-    attempt judged (`tree`, its reference)."""
-    terminal = attempts.terminal_payload(contract_id=contract["contractId"], status=status,
-                                         reason=reason, attempt_receipt=attempt_receipt)
-    event = governor_event_append(session=session, state=state, type=lifecycle.TERMINAL,
-                                  data=terminal)
-    certified = status == "certified"
-    start = contract.get("startTree")
-    attest(session=session, event=event, contract=contract, terminal=terminal,
-           profile_receipts=[run.profile_receipt for run in runs],
-           run_receipts=[run.receipt for run in runs if run.receipt],
-           tree=None if tree is None else tree["id"],
-           start_tree=start["id"] if certified and start else None,
-           changes_digest=(changes_digest(changes) if certified and changes is not None
-                           else None))
-    return terminal
-
-
 def turn_stop(*, session: Session, tree: Any = None) -> dict[str, Any]:
-    """§7: the agent wants to stop. Allow when nothing is active; otherwise attempt and steer
-    (`governor/domain/attempts.py` decides)."""
+    """§7: the agent wants to stop. Allow when nothing is active, or while a person reviews
+    the delivered change; otherwise attempt and steer (`governor/domain/attempts.py`
+    decides)."""
     contract_open = False
     if not session.imported:
         folded, contract = _current(SessionState.objects.defer("trace").get(session=session))
@@ -350,6 +345,8 @@ def turn_stop(*, session: Session, tree: Any = None) -> dict[str, Any]:
     if allowed is not None:
         return allowed
     outcome = attempt_record(session=session, trigger="turn-stop", tree=tree)
+    if outcome.decision == "delivery-pending":  # it may stop, but claim nothing yet
+        return {"action": "allow", "message": outcome.message, "attempt": outcome.attempt}
     return attempts.turn_stop_after_attempt(message=outcome.message, attempt=outcome.attempt,
                                             terminal=outcome.terminal,
                                             replayed=outcome.replayed)
@@ -364,7 +361,9 @@ def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
         if folded["terminal"] is not None:
             return _terminal_answer(folded)
         text = attempts.abstain_reason(reason)
-        terminal = _terminal_write(session=session, state=state, contract=contract,
-                                   status="abstained", reason=text, attempt_receipt=None)
+        terminal = terminal_write(session=session, state=state, contract=contract,
+                                  status="abstained", reason=text,
+                                  evidence=TerminalEvidence(attempt_receipt=None))
+        reviews.review_delivery_close(session, state)
     return AttemptResult(attempt=None, terminal=terminal, decision="abstained",
                          message=messages.terminal_message(terminal))

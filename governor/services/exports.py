@@ -8,7 +8,7 @@ from typing import Any
 
 from governor.domain import export
 from governor.domain.chain import GENESIS
-from governor.domain.lifecycle import ATTEMPT, TERMINAL
+from governor.domain.lifecycle import ATTEMPT, CONTRACT, TERMINAL
 from governor.domain.passkey import REVIEW_STAGES
 from governor.domain.tree import ManifestEntry
 from governor.models import Attestation, Event, Origin, Session, WorkspaceTree
@@ -19,7 +19,8 @@ from governor.services.events import now_ms
 
 def export_lines(session: Session) -> Iterator[str]:
     """The export of ARCHITECTURE §6, one canonical JSON text per line, as `governor.verify`
-    checks it: with the manifest of every tree a signed terminal certified (SEMANTICS §10.2)."""
+    checks it: with the manifest of every tree a signed terminal certified (SEMANTICS §10.2) and
+    of its contract's start tree, from which the verifier recomputes the changes digest (§14.8)."""
     session_id = str(session.id)
     yield export.serialise_line(export.header_line(
         session=session_id, project=session.project.slug, harness=session.header,
@@ -27,7 +28,8 @@ def export_lines(session: Session) -> Iterator[str]:
     events = Event.objects.filter(session=session).order_by("seq")
     last_seq, head = -1, GENESIS
     attempt_trees: dict[str, tuple[str, str] | None] = {}
-    certified: set[tuple[str, str]] = set()
+    start_trees: dict[str, tuple[str, str] | None] = {}  # per contract id
+    trees: set[tuple[str, str]] = set()  # the manifests the export carries
     signed: dict[int, list[dict[str, Any]]] = {}  # decision events with passkey signatures
     for event in events.iterator(chunk_size=2000):
         yield export.serialise_line(export.event_line(
@@ -37,13 +39,19 @@ def export_lines(session: Session) -> Iterator[str]:
         last_seq, head = event.seq, event.hash
         if event.type in REVIEW_STAGES and event.data.get("signatures"):
             signed[event.seq] = event.data["signatures"]
-        if event.type == ATTEMPT:
+        if event.type == CONTRACT:
+            start_trees[str(event.data.get("contractId"))] = export.tree_ref(
+                event.data.get("startTree"))
+        elif event.type == ATTEMPT:
             attempt_trees[str(event.data.get("receipt"))] = export.tree_ref(event.data.get("tree"))
         elif (event.type == TERMINAL and event.data.get("status") == "certified"
               and event.origin == Origin.GOVERNOR and not (event.meta or {}).get("imported")):
             tree = attempt_trees.get(event.data.get("attemptReceipt") or "")
             if tree is not None:
-                certified.add(tree)
+                trees.add(tree)
+                start = start_trees.get(str(event.data.get("contractId")))
+                if start is not None:
+                    trees.add(start)
     # Events appended while this export streams are left out, and so are their attestations.
     attestations = Attestation.objects.filter(
         event__session=session, event__seq__lte=last_seq).select_related("event")
@@ -57,7 +65,7 @@ def export_lines(session: Session) -> Iterator[str]:
         yield export.serialise_line(key)
     for line in passkeys.export_lines(signed):
         yield export.serialise_line(line)
-    for tree_id, digest in sorted(certified):
+    for tree_id, digest in sorted(trees):
         stored = WorkspaceTree.objects.filter(project=session.project, tree_id=tree_id,
                                               exclusions_digest=digest).first()
         if stored is not None:  # without it the export does not verify, as it should not

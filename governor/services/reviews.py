@@ -21,6 +21,7 @@ from governor.lib.queue import task_send_on_commit
 from governor.models import AgentToken, Session, SessionState
 from governor.selectors.access import is_reviewer
 from governor.selectors.reviews import carried_approval, review_status
+from governor.selectors.sessions import lifecycle_of
 from governor.services import passkeys
 from governor.services.activation import contract_activate
 from governor.services.events import (
@@ -29,11 +30,13 @@ from governor.services.events import (
 )
 from governor.services.profiles import profile_receipts
 from governor.services.runs import runs_request_baseline
+from governor.services.terminals import TerminalEvidence, terminal_write
 from reviews.models import Approval, Review, Stage, Status
 
 log = logging.getLogger(__name__)
 EVENT_TYPES: dict[str, str] = {Stage.INTENT: lifecycle.INTENT_REVIEW,
-                               Stage.EVIDENCE: lifecycle.CONTRACT_REVIEW}
+                               Stage.EVIDENCE: lifecycle.CONTRACT_REVIEW,
+                               Stage.DELIVERY: lifecycle.DELIVERY_REVIEW}
 
 
 NOTIFY_REVIEWERS, POST_WEBHOOK = "reviews.tasks.notify_reviewers", "reviews.tasks.post_webhook"
@@ -111,6 +114,18 @@ def _notify_on_commit(review: Review) -> None:
         task_send_on_commit(POST_WEBHOOK, str(review.pk), on_failure=unsent)
 
 
+def review_open_delivery(*, session: Session, contract: ContractDocument,
+                         attempt: dict[str, Any], evidence: TerminalEvidence,
+                         changes: list[dict[str, str]] | None) -> dict[str, Any]:
+    """The delivery stage (issue 28): every check of `contract` passed on `attempt`; a person
+    reviews the delivered change before it is certified. Called inside the attempt's lock; the
+    terminal it would have written waits in the review's plan."""
+    document = domain.delivery_proposal(session_id=str(session.pk), contract=dict(contract),
+                                        attempt=attempt, changes=changes)
+    plan = {"contract_id": contract["contractId"], "evidence": evidence.as_plan()}
+    return review_status(_create(session, Stage.DELIVERY, document, plan, None))
+
+
 def review_open(*, session: Session, proposed_by: AgentToken,
                 proposal: contract_domain.Proposal, assessment: dict[str, Any],
                 started_at_seq: int, authorship: dict[str, Any]) -> dict[str, Any]:
@@ -149,7 +164,40 @@ def _decide(review: Review, state: SessionState, *, decision: str, decided_by: d
                                "feedback"])
     announce_on_commit(review_topic(review.session_id))
     announce_on_commit(inbox_topic(review.session.project_id))
+    if review.stage == Stage.DELIVERY and decision != Status.APPROVED:
+        _delivery_returned(review, state, decision, payload["receipt"])
     return payload
+
+
+def _delivery_evidence(review: Review) -> TerminalEvidence:
+    kept = review.plan["evidence"]
+    return TerminalEvidence(attempt_receipt=kept["attempt_receipt"], tree=kept["tree"],
+                            profile_receipts=kept["profile_receipts"],
+                            run_receipts=kept["run_receipts"],
+                            changes_digest=kept["changes_digest"])
+
+
+def _delivery_returned(review: Review, state: SessionState, decision: str,
+                       decision_receipt: str) -> None:
+    """A delivery review that did not approve: rejected, the contract ends exhausted (the
+    reviewer's reason reaches the agent through the review, never the log); a revision request
+    or an expiry puts it back to active — unless the repair budget is spent."""
+    folded = lifecycle_of(state)
+    record = folded["contract"]
+    if record is None or folded["terminal"] is not None:
+        return
+    contract = record["data"]
+    budget = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
+    if decision == Status.REJECTED:
+        reason = (f"A person rejected the delivered change at review (decision "
+                  f"{decision_receipt}); the reviewer's reason is given with the review.")
+    elif len(folded["attempts"]) >= budget:
+        reason = (f"The delivery review was {decision} (decision {decision_receipt}) and the "
+                  f"repair budget of {budget} attempts is spent.")
+    else:
+        return
+    terminal_write(session=review.session, state=state, contract=contract, status="exhausted",
+                   reason=reason, evidence=_delivery_evidence(review))
 
 
 def _owned_token(user: Any, review: Review) -> str | None:
@@ -222,8 +270,20 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
 def _advance(review: Review, state: SessionState,
              decision: ReviewDecisionDocument) -> ContractDocument | None:
     """After an approval: the intent stage opens the evidence stage; the evidence stage
-    activates the contract (version 5) through the one activation service, and returns it."""
+    activates the contract (version 5) through the one activation service, and returns it; the
+    delivery stage certifies the contract with the terminal its passing attempt earned."""
     plan = dict(review.plan)
+    if review.stage == Stage.DELIVERY:
+        folded = lifecycle_of(state)
+        record = folded["contract"]
+        if (record is not None and folded["terminal"] is None
+                and record["data"]["contractId"] == plan["contract_id"]):
+            terminal_write(session=review.session, state=state, contract=record["data"],
+                           status="certified",
+                           reason=f"Every check passed and a person approved the delivered "
+                                  f"change (decision {decision['receipt']}).",
+                           evidence=_delivery_evidence(review))
+        return None
     proposal = contract_domain.Proposal(
         objective=plan["objective"], claims=plan["claims"], checks=plan["checks"],
         max_attempts=plan["max_attempts"], intent=plan["intent"],
@@ -262,14 +322,27 @@ def _named_profile_receipts(session: Session, checks: list[dict[str, Any]]) -> d
 
 
 def review_cancel(*, session: Session) -> Review:
-    """The agent withdraws its pending proposal."""
+    """The agent withdraws its pending proposal — never a delivery review, which is the
+    project's and not the agent's (it may abstain instead)."""
     with session_locked(session) as state:
         review = Review.objects.select_for_update().filter(session=session,
                                                            status=Status.PENDING).first()
         if review is None:
             raise Conflict("there is no pending review in this session to withdraw")
+        if review.stage == Stage.DELIVERY:
+            raise Conflict("a delivery review is not the agent's to withdraw: wait for the "
+                           "person's decision, or abstain")
         _decide(review, state, decision=Status.CANCELLED, decided_by={"kind": "agent"})
     return review
+
+
+def review_delivery_close(session: Session, state: SessionState) -> None:
+    """The contract ended while a person was reviewing its delivery (the agent abstained):
+    the review is cancelled, inside the same lock, after the terminal was written."""
+    review = Review.objects.select_for_update().filter(
+        session=session, status=Status.PENDING, stage=Stage.DELIVERY).first()
+    if review is not None:
+        _decide(review, state, decision=Status.CANCELLED, decided_by={"kind": "system"})
 
 
 def reviews_expire_due() -> int:

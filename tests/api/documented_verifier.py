@@ -119,6 +119,8 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
     run_receipts: dict[str, int] = {}
     attempt_trees: dict[str, Any] = {}
     certified_trees = []
+    start_trees: dict[str, Any] = {}
+    changes_digests = []  # (seq, start tree, certified tree, changesDigest)
     for seq, event in enumerate(events):
         if event["seq"] != seq or event["prev"] != prev or event["session"] != session:
             found.append(f"seq {seq}: out of order or off the chain")
@@ -133,6 +135,7 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
                 found.append(f"seq {seq}: {kind} receipt")
         if event["type"] == "reliability/contract":
             contract_receipts[data["contractId"]] = data["receipt"]
+            start_trees[data["contractId"]] = data.get("startTree")
         if event["type"] == "reliability/code-verification" and "receipt" in data:
             run_receipts[data["receipt"]] = seq
         if event["type"] == "reliability/attempt":
@@ -162,6 +165,14 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
                 found.append(f"seq {event['seq']}: the workspace subject is not the attempt's")
             if tree and data["status"] == "certified":
                 certified_trees.append((tree["id"], tree["exclusions"]))
+                start = start_trees.get(data["contractId"])
+                if start:
+                    certified_trees.append((start["id"], start["exclusions"]))
+                if "startTree" in predicate and predicate["startTree"] != (start or {}).get("id"):
+                    found.append(f"seq {event['seq']}: startTree is not the contract's")
+                if start and "changesDigest" in predicate:
+                    changes_digests.append((event["seq"], start["id"], tree["id"],
+                                            predicate["changesDigest"]))
         if (statement["predicateType"] != "https://reliability-governor.dev/attestation/v1"
                 or subject != {"name": f"session:{session}/contract:{data['contractId']}",
                                "digest": {"sha256": event["hash"]}}
@@ -180,6 +191,17 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
             found.append(f"manifest of {line['tree']}: its entries make another tree")
     if sorted(manifests) != sorted(set(certified_trees)):
         found.append("the manifests are not those of the certified trees")
+    entries_of = {line["tree"]: {entry["path"]: (entry["mode"], entry["blob"])
+                                 for entry in line["entries"]}
+                  for line in objects if line["kind"] == "manifest"}
+    for seq, start_id, tree_id, digest in changes_digests:
+        before, after = entries_of.get(start_id, {}), entries_of.get(tree_id, {})
+        changes = [[path, "added" if path not in before else "deleted" if path not in after
+                    else "mode-changed" if before[path][0] != after[path][0] else "modified"]
+                   for path in sorted(before.keys() | after.keys(), key=str.encode)
+                   if before.get(path) != after.get(path)]
+        if receipt("workspace-changes", changes) != digest:
+            found.append(f"seq {seq}: changesDigest")
     statement = open_envelope(head["envelope"], keys)
     last = events[-1] if events else {"seq": -1, "hash": GENESIS}
     if (statement["predicateType"] != "https://reliability-governor.dev/export-head/v1"

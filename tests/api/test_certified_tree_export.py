@@ -1,7 +1,8 @@
 """SEMANTICS §10.2 end to end: a certified session's signed terminal names the tree its deciding
 attempt judged, its export carries that tree's manifest, `python -m governor.verify EXPORT --tree
 DIR` recognises the workspace (and names the files that differ once it changes), and the stock-git
-command docs/api.md shows gives the same id."""
+command docs/api.md shows gives the same id; §14.8: the export also carries the contract's start
+tree, from which the verifier recomputes the signed changes digest."""
 
 from __future__ import annotations
 
@@ -16,14 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from governor.domain.canonical import loads_strict
+from governor.domain.attestation import key_id
+from governor.domain.canonical import loads_strict, receipt
+from governor.domain.export import serialise_line
 from governor.domain.tree import exclusions_digest
 from governor.models import Project
 from governor.verify import verify_export
 from tests.api.test_contracts import Agent, readme_contract
 from tests.api.test_export_and_verify import export_text
 from tests.conftest import AgentClient
+from tests.signed_exports import reseal
 
 ROOT = Path(__file__).resolve().parents[2]
 EXCLUSIONS = ["node_modules/**", "*.log"]  # those of the command in docs/api.md
@@ -71,9 +76,12 @@ def test_the_status_the_signed_terminal_and_the_export_name_the_certified_tree(
                      if line["kind"] == "attestation" and line["seq"] == terminal_seq]
     assert statement_of(attestation["envelope"])["subject"][1] == {
         "name": "workspace", "digest": {"gitTree": tree["id"].removeprefix("gittree:sha256:")}}
-    [manifest] = [line for line in lines if line["kind"] == "manifest"]
-    assert [line["kind"] for line in lines[-2:]] == ["manifest", "head"]
-    assert manifest["tree"] == tree["id"]
+    manifests = {line["tree"]: line for line in lines if line["kind"] == "manifest"}
+    assert [line["kind"] for line in lines[-3:]] == ["manifest", "manifest", "head"]
+    start = status["contract"]["startTree"]["id"]
+    assert set(manifests) == {tree["id"], start}
+    assert [entry["path"] for entry in manifests[start]["entries"]] == ["bin/run", "run"]
+    manifest = manifests[tree["id"]]
     assert manifest["exclusions"] == sorted(EXCLUSIONS)
     assert {entry["path"]: entry["mode"] for entry in manifest["entries"]} == {
         "README.md": "100644", "bin/run": "100755", "run": "120000"}
@@ -97,6 +105,57 @@ def test_an_exhausted_terminal_names_its_tree_but_the_export_has_no_manifest(
     assert not [line for line in lines if line["kind"] == "manifest"]
     report = verify_export(text.splitlines())
     assert report.ok and report.certified == (), report.summary()
+
+
+def resigned(text: str, edit_predicate: Any = None, drop_start: bool = False) -> list[str]:
+    """The export as one holding the server's key could rewrite it: the terminal's predicate
+    edited, or the start tree's manifest dropped; every attestation and the head re-signed."""
+    objects = [loads_strict(line) for line in text.splitlines()]
+    terminal = next(obj["seq"] for obj in objects
+                    if obj["kind"] == "event" and obj["type"] == "reliability/terminal")
+    start = next(obj["data"]["startTree"]["id"] for obj in objects
+                 if obj["kind"] == "event" and obj["type"] == "reliability/contract")
+    for obj in objects:
+        if obj["kind"] == "attestation" and obj["seq"] == terminal and edit_predicate:
+            statement = statement_of(obj["envelope"])
+            edit_predicate(statement["predicate"])
+            obj["envelope"]["payload"] = base64.b64encode(
+                json.dumps(statement).encode()).decode()
+    if drop_start:
+        objects = [obj for obj in objects if obj["kind"] != "manifest" or obj["tree"] != start]
+    return [serialise_line(obj) for obj in reseal(objects, SERVER_KEY)]
+
+
+SERVER_KEY = Ed25519PrivateKey.generate()
+TRUSTED = {key_id(SERVER_KEY.public_key()): SERVER_KEY.public_key()}
+
+
+def test_verify_recomputes_the_changes_digest_from_the_start_and_certified_manifests(
+        certified: tuple[Agent, str]) -> None:
+    """§14.8: a certified terminal's startTree and changesDigest are checked against the
+    contract and the two manifests, not taken on the signer's word."""
+    _, text = certified
+    report = verify_export(resigned(text), TRUSTED)
+    assert report.ok, report.summary()
+
+    def hide_a_change(predicate: dict[str, Any]) -> None:
+        predicate["changesDigest"] = receipt("workspace-changes", [])
+
+    report = verify_export(resigned(text, hide_a_change), TRUSTED)
+    assert not report.ok and report.failure is not None
+    assert report.failure.message == ("predicate changesDigest does not recompute from the "
+                                      "start and certified trees' manifests")
+
+    def another_start(predicate: dict[str, Any]) -> None:
+        predicate["startTree"] = "gittree:sha256:" + "0" * 64
+
+    report = verify_export(resigned(text, another_start), TRUSTED)
+    assert report.failure is not None and report.failure.message.endswith(
+        "predicate startTree is not the start tree of the terminal's contract")
+
+    report = verify_export(resigned(text, drop_start=True), TRUSTED)
+    assert report.failure is not None and "has no manifest line" in report.failure.message
+    assert report.failure.message.startswith("the start tree gittree:sha256:")
 
 
 def run_verify(*args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -112,8 +112,12 @@ def test_a_verifier_written_from_the_docs_checks_the_certified_tree_and_its_mani
     worker = reviewed_code_session(agent, workspace, project, reviewer)
     keys = documented_verifier.keys_from_endpoint(agent.get("/keys").content)
     objects = [json.loads(line) for line in export_text(agent, worker.id).splitlines()]
-    [manifest] = [obj for obj in objects if obj["kind"] == "manifest"]
-    assert manifest["tree"] == worker.status()["terminal"]["tree"]["id"]
+    assert documented_verifier.problems(export_text(agent, worker.id), keys) == []
+    status = worker.status()
+    manifests = {obj["tree"]: obj for obj in objects if obj["kind"] == "manifest"}
+    assert set(manifests) == {status["terminal"]["tree"]["id"],
+                              status["contract"]["startTree"]["id"]}
+    manifest = manifests[status["terminal"]["tree"]["id"]]
     assert "README.md" in {entry["path"] for entry in manifest["entries"]}
     manifest["entries"][0]["blob"] = "0" * 64
     text = "".join(documented_verifier.rfc8785.dumps(obj).decode() + "\n" for obj in objects)

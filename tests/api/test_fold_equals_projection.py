@@ -42,6 +42,7 @@ GROUPS = (["tool_ok", "tool_error", "write_readme", "delete_readme", "say"],
 ACTIONS = st.lists(st.one_of(*(st.sampled_from(group) for group in GROUPS)),
                    min_size=4, max_size=16)
 MODES = st.fixed_dictionaries({"review_mode": st.sampled_from(["off", "required"]),
+                               "delivery_review": st.sampled_from(["off", "required"]),
                                "authoring_mode": st.sampled_from(["current-agent",
                                                                   "auxiliary-model"])})
 
@@ -245,6 +246,7 @@ def test_projection_equals_the_fold_after_any_call_sequence(
 def governor_events(sid: str) -> list[tuple[str, Any]]:
     """(type, what it says) of each governor event of a session's log."""
     said = {"reliability/intent-review": "decision", "reliability/contract-review": "decision",
+            "reliability/delivery-review": "decision",
             "reliability/code-verification": "passed", "reliability/terminal": "status"}
     return [(e.type, e.data.get(said.get(e.type, ""))) for e in Event.objects.filter(
         session_id=sid, type__startswith="reliability/").order_by("seq")]
@@ -288,6 +290,22 @@ def test_the_operations_do_what_they_say_so_the_property_covers_them(
     assert [kind for kind, _ in governor_events(drafted.id)] == [
         "reliability/contract-draft", "reliability/contract", "reliability/attempt",
         "reliability/terminal"]
+
+    Project.objects.filter(pk=world.pk).update(authoring_mode="current-agent",
+                                               delivery_review="required")
+    (workspace / "README.md").unlink()
+    delivered = play_checking_the_fold(Scenario(owned_agent, workspace, reviewer, provider), [
+        "begin", "write_readme", "turn_stop", "revise", "verify", "approve", "import_log"])
+    assert governor_events(delivered.id) == [
+        ("reliability/contract", None),
+        ("reliability/attempt", None),
+        ("reliability/delivery-review", "revision-requested"),
+        ("reliability/attempt", None),
+        ("reliability/delivery-review", "approved"),
+        ("reliability/terminal", "certified"),
+    ]
+    [imported] = delivered.imports
+    assert governor_events(imported) == governor_events(delivered.id)
 
 
 def test_refold_check_reports_a_tampered_projection(agent: AgentClient, workspace: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser import Server, assert_accessible, log_in
+from tests.browser.test_delivery import delivered, deliveries  # noqa: F401 - the fixture
 from tests.browser.test_passkeys import add_passkey, virtual_authenticator
 from tests.browser.test_reviewer_experience import propose_after_work
 from tests.live import ROOT
@@ -69,3 +70,10 @@ def test_the_passkey_pages_of_the_reviewing_guide(localhost_server: Server, page
     page.goto(f"{server.url}/reviews/{review_id}/")
     expect(page.get_by_text("Your decision is signed with your passkey")).to_be_visible()
     shot(page, "review-signed-decision", "#decision")
+
+
+def test_the_delivery_page_of_the_reviewing_guide(deliveries: Server, page: Page) -> None:  # noqa: F811
+    _, review_id = delivered(deliveries)
+    log_in(page, deliveries, "rita", "rita-password-1")
+    page.goto(f"{deliveries.url}/reviews/{review_id}/")
+    shot(page, "review-delivery")

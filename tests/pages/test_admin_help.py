@@ -15,6 +15,7 @@ pytestmark = pytest.mark.django_db
 
 SECRET = "whsec-do-not-show-9f2c"
 PROJECT_FIELDS = ("slug", "max_attempts", "max_checks", "max_file_bytes", "review_mode",
+                  "delivery_review",
                   "authoring_mode", "review_ttl_seconds", "required_approvals",
                   "workspace_roots", "webhook_url", "webhook_secret")
 
@@ -37,7 +38,8 @@ def test_every_project_setting_has_help_and_the_secret_is_a_password_field(
     assert "The agent's token owner never counts" in help_of(html, "required_approvals")
     assert 'type="password" name="webhook_secret"' in html and SECRET not in html
 
-    selects = {"review_mode": project.review_mode, "authoring_mode": project.authoring_mode}
+    selects = {"review_mode": project.review_mode, "authoring_mode": project.authoring_mode,
+               "delivery_review": project.delivery_review}
     assert submit(operator, url, **selects).status_code == 302  # saved without typing a secret
     assert Project.objects.get(pk=project.pk).webhook_secret == SECRET
     assert submit(operator, url, webhook_secret="new-secret-1", **selects).status_code == 302

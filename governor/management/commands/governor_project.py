@@ -43,6 +43,9 @@ class Command(BaseCommand):
         change.add_argument("--protected-paths", metavar="P1,P2",
                             help="comma-separated patterns no contract may change unless a "
                                  "person opens them at review ('' protects nothing)")
+        change.add_argument("--delivery-review", choices=["off", "required"],
+                            help="required: a person reviews the delivered change before a "
+                                 "contract whose checks all pass is certified")
         change.add_argument("--require-discriminating", choices=["on", "off"],
                             help="on: refuse a contract whose critical claim has no check "
                                  "that fails before the work")
@@ -72,6 +75,8 @@ class Command(BaseCommand):
                 changes["protected_paths"] = [pattern.strip() for pattern in
                                               options["protected_paths"].split(",")
                                               if pattern.strip()]
+            if options.get("delivery_review"):
+                changes["delivery_review"] = options["delivery_review"]
             if options.get("require_discriminating"):
                 changes["require_discriminating_evidence"] = (
                     options["require_discriminating"] == "on")

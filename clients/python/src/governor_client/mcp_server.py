@@ -44,9 +44,11 @@ not by your own judgement. Follow this policy in this workspace:
    with review-pending, you may prepare, but the contract is not active: keep waiting with
    reliability_status(wait_seconds=...). On revision-requested, revise using the feedback and
    begin again; on rejected, do not proceed as if approved.
-3. Do not claim the task is complete until the governor answers certified. When an attempt
-   fails, repair only the failed checks it names — do not redo work that passed, do not repeat
-   actions whose outcome is unknown — then call reliability_verify again. Attempts are limited.
+3. Do not claim the task is complete until the governor answers certified. A passing attempt
+   may answer delivery-pending: a person reviews the delivered change first; wait with
+   reliability_status(wait_seconds=...). When an attempt fails, repair only the failed checks
+   it names — do not redo work that passed, do not repeat actions whose outcome is unknown —
+   then call reliability_verify again. Attempts are limited.
 4. Trusted profiles (reliability_code_profiles, reliability_code_verify) run in a sandbox
    against the workspace as it is. Run them last, after your final edit: any later tool call
    makes earlier results stale.
@@ -229,10 +231,11 @@ def build_server(agent: AgentSession, *, review_wait: int = DEFAULT_REVIEW_WAIT_
         wait_seconds: Annotated[int, Field(ge=0, le=MAX_TOOL_WAIT_SECONDS, description=(
             "When a review is pending, wait this long for the decision first"))] = 0,
     ) -> dict[str, Any]:
-        """The session's state (idle, review-pending, active, certified, exhausted, abstained),
+        """The session's state (idle, review-pending, active, delivery-pending, certified,
+        exhausted, abstained),
         contract, attempts, terminal and review."""
         status: dict[str, Any] = dict(await _call(agent.status))
-        if status["state"] == "review-pending" and wait_seconds > 0:
+        if status["state"] in ("review-pending", "delivery-pending") and wait_seconds > 0:
             await tools.wait_for_review(wait_seconds, ctx)
             status = dict(await _call(agent.status))
         status["next"] = NEXT.get(status["state"], "")

@@ -39,6 +39,9 @@ NEXT = {
     "review-pending": "A human reviewer has not decided yet, so no contract is active: do not "
                       "claim completion. Call reliability_status with wait_seconds to keep "
                       "waiting (review_url is the reviewer's page).",
+    "delivery-pending": "Every check passed and a person is reviewing the delivered change: it "
+                        "is not certified yet, so do not claim completion. Call "
+                        "reliability_status with wait_seconds to wait for the decision.",
     "drafted": "Begin with exactly the `begin` body (reliability_begin for a general draft, "
                "reliability_begin_code for a code draft), adding intent when review is "
                "required; a changed claim or check is refused.",

@@ -118,7 +118,7 @@ class SessionInfo(TypedDict):
 
 class Review(TypedDict):
     id: str
-    stage: Literal["intent", "evidence"]
+    stage: Literal["intent", "evidence", "delivery"]
     status: str  # pending | approved | revision-requested | rejected | expired | cancelled
     proposal_receipt: str
     review_url: str
@@ -146,7 +146,8 @@ class Terminal(TypedDict):
 
 
 class SessionStatus(SessionInfo):
-    state: str  # idle | review-pending | active | certified | exhausted | abstained
+    # idle | review-pending | active | delivery-pending | certified | exhausted | abstained
+    state: str
     contract: dict[str, Any] | None
     attempts: list[dict[str, Any]]
     terminal: Terminal | None
@@ -192,7 +193,7 @@ class BeginResult(TypedDict):
 class Outcome(TypedDict):
     """The answer of verify and abstain."""
 
-    decision: str  # repair | certified | exhausted | abstained
+    decision: str  # repair | delivery-pending | certified | exhausted | abstained
     message: str
     attempt: dict[str, Any] | None
     terminal: dict[str, Any] | None
@@ -263,7 +264,7 @@ class ReceiptEvent(TypedDict):
 class ReceiptReviewProposal(TypedDict):
     kind: Literal["review-proposal"]
     session: str
-    stage: Literal["intent", "evidence"]
+    stage: Literal["intent", "evidence", "delivery"]
     status: str
     proposal: dict[str, Any]
 

@@ -1,0 +1,53 @@
+"""Writing a contract's terminal (SEMANTICS §7), once: after its deciding attempt, after a
+person approved the delivery (issue 28), or when the agent abstains."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from governor.domain import attempts, lifecycle
+from governor.domain.documents import ContractDocument, TerminalDocument
+from governor.models import Session, SessionState
+from governor.services.attestations import attest
+from governor.services.events import governor_event_append
+
+DELIVERY_REQUIRED = "required"
+
+
+@dataclass(frozen=True)
+class TerminalEvidence:
+    """What a terminal's attestation names: the deciding attempt, the tree it judged, the runs
+    it counted (their result receipts) and the profile receipts they ran — not the profiles as
+    they are now — and the digest of the changes since the start tree (§14.8)."""
+
+    attempt_receipt: str | None
+    tree: dict[str, str] | None = None
+    profile_receipts: Sequence[str] = field(default_factory=tuple)
+    run_receipts: Sequence[str] = field(default_factory=tuple)
+    changes_digest: str | None = None
+
+    def as_plan(self) -> dict[str, Any]:
+        """Kept with a delivery review, to write the same terminal once a person approves."""
+        return {"attempt_receipt": self.attempt_receipt, "tree": self.tree,
+                "profile_receipts": list(self.profile_receipts),
+                "run_receipts": list(self.run_receipts), "changes_digest": self.changes_digest}
+
+
+def terminal_write(*, session: Session, state: SessionState, contract: ContractDocument,
+                   status: str, reason: str, evidence: TerminalEvidence) -> TerminalDocument:
+    """Write the terminal and sign it (inside `session_locked`). A certified one also names
+    the contract's start tree and the changes digest."""
+    terminal = attempts.terminal_payload(contract_id=contract["contractId"], status=status,
+                                         reason=reason, attempt_receipt=evidence.attempt_receipt)
+    event = governor_event_append(session=session, state=state, type=lifecycle.TERMINAL,
+                                  data=terminal)
+    certified = status == "certified"
+    start = contract.get("startTree")
+    attest(session=session, event=event, contract=contract, terminal=terminal,
+           profile_receipts=evidence.profile_receipts, run_receipts=evidence.run_receipts,
+           tree=None if evidence.tree is None else evidence.tree["id"],
+           start_tree=start["id"] if certified and start else None,
+           changes_digest=evidence.changes_digest if certified else None)
+    return terminal
