@@ -80,4 +80,6 @@ class ReviewDecisionDocument(TypedDict):
     intentProposalReceipt: NotRequired[str]
     carriedFrom: NotRequired[list[str]]
     signatures: NotRequired[list[dict[str, Any]]]
+    commentsCount: NotRequired[int]
+    commentsReceipt: NotRequired[str]
     receipt: str

@@ -11,7 +11,9 @@
     review decision    {proposalReceipt, decision, decidedBy, feedbackBytes, feedbackReceipt?,
                         intentProposalReceipt? (evidence stage), carriedFrom? (§13),
                         signatures? ([{userId, credentialId, nonce, assertion}], the reviewers'
-                        passkey signatures, governor.domain.passkey), receipt}
+                        passkey signatures, governor.domain.passkey), commentsCount?,
+                        commentsReceipt? (receipt("review-comments", [{path, side, line,
+                        body, userId}]): the line comments the agent receives), receipt}
     delivery proposal  {stage: "delivery", sessionId, contractId, contractReceipt, objective,
                         attemptReceipt, attempt, tree, startTree, changes}
                        receipt("delivery-proposal", it)
@@ -112,8 +114,11 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
                      decided_by: dict[str, Any], feedback: str = "",
                      intent_proposal_receipt: str | None = None,
                      carried_from: list[str] | None = None,
-                     signatures: list[dict[str, Any]] | None = None) -> ReviewDecisionDocument:
+                     signatures: list[dict[str, Any]] | None = None,
+                     comments: list[dict[str, Any]] | None = None) -> ReviewDecisionDocument:
     """The review event's data: who decided what about which receipt; never the feedback.
+    `comments`: the reviewers' comments on lines of the delivered change, bound by their count
+    and receipt (never their text), as the feedback is.
     `carried_from`: the earlier decision receipts that approvals of this exact receipt carried
     (SEMANTICS §13); `signatures`: the deciding reviewers' passkey signatures (issue 18)."""
     if decision not in DECISIONS:
@@ -131,6 +136,9 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
         payload["carriedFrom"] = sorted(set(carried_from))
     if signatures:
         payload["signatures"] = signatures
+    if comments:
+        payload["commentsCount"] = len(comments)
+        payload["commentsReceipt"] = receipt("review-comments", comments)
     payload["receipt"] = receipt(review_kind, payload)
     return cast(ReviewDecisionDocument, payload)
 

@@ -24,3 +24,9 @@ def tree_short(tree_id: Any) -> str:
 def by_key(mapping: Any, key: Any) -> Any:
     """`mapping[key]`, or None: a template's lookup by a variable key."""
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def pair(first: Any, second: Any) -> list[Any]:
+    """[first, second]: a side-by-side diff row's two sides, to loop over."""
+    return [first, second]
