@@ -150,4 +150,21 @@ def word_diff(before: str, after: str) -> tuple[list[tuple[str, bool]], list[tup
             left.append(("".join(old[i1:i2]), True))
         if j2 > j1:
             right.append(("".join(new[j1:j2]), True))
-    return ([s for s in left if s[0]], [s for s in right if s[0]])
+    return _joined(left), _joined(right)
+
+
+def _joined(segments: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """Adjacent segments of the same kind as one, and the spaces between two changed words
+    counted as changed: "not exist" reads as one change, not two."""
+    kept = [segment for segment in segments if segment[0]]
+    for index in range(1, len(kept) - 1):
+        text, changed = kept[index]
+        if not changed and not text.strip() and kept[index - 1][1] and kept[index + 1][1]:
+            kept[index] = (text, True)
+    joined: list[tuple[str, bool]] = []
+    for text, changed in kept:
+        if joined and joined[-1][1] == changed:
+            joined[-1] = (joined[-1][0] + text, changed)
+        else:
+            joined.append((text, changed))
+    return joined
