@@ -39,6 +39,7 @@ from governor.selectors.timeline import (
     conversation_window,
     events_window,
     session_runs,
+    sessions_described,
     sessions_listed,
     timeline_version,
 )
@@ -198,7 +199,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "sessions/list.html", {
-        "form": form, "page": page, "rows": page.object_list, "query": query.urlencode(),
+        "form": form, "page": page, "rows": sessions_described(list(page.object_list)), "query": query.urlencode(),
         "scanned": SESSIONS_SCANNED})
 
 
