@@ -7,8 +7,6 @@ axe-core finds no violation."""
 
 from __future__ import annotations
 
-import re
-
 import httpx
 import pytest
 from playwright.sync_api import Page, expect
