@@ -199,8 +199,8 @@ def session_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "sessions/list.html", {
-        "form": form, "page": page, "rows": sessions_described(list(page.object_list)), "query": query.urlencode(),
-        "scanned": SESSIONS_SCANNED})
+        "form": form, "page": page, "rows": sessions_described(list(page.object_list)),
+        "query": query.urlencode(), "scanned": SESSIONS_SCANNED})
 
 
 urlpatterns = [
