@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.decorators import login_required
@@ -45,6 +46,7 @@ from governor.services import passkeys
 from governor.services import reviews as review_services
 from reviews.forms import DecisionForm
 from reviews.models import Review, Stage, Status
+from reviews.passkey_views import signing_elsewhere
 
 DECISION_PANEL = "reviews/partials/decision.html"
 
@@ -139,7 +141,12 @@ def _panel(request: HtmxHttpRequest, review: Review, *, form: DecisionForm | Non
         "approved_by_me": request.user.pk in approvals, "next_review": _next_review(review),
         "carried": carried_approval(request.user, review) if pending else None,
         "signing": {"required": review.session.project.require_signed_approvals,
-                    "passkeys": len(passkeys.passkeys_of(request.user)) if pending else 0},
+                    "passkeys": len(passkeys.passkeys_of(request.user)) if pending else 0,
+                    "elsewhere": signing_elsewhere(request) if pending else "",
+                    "here": f"{request.scheme}://{request.get_host()}",
+                    "rp_id": settings.WEBAUTHN_RP_ID},
+        "signatures": [] if pending else list(review.signatures.select_related(
+            "passkey", "user").order_by("created_at")),
     }
 
 
