@@ -24,6 +24,8 @@ from governor.models import Blob, Event, Session, Snapshot, WorkspaceTree
 
 DIFFED_FILES = 20  # files shown with their diff; the rest are listed
 DIFF_LINES = 2000  # diff lines shown per file; the file view holds the rest
+PAGE_DIFF_LINES = 5000  # diff lines shown on one page in all; later files are listed by size
+SIZES_PER_QUERY = 10_000  # blob ids per query (SQLite takes 32,766 parameters, PostgreSQL 65,535)
 COLLAPSED_LINES = 300  # a diff longer than this is collapsed behind a "show" control
 DIFF_BLOB_BYTES = 256 * 1024  # larger files are shown by their sizes
 
@@ -146,9 +148,9 @@ def _sizes(project_id: int, changes: list[Change]) -> dict[str, int]:
              if entry is not None}
     sizes: dict[str, int] = {}
     ids = sorted(blobs)
-    for start in range(0, len(ids), 500):
+    for start in range(0, len(ids), SIZES_PER_QUERY):
         sizes |= dict(Blob.objects.filter(project_id=project_id,
-                                          blob_id__in=ids[start:start + 500])
+                                          blob_id__in=ids[start:start + SIZES_PER_QUERY])
                       .values_list("blob_id", "size"))
     return sizes
 
@@ -160,7 +162,7 @@ def tree_changes(session: Session, before: str, after: str, *, diffed: int = DIF
     changed paths (all when None), the first `diffed` of them with a capped unified diff when
     both sides are kept text, the others by size."""
     # Both named by the session's own contract and attempts: one query, no lookup of who named
-    # them (a fixed number of queries whatever the trees hold, besides blob sizes per 500).
+    # them (a fixed number of queries whatever the trees hold, up to SIZES_PER_QUERY blobs).
     kept = {record.tree_id: record for record in WorkspaceTree.objects.filter(
         project_id=session.project_id, tree_id__in=[before, after]).order_by("created_at")}
     if before not in kept or after not in kept:
@@ -169,7 +171,7 @@ def tree_changes(session: Session, before: str, after: str, *, diffed: int = DIF
     every = with_renames(manifest_changes(old.manifest, new.manifest))
     changes = every if listed is None else every[:listed]
     sizes = _sizes(session.project_id, changes)
-    shown = []
+    shown, page_lines = [], 0
     for index, change in enumerate(changes):
         pair = tuple(None if e is None else sizes.get(e.blob) for e in (change.before,
                                                                           change.after))
@@ -177,7 +179,7 @@ def tree_changes(session: Session, before: str, after: str, *, diffed: int = DIF
         if change.kind == "renamed" and change.before is not None and change.after is not None \
                 and change.before.blob == change.after.blob:
             note = "renamed, content unchanged"
-        elif index >= diffed:
+        elif index >= diffed or page_lines >= PAGE_DIFF_LINES:
             note = "not diffed here"
         elif any(e is not None and e.blob not in sizes for e in (change.before, change.after)):
             note = "content not kept"
@@ -195,6 +197,7 @@ def tree_changes(session: Session, before: str, after: str, *, diffed: int = DIF
                     note = "binary"
                 else:
                     hunks, added, removed, cut = _diffed(change.path, a, b)
+                    page_lines += sum(len(hunk.lines) for hunk in hunks)
         shown.append(ShownChange(change, (pair[0], pair[1]), hunks, cut, note, added, removed,
                                  f"file-{index + 1}"))
     return TreeChanges(old.tree_id, new.tree_id, shown, len(every))
