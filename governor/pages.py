@@ -110,7 +110,8 @@ def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpRespons
     status = session_status(session)
     reviews = (Review.objects.filter(session=session).defer("plan", "proposal")
                .select_related("decided_by")
-               .prefetch_related("approvals__user").order_by("created_at"))
+               .prefetch_related("approvals__user", "signatures__passkey",
+                                 "signatures__user").order_by("created_at"))
     context = {
         "session": session, "status": status, "contract": contract_shown(status),
         "reviews": reviews,

@@ -3,7 +3,7 @@ authenticator: the serve banner prints its links at GOVERNOR_PUBLIC_URL; a page 
 another host than the passkeys' relying party says where to go instead of failing at the
 decision; a reviewer without their passkey on this device decides unsigned where the project
 does not require signatures, and sees that it will be unsigned; every decision says whether and
-by which key it was signed. The server is reached as `localhost` and listens on 127.0.0.1.
+by which key it was signed, on its page and on the timeline. The server is reached as `localhost` and listens on 127.0.0.1.
 axe-core finds no violation in any of these states."""
 
 from __future__ import annotations
@@ -141,3 +141,8 @@ def test_without_the_passkey_on_this_device_a_reviewer_decides_unsigned_and_ever
     finally:
         phone.close()
     assert server.status(session_id)["state"] == "active"
+    page.goto(f"{server.url}/sessions/{session_id}/")  # the timeline says it of each review
+    reviews = page.get_by_role("region", name="Reviews (2)")
+    expect(reviews.locator(".signed").nth(0)).to_contain_text("signed ivan with “laptop key”")
+    expect(reviews.locator(".signed").nth(1)).to_have_text("unsigned")
+    assert_accessible(page)
