@@ -3,8 +3,8 @@ authenticator: the serve banner prints its links at GOVERNOR_PUBLIC_URL; a page 
 another host than the passkeys' relying party says where to go instead of failing at the
 decision; a reviewer without their passkey on this device decides unsigned where the project
 does not require signatures, and sees that it will be unsigned; every decision says whether and
-by which key it was signed, on its page and on the timeline. The server is reached as `localhost` and listens on 127.0.0.1.
-axe-core finds no violation in any of these states."""
+by which key it was signed, on its page and on the timeline. The server is reached as
+`localhost` and listens on 127.0.0.1. axe-core finds no violation in any of these states."""
 
 from __future__ import annotations
 
