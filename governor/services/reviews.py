@@ -323,6 +323,9 @@ def _named_profile_receipts(session: Session, checks: list[dict[str, Any]]) -> d
             if profile in named}
 
 
+MAX_COMMENT_PATH = 4096
+
+
 def review_comment_add(*, user: Any, review: Review, path: str, spot: str,
                        body: str) -> LineComment:
     """A reviewer's comment on one line of a pending delivery's change: `spot` is "n<line>" in
@@ -330,6 +333,9 @@ def review_comment_add(*, user: Any, review: Review, path: str, spot: str,
     text = domain.feedback_text(body)
     if not text:
         raise Invalid("body: say something", details=[{"path": "body", "message": "is empty"}])
+    if not path or len(path) > MAX_COMMENT_PATH:
+        raise Invalid("path: must name a file of the change",
+                      details=[{"path": "path", "message": "must name a file of the change"}])
     side = Side.OLD if spot[:1] == "o" else Side.NEW
     if spot[:1] not in ("o", "n") or not spot[1:].isascii() or not spot[1:].isdigit() \
             or int(spot[1:]) < 1:
