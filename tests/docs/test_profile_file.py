@@ -7,11 +7,12 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from django.core.management import call_command
 
 from governor.domain.profiles import FIELDS, LIMITS
 from governor.models import Project
-from tests.docs.markdown import ROOT, fenced_blocks
+from tests.docs.markdown import PAGES, ROOT, fenced_blocks
 from verification.models import VerifierProfile
 
 
@@ -54,3 +55,26 @@ def test_the_documented_example_dumps_back_to_itself(project: Project, tmp_path:
     out = io.StringIO()
     call_command("governor_profiles", "load", str(again), "--project", project.slug, stdout=out)
     assert "0 changed" in out.getvalue()
+
+
+def profile_files_in_the_docs() -> list[tuple[str, dict]]:
+    """Every JSON block of the docs that is a profile file (`{"profiles": [...]}`)."""
+    files = []
+    for page in PAGES:
+        for block in fenced_blocks(page):
+            if block.language == "json" and '"profiles"' in block.text:
+                document = json.loads(block.text)  # a profile file in the docs is whole JSON
+                if set(document) == {"profiles"}:
+                    files.append((block.where(), document))
+    return files
+
+
+@pytest.mark.parametrize(("where", "document"), profile_files_in_the_docs(),
+                         ids=[where for where, _ in profile_files_in_the_docs()])
+def test_every_profile_file_in_the_docs_loads(where: str, document: dict, project: Project,
+                                              tmp_path: Path) -> None:
+    path = tmp_path / "profiles.json"
+    path.write_text(json.dumps(document))
+    out = io.StringIO()
+    call_command("governor_profiles", "load", str(path), "--project", project.slug, stdout=out)
+    assert f"{len(document['profiles'])} changed" in out.getvalue(), where
