@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
+from asgiref.sync import markcoroutinefunction
 from django.http import HttpRequest, HttpResponseBase
 from django.middleware.common import CommonMiddleware
 from django.middleware.security import SecurityMiddleware
@@ -21,6 +22,9 @@ class APIMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], Awaitable[HttpResponseBase]]
                  ) -> None:
         self.get_response = get_response
+        # Django converts an exception of a hook (DisallowedHost: 400) into its response only
+        # for a middleware it sees as a coroutine function; an instance must say it is one.
+        markcoroutinefunction(self)
         self.hooks: list[SecurityMiddleware | CommonMiddleware] = [
             SecurityMiddleware(get_response), CommonMiddleware(get_response)]
 
