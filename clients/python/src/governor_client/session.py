@@ -273,9 +273,9 @@ class AgentSession:
 
     @contextlib.contextmanager
     def _pending_review_explained(self) -> Iterator[None]:
-        """The server refuses verify and abstain with "there is no contract in this session"
-        while a proposal waits for review: true of the log, but the agent needs to know that
-        one is waiting and where a person decides it."""
+        """The server refuses verify and abstain with a 409 while a proposal waits for review
+        (its message names the review page); the agent gets it as `ReviewPending`, whose
+        `review_url` and `stage` a caller can act on."""
         try:
             yield
         except GovernorError as error:
