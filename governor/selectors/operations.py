@@ -29,10 +29,10 @@ class StateCollector(Collector):
         waits = GaugeMetricFamily("governor_waits_held", "Long polls holding a wait slot now, "
                                   "by who waits.", labels=["waiter"])
         live = WaitSlot.objects.filter(until__gte=now - FINISHING - ABANDONED_AFTER)
-        held = live.aggregate(token=Count("pk", filter=Q(token__isnull=False)),
-                              person=Count("pk", filter=Q(token__isnull=True)))
-        for waiter in ("token", "person"):
-            waits.add_metric([waiter], held[waiter] or 0)
+        held = live.aggregate(tokens=Count("pk", filter=Q(token__isnull=False)),
+                              people=Count("pk", filter=Q(token__isnull=True)))
+        waits.add_metric(["token"], held["tokens"] or 0)
+        waits.add_metric(["person"], held["people"] or 0)
         yield waits
         runs = GaugeMetricFamily("governor_verification_runs_in_progress",
                                  "Verification runs not finished, by state.", labels=["state"])
