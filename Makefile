@@ -20,12 +20,14 @@ install: $(STAMP)
 
 # bubblewrap runs the verifier sandbox; the tests also need chromium (browser tests),
 # busybox-static (a tiny root filesystem for the sandbox's image mode) and python3-pytest (real
-# pytest inside the sandbox, for the report profiles' tests). Installed when missing.
+# pytest inside the sandbox, for the report profiles' tests) and prometheus (the server that
+# scrapes the served stack in tests/integration/test_metrics.py). Installed when missing.
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	if [ "$(FOR_TESTS)" = 1 ]; then \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
+	  command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	  test -x /bin/busybox || missing="$$missing busybox-static"; \
 	  /usr/bin/python3 -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
 	fi; \
