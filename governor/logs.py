@@ -26,7 +26,7 @@ log = structlog.get_logger("governor.audit")
 
 # An agent token's shape (governor.services.tokens.TOKEN_PREFIX and what follows): read before
 # the models are, as Django configures logging first.
-TOKEN_SHAPE = re.compile(r"gov_[A-Za-z0-9_-]{8,}")
+TOKEN_SHAPE = re.compile(r"gov_[A-Za-z0-9_-]{9,}")  # longer than the prefix kept
 BEARER_SHAPE = re.compile(r"(?i)\b(bearer)\s+[^\s\"',;]+")
 SECRET_KEYS = ("password", "secret", "authorization", "cookie", "csrf")
 SHOWN_PREFIX = 12  # what AgentToken.prefix keeps of a token: never enough to use it
