@@ -101,6 +101,7 @@ class Command(BaseCommand):
             # Each request's log line is the application's (governor.middleware), not an access
             # log's: it carries the request id and is JSON when the logs are.
             "--workers", str(options["workers"]), "--timeout", "90",
+            "--logger-class", "governor.serving.GovernorLogger",
             # The default control socket, ~/.gunicorn/gunicorn.ctl, is one for every instance.
             "--no-control-socket",
         ]
