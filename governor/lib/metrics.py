@@ -73,6 +73,7 @@ def prepare_multiprocess_directory(directory: Path) -> None:
     """Create `directory` (0700), without the files of processes that ran before: called by
     the one process that starts every other process writing into it, before it starts them."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory.chmod(0o700)
     for stale in directory.glob("*.db"):
         stale.unlink()
 

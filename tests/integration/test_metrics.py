@@ -18,6 +18,7 @@ import pytest
 
 from tests.api.test_contracts import readme_contract
 from tests.conftest import INTENT
+from governor.lib.metrics import prepare_multiprocess_directory
 from tests.live import Live, free_port, live_server, stop_process_group
 
 pytestmark = [pytest.mark.sandbox]
@@ -178,3 +179,14 @@ def test_without_the_metrics_token_setting_metrics_do_not_exist(tmp_path: Path) 
         answer = exposition(live, Authorization="Bearer anything-at-all")
         assert answer.status_code == 404
         assert b"governor_" not in answer.content
+
+
+def test_the_serve_commands_own_metrics_directory_starts_empty_and_owner_only(
+        tmp_path: Path) -> None:
+    """What processes of an earlier `governor_serve` counted is not added to this one's."""
+    directory = tmp_path / "var" / "metrics"
+    directory.mkdir(parents=True)
+    (directory / "counter_4242.db").write_bytes(b"an earlier run's counts")
+    prepare_multiprocess_directory(directory)
+    assert list(directory.iterdir()) == []
+    assert directory.stat().st_mode & 0o777 == 0o700

@@ -111,11 +111,15 @@ class Command(BaseCommand):
             # Periodic work (expiring reviews and lost runs) rides in the worker: one process.
             "--beat", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule"),
         ]
-        # One metrics directory for every process started here, emptied first: gunicorn's
-        # workers and the Celery worker add up on /metrics (governor.lib.metrics).
-        metrics_dir = Path(os.environ.get(MULTIPROC_ENV) or settings.VAR_DIR / "metrics")
-        prepare_multiprocess_directory(metrics_dir)
-        os.environ[MULTIPROC_ENV] = str(metrics_dir)
+        # One metrics directory for every process started here: gunicorn's workers and the
+        # Celery worker add up on /metrics (governor.lib.metrics). Its own, var/metrics, is
+        # emptied first; one the environment names may be shared with processes started
+        # elsewhere (separate worker units on this host), so it is only created.
+        if configured := os.environ.get(MULTIPROC_ENV):
+            Path(configured).mkdir(mode=0o700, parents=True, exist_ok=True)
+        else:
+            prepare_multiprocess_directory(settings.VAR_DIR / "metrics")
+            os.environ[MULTIPROC_ENV] = str(settings.VAR_DIR / "metrics")
         host = options["bind"]
         self.stdout.write(f"broker: {settings.BROKER_URL} ({settings.BROKER_REASON})")
         database = settings.DATABASES["default"]
