@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from governor.lib.metrics import prepare_multiprocess_directory
 from tests.api.test_contracts import readme_contract
 from tests.conftest import INTENT
-from governor.lib.metrics import prepare_multiprocess_directory
 from tests.live import Live, free_port, live_server, stop_process_group
 
 pytestmark = [pytest.mark.sandbox]
