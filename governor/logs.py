@@ -87,7 +87,8 @@ def configure(options: Mapping[str, Any]) -> None:
     format), and by the Celery worker instead of Celery's own logging set-up."""
     json = options["format"] == "json"
     renderer: Any = (structlog.processors.JSONRenderer() if json
-                     else structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0))
+                     else structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0,
+                                                        timestamp_key="time"))
     logging.config.dictConfig({
         "version": 1,
         "disable_existing_loggers": False,
