@@ -87,7 +87,9 @@ class APIMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], Awaitable[HttpResponseBase]]
                  ) -> None:
         self.get_response = get_response
-        markcoroutinefunction(self)  # so the middleware outside it is called as async too
+        # Django converts an exception of a hook (DisallowedHost: 400) into its response only
+        # for a middleware it sees as a coroutine function; an instance must say it is one.
+        markcoroutinefunction(self)
         self.hooks: list[SecurityMiddleware | CommonMiddleware] = [
             SecurityMiddleware(get_response), CommonMiddleware(get_response)]
 
