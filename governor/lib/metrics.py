@@ -2,8 +2,9 @@
 that records the event, once its transaction commits (a rolled-back write counts nothing).
 
 `governor_serve` gives the web processes and its Celery worker one PROMETHEUS_MULTIPROC_DIR
-(var/metrics unless set), emptied when it starts, so `/metrics` on any web process adds up
-every process of the host (prometheus-client's multiprocess mode). Without it a process counts
+(its own var/metrics, emptied when it starts, unless the environment names one that separately
+started workers share), so `/metrics` on any web process adds up every process of the host
+(prometheus-client's multiprocess mode). Without it a process counts
 for itself alone. What is read at scrape time (queue depth, waits held, the blob store's bytes)
 comes from the database and the broker, for every process and host alike."""
 
