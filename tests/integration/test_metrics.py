@@ -6,17 +6,21 @@ one this test started, on free ports, signalled through its own process group.""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import redis
 
 from governor.lib.metrics import prepare_multiprocess_directory
+from governor.lib.queue import queue_depth
 from tests.api.test_contracts import readme_contract
 from tests.conftest import INTENT
 from tests.live import Live, free_port, live_server, stop_process_group
@@ -190,3 +194,25 @@ def test_the_serve_commands_own_metrics_directory_starts_empty_and_owner_only(
     prepare_multiprocess_directory(directory)
     assert list(directory.iterdir()) == []
     assert directory.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.redis
+def test_queue_depth_counts_the_messages_waiting_in_redis_and_in_the_filesystem_broker(
+        settings: Any, tmp_path: Path) -> None:
+    redis_url = os.environ.get("GOVERNOR_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    broker = redis.Redis.from_url(redis_url)
+    broker.flushdb()
+    settings.BROKER_URL = redis_url
+    try:
+        assert queue_depth() == 0
+        broker.rpush("celery", b"{}", b"{}")
+        assert queue_depth() == 2
+    finally:
+        broker.flushdb()
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    for name in ("1_a.celery.msg", "2_b.celery.msg", "3_c.other.msg"):
+        (queue / name).write_text("{}")
+    settings.BROKER_URL = "filesystem://"
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"data_folder_in": str(queue)}
+    assert queue_depth() == 2  # the other queue's message is not the default queue's
