@@ -28,8 +28,9 @@ install: $(STAMP)
 
 # bubblewrap runs the verifier sandbox; the tests also need chromium (browser tests),
 # busybox-static (a tiny root filesystem for the sandbox's image mode), python3-pytest (real
-# pytest inside the sandbox, for the report profiles' tests) and nginx-light (the reverse proxy
-# of docs/deployment.md, run by its test). Installed when missing.
+# pytest inside the sandbox, for the report profiles' tests), nginx-light (the reverse proxy
+# of docs/deployment.md, run by its test) and prometheus (the server that scrapes the served
+# stack in tests/integration/test_metrics.py). Installed when missing.
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
@@ -37,6 +38,7 @@ system-deps:
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
 	  test -x /usr/sbin/nginx || missing="$$missing nginx-light"; \
 	  command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
+	  command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	  test -x /bin/busybox || missing="$$missing busybox-static"; \
 	  /usr/bin/python3 -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
 	fi; \

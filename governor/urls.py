@@ -12,6 +12,8 @@ urlpatterns = [
     # The site's front door, and the admin's "View site": the review inbox.
     path("", RedirectView.as_view(pattern_name="reviews:inbox"), name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+    path("metrics", views.metrics_view, name="metrics"),
     path("api/v1/", api.urls),
     path("admin/", admin.site.urls),
     path("reviews/", include("reviews.urls")),

@@ -63,4 +63,8 @@ def post_webhook(self: Task[[str], int], review_id: str) -> int:
 
 @shared_task
 def expire_due_reviews() -> int:
-    return reviews_expire_due()
+    """Periodic: logs only when a review expired."""
+    expired = reviews_expire_due()
+    if expired:
+        log.info("expired %d reviews past their time", expired)
+    return expired

@@ -16,6 +16,7 @@ from governor.domain.checks import (
     unjudged_results,
 )
 from governor.domain.documents import ContractDocument
+from governor.lib import metrics
 from governor.lib.errors import Conflict, Invalid, ServiceError
 from governor.models import (
     AgentToken,
@@ -344,7 +345,13 @@ def _changes_since_start(project: Project, contract: ContractDocument,
 def turn_stop(*, session: Session, tree: Any = None) -> dict[str, Any]:
     """§7: the agent wants to stop. Allow when nothing is active, or while a person reviews
     the delivered change; otherwise attempt and steer (`governor/domain/attempts.py`
-    decides)."""
+    decides). Counted by the action answered."""
+    answer = _turn_stop(session, tree)
+    metrics.TURN_STOPS.labels(action=str(answer["action"])).inc()
+    return answer
+
+
+def _turn_stop(session: Session, tree: Any) -> dict[str, Any]:
     contract_open = False
     if not session.imported:
         folded, contract = _current(SessionState.objects.defer("trace").get(session=session))
