@@ -502,3 +502,32 @@ class Snapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id} #{self.number}: {self.tree.tree_id}"
+
+
+class ReliabilityFact(models.Model):
+    """One thing the reliability page counts (governor.domain.reliability `event_facts`): a
+    contract, a terminal, a failed check of an attempt, a trusted run, a review decision or a
+    reported outcome, written in the transaction of the governor event it is read from and
+    never changed, so the page over any period is a fixed number of aggregate queries. Imported
+    history yields none: this server did not decide it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    token = models.ForeignKey(AgentToken, null=True, on_delete=models.SET_NULL, related_name="+",
+                              help_text="The agent token that created the session.")
+    event_seq = models.PositiveIntegerField()
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=16)
+    name = models.CharField(max_length=256, blank=True)
+    status = models.CharField(max_length=32, blank=True)
+    value = models.BigIntegerField(null=True)
+    contract_id = models.CharField(max_length=128, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["project", "kind", "at"], name="fact_project_kind_at"),
+            models.Index(fields=["session", "contract_id"], name="fact_session_contract"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name} {self.status} of {self.session_id}#{self.event_seq}"
