@@ -94,9 +94,9 @@ def reliability_summary(project: Project, period: Period) -> dict[str, Any]:
     # 3. median time to decide, per stage: the middle one or two values, one query each
     for stage in reviews.values():
         offset, limit = reliability.median_window(stage["timed"])
-        middle: list[int] = list(facts.filter(kind="review", name=stage["stage"], value__isnull=False)
-                      .order_by("value").values_list("value", flat=True)[offset:offset + limit])
-        stage["median_ms"] = reliability.median(middle)
+        middle = (facts.filter(kind="review", name=stage["stage"], value__isnull=False)
+                  .order_by("value").values_list("value", flat=True)[offset:offset + limit])
+        stage["median_ms"] = reliability.median([int(value or 0) for value in middle])
 
     # 4. the checks that fail most
     checks = [{"check": row["name"], "kind": row["status"], "failures": row["failures"],
