@@ -88,7 +88,7 @@ def populate(project: Any, tokens: list[Any], sessions: int, *, start: datetime.
             token = tokens[n % len(tokens)]
             session = Session(project=project, workspace_kind=WorkspaceKind.PATH,
                               workspace_path="/srv/agents/bench", created_by=token,
-                              external_id=f"bench-{n}")
+                              external_id=f"bench-{seed}-{n}")
             rows.append((session, at))
             contract = f"contract-{n}"
             roll = rng.random()

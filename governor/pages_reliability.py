@@ -141,7 +141,7 @@ def _csv(summary: dict[str, Any]) -> str:
     writer = csv.writer(out, lineterminator="\r\n")
     for row in _csv_rows(summary):
         # A cell a spreadsheet would run as a formula (a check id like "=1+1") is quoted.
-        writer.writerow([f"'{cell}" if isinstance(cell, str) and cell[:1] in "=+-@\t\r"
+        writer.writerow([f"'{cell}" if isinstance(cell, str) and cell and cell[0] in "=+-@\t\r"
                          else cell for cell in row])
     return out.getvalue()
 
