@@ -75,14 +75,19 @@ def populate(project: Any, tokens: list[Any], sessions: int, *, start: datetime.
              end: datetime.datetime, seed: int = 12) -> dict[str, int]:
     """`sessions` ended sessions of `project` spread between `start` and `end`, with the facts
     the governor writes for them; what was written, counted by outcome."""
-    from governor.models import ReliabilityFact, Session, WorkspaceKind
+    from collections import Counter
+
+    from governor.models import ReliabilityDay, ReliabilityFact, Session, WorkspaceKind
 
     rng = random.Random(seed)  # noqa: S311 - a reproducible mix, not a secret
     counts = {"certified_first": 0, "certified_repair": 0, "exhausted": 0, "abstained": 0,
               "false_certification": 0}
     span = (end - start).total_seconds()
+    days: Counter[tuple[Any, ...]] = Counter()
+    firsts: Counter[tuple[Any, ...]] = Counter()
     for first in range(0, sessions, CHUNK):
         rows, facts = [], []
+        counted = 0
         for n in range(first, min(sessions, first + CHUNK)):
             at = start + datetime.timedelta(seconds=rng.uniform(0, span))
             token = tokens[n % len(tokens)]
@@ -127,13 +132,31 @@ def populate(project: Any, tokens: list[Any], sessions: int, *, start: datetime.
             if outcome.startswith("certified") and rng.random() < .02:
                 counts["false_certification"] += 1
                 facts.append(fact("report", 10, name="false-certification",
-                                  status="certified"))
+                                  status="certified", value=int(at.timestamp() * 1000)))
+            days[(at.date(), token.pk, "session", "", "")] += 1
+            for made in facts[counted:]:
+                if made.kind != "report":
+                    key = (at.date(), token.pk, made.kind, made.name, made.status)
+                    days[key] += 1
+                    firsts[key] += made.value == 1
+            counted = len(facts)
         Session.objects.bulk_create([session for session, _ in rows], batch_size=1000)
         for session, at in rows:  # created_at is auto_now_add: set it afterwards
             session.created_at = at
         Session.objects.bulk_update([session for session, _ in rows], ["created_at"],
                                     batch_size=1000)
         ReliabilityFact.objects.bulk_create(facts, batch_size=2000)
+    existing = {(row.day, row.token_key, row.kind, row.name, row.status): row
+                for row in ReliabilityDay.objects.filter(project=project)}
+    for key, row in existing.items():  # a second call adds to the counts of the first
+        row.count += days.pop(key, 0)
+        row.first += firsts[key]
+    ReliabilityDay.objects.bulk_update(list(existing.values()), ["count", "first"],
+                                       batch_size=1000)
+    ReliabilityDay.objects.bulk_create([
+        ReliabilityDay(project=project, day=day, token_key=token, kind=kind, name=name,
+                       status=status, count=n, first=firsts[(day, token, kind, name, status)])
+        for (day, token, kind, name, status), n in days.items()], batch_size=2000)
     return counts
 
 

@@ -126,7 +126,6 @@ def _csv_rows(summary: dict[str, Any]) -> Iterator[list[Any]]:
             yield ["runs", run["profile"], f"failures_{kind}", count]
     for check in summary["checks"]:
         yield ["checks", check["check"], "failures", check["failures"]]
-        yield ["checks", check["check"], "contracts", check["contracts"]]
     for token in summary["tokens"]:
         name = token["token"] or "(no token)"
         for measure in ("sessions", "contracts", *OUTCOMES, "false_certification"):

@@ -1,6 +1,7 @@
 """The reliability page's reads (issue 31): over a period, what the governed agents of one
-project did and how it turned out, from `ReliabilityFact` rows and sessions — a fixed number of
-aggregate queries whatever the number of rows (benchmark B12). Nothing here writes."""
+project did and how it turned out, from the day counts (`ReliabilityDay`) and, for medians and
+reports, `ReliabilityFact` rows — a fixed number of aggregate queries whatever the number of
+sessions (benchmark B12). Nothing here writes."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from collections import defaultdict
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Sum
 
 from governor.domain import reliability
 from governor.domain.reliability import REPORT_DENOMINATORS, REPORT_KINDS, Period
-from governor.models import Event, Project, ReliabilityFact, Session
+from governor.models import AgentToken, Event, Project, ReliabilityDay, ReliabilityFact, Session
 
 TOP_CHECKS = 10
 REVIEW_STAGES = ("intent", "evidence", "delivery")
@@ -23,55 +24,47 @@ OUTCOME_LABELS = {"certified_first": "Certified at the first attempt",
                   "exhausted": "Exhausted", "abstained": "Abstained"}
 
 
-def _token_row(tokens: dict[Any, dict[str, Any]], key: Any, name: Any,
-               prefix: Any) -> dict[str, Any]:
+def _token_row(tokens: dict[int, dict[str, Any]], key: int) -> dict[str, Any]:
     if key not in tokens:
-        tokens[key] = {"token": None if key is None else f"{name} ({prefix}…)",
-                       "sessions": 0, "contracts": 0, **dict.fromkeys(OUTCOMES, 0),
-                       "false_certification": 0}
+        tokens[key] = {"token_key": key, "token": None, "sessions": 0, "contracts": 0,
+                       **dict.fromkeys(OUTCOMES, 0), "false_certification": 0}
     return tokens[key]
 
 
 def reliability_summary(project: Project, period: Period) -> dict[str, Any]:
-    """Everything the page, its CSV and its JSON show. Contracts count when they began in the
-    period; outcomes, runs, decisions and failed checks when they happened in it; a report
-    counts against the period its terminal fell in."""
+    """Everything the page, its CSV and its JSON show, in a fixed number of queries. Sessions
+    and contracts count when they began in the period; outcomes, runs, decisions and failed
+    checks when they happened in it; a report counts in the period of the terminal it is about,
+    whenever it was made."""
+    days = ReliabilityDay.objects.filter(project=project, day__gte=period.first,
+                                         day__lte=period.last)
     facts = ReliabilityFact.objects.filter(project=project, at__gte=period.start,
                                            at__lt=period.end)
-    tokens: dict[Any, dict[str, Any]] = {}
+    tokens: dict[int, dict[str, Any]] = {}
 
-    # 1. sessions, per agent token
+    # 1. sessions, contracts, terminals, runs and review decisions, from the day counts
     sessions = 0
-    for row in (Session.objects.filter(project=project, imported=False,
-                                       created_at__gte=period.start, created_at__lt=period.end)
-                .values("created_by", "created_by__name", "created_by__prefix")
-                .annotate(n=Count("pk")).order_by()):
-        sessions += row["n"]
-        _token_row(tokens, row["created_by"], row["created_by__name"],
-                   row["created_by__prefix"])["sessions"] += row["n"]
-
-    # 2. contracts, terminals, runs and review decisions, grouped (checks are counted apart:
-    # their ids are many)
     contracts = {"total": 0, "reviewed": 0, "unreviewed": 0}
     outcomes = dict.fromkeys(OUTCOMES, 0)
     runs: dict[str, dict[str, Any]] = {}
-    reviews: dict[str, dict[str, Any]] = {stage: {"stage": stage, "total": 0, "timed": 0,
-                       "decisions": dict.fromkeys(DECISIONS, 0), "median_ms": None}
-               for stage in REVIEW_STAGES}
-    for row in (facts.filter(kind__in=("contract", "terminal", "run", "review"))
-                .values("kind", "name", "status", "token", "token__name", "token__prefix")
-                .annotate(n=Count("pk"), first=Count("pk", filter=Q(value=1)),
-                          timed=Count("value")).order_by()):
-        kind, n = row["kind"], row["n"]
-        token = _token_row(tokens, row["token"], row["token__name"], row["token__prefix"])
-        if kind == "contract":
+    reviews: dict[str, dict[str, Any]] = {
+        stage: {"stage": stage, "total": 0, "decisions": dict.fromkeys(DECISIONS, 0),
+                "median_ms": None} for stage in REVIEW_STAGES}
+    for row in (days.exclude(kind="check").values("kind", "name", "status", "token_key")
+                .annotate(n=Sum("count"), first=Sum("first")).order_by()):
+        kind, n = row["kind"], int(row["n"])
+        token = _token_row(tokens, row["token_key"])
+        if kind == "session":
+            sessions += n
+            token["sessions"] += n
+        elif kind == "contract":
             contracts["total"] += n
             contracts[row["name"] if row["name"] in contracts else "unreviewed"] += n
             token["contracts"] += n
         elif kind == "terminal":
-            status = row["status"]
+            status, first = row["status"], int(row["first"])
             if status == "certified":
-                counted = {"certified_first": row["first"], "certified_repair": n - row["first"]}
+                counted = {"certified_first": first, "certified_repair": n - first}
             else:
                 counted = {status: n} if status in outcomes else {}
             for name, count in counted.items():
@@ -84,43 +77,44 @@ def reliability_summary(project: Project, period: Period) -> dict[str, Any]:
             if row["status"] != "passed":
                 profile["failures"] += n
                 profile["kinds"][row["status"]] += n
-        elif row["name"] in reviews:
+        elif kind == "review" and row["name"] in reviews:
             stage = reviews[row["name"]]
             stage["total"] += n
-            stage["timed"] += row["timed"]
             if row["status"] in stage["decisions"]:
                 stage["decisions"][row["status"]] += n
 
-    # 3. median time to decide, per stage: the middle one or two values, one query each
+    # 2. median time to decide, per stage: the middle one or two values in the order of an
+    # index (project, kind, name, value, at), one query each
     for stage in reviews.values():
-        offset, limit = reliability.median_window(stage["timed"])
+        offset, limit = reliability.median_window(stage["total"])
         middle = (facts.filter(kind="review", name=stage["stage"], value__isnull=False)
                   .order_by("value").values_list("value", flat=True)[offset:offset + limit])
         stage["median_ms"] = reliability.median([int(value or 0) for value in middle])
 
-    # 4. the checks that fail most
-    checks = [{"check": row["name"], "kind": row["status"], "failures": row["failures"],
-               "contracts": row["contracts"]}
-              for row in facts.filter(kind="check").values("name", "status")
-              .annotate(failures=Count("pk"), contracts=Count("contract_id", distinct=True))
-              .order_by("-failures", "name")[:TOP_CHECKS]]
+    # 3. the checks that fail most
+    checks = [{"check": row["name"], "kind": row["status"], "failures": int(row["failures"])}
+              for row in days.filter(kind="check").values("name", "status")
+              .annotate(failures=Sum("count")).order_by("-failures", "name")[:TOP_CHECKS]]
 
-    # 5. reports on the contracts that ended in the period, whenever they were made
-    ended_in_period = facts.filter(kind="terminal", session=OuterRef("session"),
-                                   contract_id=OuterRef("contract_id"))
+    # 4. reports on the contracts whose terminal was written in the period (`value`: when)
     reported: dict[str, dict[str, int]] = {kind: {"contracts": 0, "reports": 0}
                                            for kind in REPORT_KINDS}
-    for row in (ReliabilityFact.objects.filter(project=project, kind="report")
-                .filter(Exists(ended_in_period))
-                .values("name", "token", "token__name", "token__prefix")
+    for row in (ReliabilityFact.objects.filter(
+            project=project, kind="report", value__gte=int(period.start.timestamp() * 1000),
+            value__lt=int(period.end.timestamp() * 1000))
+                .values("name", "token_id")
                 .annotate(contracts=Count("contract_id", distinct=True), reports=Count("pk"))
                 .order_by()):
         if row["name"] in reported:
             reported[row["name"]]["contracts"] += row["contracts"]
             reported[row["name"]]["reports"] += row["reports"]
         if row["name"] == "false-certification":
-            _token_row(tokens, row["token"], row["token__name"],
-                       row["token__prefix"])["false_certification"] += row["contracts"]
+            _token_row(tokens, row["token_id"] or 0)["false_certification"] += row["contracts"]
+
+    # 5. the tokens' names
+    for pk, name, prefix in AgentToken.objects.filter(pk__in=list(tokens)).values_list(
+            "pk", "name", "prefix"):
+        tokens[pk]["token"] = f"{name} ({prefix}…)"
 
     certified = outcomes["certified_first"] + outcomes["certified_repair"]
     totals = {"certified": certified, "exhausted": outcomes["exhausted"],
@@ -144,8 +138,10 @@ def reliability_summary(project: Project, period: Period) -> dict[str, Any]:
                         for run in runs.values()),
                        key=lambda run: (-run["failures"], run["profile"])),
         "checks": checks,
-        "tokens": sorted(tokens.values(), key=lambda row: (-row["sessions"] - row["contracts"],
-                                                           row["token"] or "")),
+        "tokens": sorted(({key: value for key, value in row.items() if key != "token_key"}
+                          for row in tokens.values()),
+                         key=lambda row: (-row["sessions"] - row["contracts"],
+                                          row["token"] or "")),
         "reports": reports,
         "false_certification": reports[0],
     }

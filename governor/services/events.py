@@ -259,5 +259,7 @@ def governor_event_append(
     row.save()
     state.lifecycle = lifecycle.apply(
         lifecycle_of(state), {"seq": row.seq, "type": row.type, "data": row.data})
-    facts_record(session=session, event=row, attempts=len(state.lifecycle["attempts"]))
+    terminal = state.lifecycle["terminal"]
+    facts_record(session=session, event=row, attempts=len(state.lifecycle["attempts"]),
+                 terminal_seq=None if terminal is None else terminal["seq"])
     return row

@@ -22,8 +22,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bench.b12_reliability import populate
-from governor.domain.reliability import Period
-from governor.models import AgentToken, Membership, Project, ReliabilityFact, Role
+from governor.domain.reliability import Fact, Period, event_facts
+from governor.models import AgentToken, Membership, Project, ReliabilityFact, Role, Session
+from governor.services.facts import days_count
 from tests.api.test_contracts import Agent, readme_contract
 from tests.conftest import AgentClient
 from tests.pages import reviewer_client
@@ -84,20 +85,28 @@ def test_real_lifecycles_are_counted_and_the_false_certification_rate_has_its_co
     assert summary["false_certification"]["total"] == 2
     failing = {check["check"]: check for check in summary["checks"]}
     assert failing["readme-exists"]["failures"] == 2  # the repaired and the exhausted attempt
-    assert failing["readme-install"]["contracts"] == 2
+    assert failing["readme-install"]["failures"] == 2
     [token] = summary["tokens"]
     assert token["token"].startswith("agent (") and token["sessions"] == 4
     assert token["certified_first"] == 1 and token["false_certification"] == 1
 
 
+def record(project: Project, session_id: str, seq: int, fact: Fact) -> None:
+    """A fact as `facts_record` writes it: its row and its day count."""
+    session = Session.objects.get(pk=session_id)
+    now = timezone.now()
+    ReliabilityFact.objects.create(project=project, session=session, event_seq=seq, at=now,
+                                   kind=fact.kind, name=fact.name, status=fact.status,
+                                   value=fact.value)
+    days_count(session, now.date(), [(fact.kind, fact.name, fact.status, fact.value == 1)])
+
+
 def test_review_decisions_per_stage_with_the_median_time_to_decide(
         agent: AgentClient, workspace: Path, project: Project, rita: Client) -> None:
     session = Agent(agent, workspace)
-    now = timezone.now()
     for seq, waited in enumerate((60_000, 180_000, 120_000, 3_600_000)):
-        ReliabilityFact.objects.create(project=project, session_id=session.id, event_seq=seq,
-                                       at=now, kind="review", name="intent",
-                                       status="approved" if seq else "rejected", value=waited)
+        record(project, session.id, seq, Fact("review", "intent",
+                                               "approved" if seq else "rejected", waited))
     summary = rita.get(URL, {"format": "json"}).json()
     intent = summary["reviews"][0]
     assert intent["stage"] == "intent" and intent["total"] == 4
@@ -108,8 +117,6 @@ def test_review_decisions_per_stage_with_the_median_time_to_decide(
 
 def test_trusted_run_failures_are_counted_per_profile_without_baselines(
         project: Project, agent: AgentClient, workspace: Path, rita: Client) -> None:
-    from governor.domain.reliability import event_facts
-
     session = Agent(agent, workspace)
     runs = [{"profile": "unit-tests", "passed": True, "durationMs": 5},
             {"profile": "unit-tests", "passed": False, "failureKind": "exit"},
@@ -117,9 +124,7 @@ def test_trusted_run_failures_are_counted_per_profile_without_baselines(
             {"profile": "unit-tests", "passed": False, "failureKind": "exit", "baseline": True}]
     for seq, data in enumerate(runs):
         for fact in event_facts("reliability/code-verification", data, attempts=0):
-            ReliabilityFact.objects.create(project=project, session_id=session.id,
-                                           event_seq=seq, at=timezone.now(), kind=fact.kind,
-                                           name=fact.name, status=fact.status)
+            record(project, session.id, seq, fact)
     [profile] = rita.get(URL, {"format": "json"}).json()["runs"]
     assert profile == {"profile": "unit-tests", "runs": 3, "failures": 2,
                        "kinds": {"exit": 1, "timeout": 1}}
