@@ -140,11 +140,8 @@ def populate(project: Any, tokens: list[Any], sessions: int, *, start: datetime.
                     days[key] += 1
                     firsts[key] += made.value == 1
             counted = len(facts)
+        # (their created_at is now: the page counts sessions from the day counts below)
         Session.objects.bulk_create([session for session, _ in rows], batch_size=1000)
-        for session, at in rows:  # created_at is auto_now_add: set it afterwards
-            session.created_at = at
-        Session.objects.bulk_update([session for session, _ in rows], ["created_at"],
-                                    batch_size=1000)
         ReliabilityFact.objects.bulk_create(facts, batch_size=2000)
     existing = {(row.day, row.token_key, row.kind, row.name, row.status): row
                 for row in ReliabilityDay.objects.filter(project=project)}

@@ -174,3 +174,16 @@ def test_an_operator_sees_reports_but_cannot_make_one(
         "csrfmiddlewaretoken": token, "kind": "false-certification", "reason": "x"})
     assert answer.status_code == 403 and "only a reviewer" in answer.content.decode()
     assert len(reports_of(worker.id)) == 1
+
+
+def test_a_verifier_written_from_docs_api_md_checks_the_reports_receipt(
+        agent: AgentClient, workspace: Path, rita: Client) -> None:
+    from tests.api import documented_verifier
+
+    worker = certified(agent, workspace)
+    report(rita, worker.id, kind="false-certification", reason="not done")
+    text = export_text(agent, worker.id)
+    keys = documented_verifier.keys_from_endpoint(agent.get("/keys").content)
+    assert documented_verifier.problems(text, keys) == []
+    forged = text.replace('"kind":"false-certification"', '"kind":"brittle-check"')
+    assert documented_verifier.problems(forged, keys) != []
