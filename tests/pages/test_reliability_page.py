@@ -223,3 +223,22 @@ def test_csv_and_json_downloads_hold_the_same_numbers(
     assert cells[("reports", "false-certification", "contracts")] == "1"
     assert cells[("reports", "false-certification", "of_certified")] == "2"
     assert json.loads(rita.get(URL, {"format": "json"}).content) == summary
+
+
+def test_a_real_review_decision_is_counted_with_its_time_to_decide(
+        agent: AgentClient, workspace: Path, project: Project, reviewer: Any,
+        rita: Client) -> None:
+    from governor.services.reviews import review_decide
+    from tests.pages import propose
+
+    project.review_mode = "required"
+    project.save(update_fields=["review_mode"])
+    _, intent = propose(agent, workspace)
+    review_decide(user=reviewer, review=intent, receipt=intent.receipt,
+                  decision="revision-requested", feedback="name the package manager")
+    summary = rita.get(URL, {"format": "json"}).json()
+    stage = summary["reviews"][0]
+    assert stage["stage"] == "intent" and stage["total"] == 1
+    assert stage["decisions"]["revision-requested"] == 1
+    assert stage["median_ms"] is not None and stage["median_ms"] >= 0
+    assert summary["sessions"] == 1 and summary["contracts"]["total"] == 0
