@@ -149,7 +149,12 @@ def _csv(summary: dict[str, Any]) -> str:
 @require_POST
 def report_post(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
     """A reviewer's report on an ended session (the form on its timeline)."""
-    session = session_for_member(request.user, session_id)
+    try:
+        session = session_for_member(request.user, session_id)
+    except NotFound:
+        return render(request, "projects/report_refused.html", {"errors": [
+            {"path": "session", "message": "no such session in a project you review"}]},
+            status=404)
     if not is_reviewer(request.user, session.project_id):
         return render(request, "projects/report_refused.html", {
             "session": session, "errors": [{"path": "user", "message":

@@ -187,3 +187,19 @@ def test_a_verifier_written_from_docs_api_md_checks_the_reports_receipt(
     assert documented_verifier.problems(text, keys) == []
     forged = text.replace('"kind":"false-certification"', '"kind":"brittle-check"')
     assert documented_verifier.problems(forged, keys) != []
+
+
+def test_a_reviewer_of_another_project_reports_nothing_and_is_told_why(
+        agent: AgentClient, workspace: Path, rita: Client) -> None:
+    worker = certified(agent, workspace)
+    other = Project.objects.create(slug="elsewhere", name="Elsewhere")
+    otto = get_user_model().objects.create_user("otto", "otto@example.com", "otto-password-1")
+    Membership.objects.create(user=otto, project=other, role=Role.REVIEWER)
+    client = reviewer_client("otto", "otto-password-1")
+    client.get("/sessions/")  # a page, for its CSRF cookie
+    answer = client.post(f"/sessions/{worker.id}/reports", {
+        "csrfmiddlewaretoken": client.cookies["csrftoken"].value,
+        "kind": "false-certification", "reason": "x"})
+    assert answer.status_code == 404
+    assert "no such session in a project you review" in answer.content.decode()
+    assert reports_of(worker.id) == []
