@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from governor.domain import reliability
-from governor.models import Event, ReliabilityDay, ReliabilityFact, Session
+from governor.domain import lifecycle, reliability
+from governor.models import Event, Origin, Project, ReliabilityDay, ReliabilityFact, Session
 from reviews.models import Review
 
 # Facts the page reads only through their day counts: everything but reports, which count in
@@ -75,3 +75,25 @@ def facts_record(*, session: Session, event: Event, attempts: int,
         for fact in facts])
     days_count(session, at.date(), [(fact.kind, fact.name, fact.status, fact.value == 1)
                                     for fact in facts if fact.kind in COUNTED])
+
+
+def facts_rebuild(*, project: Project) -> int:
+    """Write `project`'s facts and day counts again from its sessions and their logs, in one
+    transaction: what appending every event wrote, for history older than the facts (or to
+    prove the counters right). Run it with the service stopped: an event appended meanwhile
+    could be counted twice. Returns the number of sessions read."""
+    with transaction.atomic():
+        ReliabilityFact.objects.filter(project=project).delete()
+        ReliabilityDay.objects.filter(project=project).delete()
+        sessions = Session.objects.filter(project=project, imported=False).order_by("created_at")
+        for session in sessions.iterator():
+            facts_session_started(session)
+            folded = lifecycle.initial_state()
+            for event in (Event.objects.filter(session=session, origin=Origin.GOVERNOR)
+                          .order_by("seq").iterator()):
+                folded = lifecycle.apply(folded, {"seq": event.seq, "type": event.type,
+                                                  "data": event.data})
+                terminal = folded["terminal"]
+                facts_record(session=session, event=event, attempts=len(folded["attempts"]),
+                             terminal_seq=None if terminal is None else terminal["seq"])
+        return sessions.count()

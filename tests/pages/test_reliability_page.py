@@ -242,3 +242,19 @@ def test_a_real_review_decision_is_counted_with_its_time_to_decide(
     assert stage["decisions"]["revision-requested"] == 1
     assert stage["median_ms"] is not None and stage["median_ms"] >= 0
     assert summary["sessions"] == 1 and summary["contracts"]["total"] == 0
+
+
+def test_rebuilding_the_facts_from_the_logs_gives_the_same_page(
+        agent: AgentClient, workspace: Path, rita: Client) -> None:
+    from django.core.management import call_command
+
+    lifecycles(agent, workspace, rita)
+    before = rita.get(URL, {"format": "json"}).json()
+    rows = sorted(ReliabilityFact.objects.values_list("session_id", "event_seq", "kind", "name",
+                                                       "status", "value", "contract_id"))
+    out = io.StringIO()
+    call_command("governor_reliability", "rebuild", "--project", "acme", stdout=out)
+    assert "acme: facts rebuilt from 4 session(s)" in out.getvalue()
+    assert rita.get(URL, {"format": "json"}).json() == before
+    assert sorted(ReliabilityFact.objects.values_list(
+        "session_id", "event_seq", "kind", "name", "status", "value", "contract_id")) == rows
