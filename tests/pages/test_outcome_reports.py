@@ -203,3 +203,12 @@ def test_a_reviewer_of_another_project_reports_nothing_and_is_told_why(
     assert answer.status_code == 404
     assert "no such session in a project you review" in answer.content.decode()
     assert reports_of(worker.id) == []
+
+
+def test_an_agent_token_can_never_report(agent: AgentClient, workspace: Path) -> None:
+    worker = certified(agent, workspace)
+    answer = agent.client.post(f"/sessions/{worker.id}/reports",
+                               {"kind": "false-certification", "reason": "x"},
+                               headers={"Authorization": f"Bearer {agent.secret}"})
+    assert answer.status_code == 302 and "/accounts/login/" in answer["Location"]
+    assert reports_of(worker.id) == []
