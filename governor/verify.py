@@ -100,6 +100,7 @@ RECEIPTED_EVENTS: dict[str, ReceiptRule] = {
     "reliability/intent-review": ReceiptRule("intent-review", None),
     "reliability/contract-review": ReceiptRule("contract-review", None),
     "reliability/delivery-review": ReceiptRule("delivery-review", None),
+    "reliability/outcome-report": ReceiptRule("outcome-report", None),
 }
 """Event type → how its receipt recomputes: every receipt-bearing event the server writes."""
 
