@@ -61,7 +61,6 @@ from governor.domain.canonical import (
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
 from governor.domain.changes import changes_digest, workspace_changes
 from governor.domain.commits import (
-    SESSION_TRAILER,
     Certification,
     CertificationError,
     Commit,
@@ -71,6 +70,7 @@ from governor.domain.commits import (
     judge_commit,
     manifest_differences,
     read_commit,
+    sessions_named,
 )
 from governor.domain.export import FORMAT, serialise_line, tree_ref
 from governor.domain.fields import FieldsInvalid
@@ -802,14 +802,15 @@ def server_get(server: str, token: str, path: str, **params: str) -> Any:
 
 
 def server_certifications(server: str, token: str, keys: Mapping[str, Ed25519PublicKey],
-                          commit: Commit) -> list[Certification]:
+                          commit: Commit, repo: str) -> list[Certification]:
     """The project's certifications of the commit's content (its tree id without exclusions)
-    and those of the sessions its trailers name (with their exclusions and manifests), each
+    and those of the sessions its trailers (or its nearest ancestor's) name (with their
+    exclusions and manifests), each
     envelope checked against `keys` here: the server is asked, never believed."""
     queries: list[dict[str, str]] = []
     with contextlib.suppress(TreeError):  # judge_commit says why
         queries.append({"tree": commit_tree_id(commit.entries)[0]})
-    queries += [{"session": session} for session in commit.trailers.get(SESSION_TRAILER, ())]
+    queries += [{"session": session} for session in sessions_named(repo, commit)]
     found: dict[tuple[str, int], Certification] = {}
     for query in queries:
         body = server_get(server, token, "/api/v1/certifications", **query)
@@ -845,7 +846,8 @@ def _verify_commit(args: argparse.Namespace, trusted_keys: Mapping[str, Ed25519P
                 print(f"WARNING: {SERVER_KEYS}", file=sys.stderr)
                 trusted_keys = load_trusted_keys(canonical_bytes(
                     server_get(args.server, token, "/api/v1/keys")))
-            certified = server_certifications(args.server, token, trusted_keys, commit)
+            certified = server_certifications(args.server, token, trusted_keys, commit,
+                                              args.repo)
     except (GitError, OSError, ServerError, CertificationError, AttestationError,
             FieldsInvalid) as exc:
         print(f"FAIL: {exc}")

@@ -124,6 +124,20 @@ def read_commit(repo: str, rev: str) -> Commit:
     return Commit(oid, object_format, entries, _trailers(git(repo, "cat-file", "commit", oid)))
 
 
+def sessions_named(repo: str, commit: Commit, *, depth: int = 50) -> tuple[str, ...]:
+    """The sessions the commit's trailers name, else those of its nearest first-parent ancestor
+    naming any (an edit committed on top of a certified commit): where to look for the
+    certified tree it may differ from."""
+    if commit.trailers.get(SESSION_TRAILER):
+        return commit.trailers[SESSION_TRAILER]
+    log = git(repo, "log", "--first-parent", f"-n{depth}", "--format=%(trailers:key="
+              f"{SESSION_TRAILER},valueonly,separator=%x20)", "--end-of-options", commit.oid)
+    for line in log.decode("utf-8", "replace").splitlines():
+        if line.strip():
+            return tuple(line.split())
+    return ()
+
+
 def _canonical_mode(path: str, mode: str) -> str:
     """The mode a checkout gives the entry, as git canonicalises it (cache.h canon_mode)."""
     if mode == _SYMLINK:

@@ -101,7 +101,8 @@ class Setup:
         return git(self.workspace, "rev-parse", "HEAD").stdout.strip()
 
     def remote_main(self) -> str:
-        return git(self.remote, "rev-parse", "refs/heads/main", check=False).stdout.strip()
+        return git(self.remote, "rev-parse", "--verify", "-q", "refs/heads/main",
+                   check=False).stdout.strip()
 
     def note(self, rev: str = "HEAD") -> str:
         return git(self.workspace, "notes", f"--ref={NOTES}", "show", rev).stdout

@@ -183,7 +183,7 @@ def check_update(repo: str, config: HookConfig, ref: str, new: str,
                 keys = load_trusted_keys(canonical_bytes(
                     server_get(config.server, token, "/api/v1/keys")))
             return judge_commit(commit, server_certifications(config.server, token, keys,
-                                                              commit))
+                                                              commit, repo))
         if config.keys_file is None:
             return Verdict(False, "FAIL: neither governor.keysFile (offline) nor governor.server "
                                   "(online) is configured: protected refs fail closed")
