@@ -334,3 +334,54 @@ def test_a_snapshot_sessions_certified_tree_is_committed_and_accepted(
         text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert setup.remote_main() == setup.head()
+
+
+def shipped_verifier(tmp_path: Path) -> Path:
+    """The files the client package ships for the verifier (clients/python/pyproject.toml
+    py-modules, from the server's own files) beside only `cryptography` and `rfc8785` (and
+    what they load), as an install of the client would hold them."""
+    import importlib.util
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    config = tomllib.loads((root / "clients" / "python" / "pyproject.toml").read_text())
+    site = tmp_path / "site"
+    for module in config["tool"]["setuptools"]["py-modules"]:
+        parts = module.split(".")
+        for depth in range(1, len(parts)):
+            package = Path(*parts[:depth])
+            (site / package).mkdir(parents=True, exist_ok=True)
+            shutil.copy(root / package / "__init__.py", site / package / "__init__.py")
+        shutil.copy(root / Path(*parts).with_suffix(".py"), site / Path(*parts).with_suffix(
+            ".py"))
+    for dependency in ("cryptography", "rfc8785", "cffi", "_cffi_backend"):
+        spec = importlib.util.find_spec(dependency)
+        if spec is None or spec.origin is None:
+            continue
+        origin = Path(spec.origin)
+        source = origin.parent if origin.name == "__init__.py" else origin
+        os.symlink(source, site / source.name)
+    return site
+
+
+def test_the_verifier_shipped_in_the_client_package_needs_only_cryptography_and_rfc8785(
+        offline: Setup, tmp_path: Path) -> None:
+    assert offline.commit().returncode == 0
+    export = tmp_path / "session.jsonl"
+    cli_json(offline.live, offline.workspace, "export", "-o", str(export))
+    site = shipped_verifier(tmp_path)
+    done = subprocess.run(  # noqa: S603 - -S: no site-packages, so no Django, no httpx
+        [sys.executable, "-S", "-m", "governor.verify", str(export), "--key", str(offline.keys),
+         "--commit", "HEAD", "--repo", str(offline.workspace)], cwd=tmp_path,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(site), "GIT_CONFIG_NOSYSTEM": "1",
+             "GIT_CONFIG_GLOBAL": os.devnull}, capture_output=True, text=True, timeout=120,
+        check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "certified by session" in done.stdout
+    online = subprocess.run(  # noqa: S603
+        [sys.executable, "-S", "-m", "governor.verify", "--commit", "HEAD", "--repo",
+         str(offline.workspace), "--server", offline.live.url, "--token", str(offline.token)],
+        cwd=tmp_path, env={"PATH": os.environ["PATH"], "PYTHONPATH": str(site)},
+        capture_output=True, text=True, timeout=120, check=False)
+    assert online.returncode == 0, online.stdout + online.stderr
+    assert "WARNING: no --key given" in online.stderr
