@@ -385,3 +385,40 @@ def test_the_verifier_shipped_in_the_client_package_needs_only_cryptography_and_
         capture_output=True, text=True, timeout=120, check=False)
     assert online.returncode == 0, online.stdout + online.stderr
     assert "WARNING: no --key given" in online.stderr
+
+
+def documented_ci_commands() -> list[str]:
+    """The `python -m governor.verify` lines of the GitHub Actions and GitLab CI examples."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    section = text[text.index("### In hosted CI: a required check"):text.index("## Tests")]
+    return [line.strip().removeprefix("- ") for line in section.splitlines()
+            if "python -m governor.verify --commit" in line]
+
+
+def test_the_ci_examples_run_the_command_the_tests_run(offline: Setup, tmp_path: Path) -> None:
+    commands = documented_ci_commands()
+    assert len(commands) == 2
+    assert offline.commit().returncode == 0
+    certified = offline.head()
+    runner = tmp_path / "runner"
+    runner.mkdir()
+    shutil.copy(offline.token, runner / "token")
+    shutil.copy(offline.keys, runner / "keys.json")
+
+    def run(command: str, head: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "HEAD_SHA": head, "CI_COMMIT_SHA": head,
+               "GOVERNOR_URL": offline.live.url, "RUNNER_TEMP": str(runner),
+               "GOVERNOR_TOKEN_FILE": str(offline.token),
+               "GOVERNOR_KEYS_FILE": str(offline.keys)}
+        env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"  # `python` is this one
+        return subprocess.run(["/bin/bash", "-e", "-c", command], cwd=offline.workspace,  # noqa: S603
+                              env=env, capture_output=True, text=True, timeout=120,
+                              check=False)
+
+    (offline.workspace / "src" / "app.py").write_text("print('edited in review')\n")
+    git(offline.workspace, "commit", "-q", "-am", "edit")
+    for command in commands:
+        accepted = run(command, certified)
+        assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+        refused = run(command, offline.head())
+        assert refused.returncode == 1 and "changed: src/app.py" in refused.stdout

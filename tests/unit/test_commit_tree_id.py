@@ -10,9 +10,25 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from governor.domain.commits import commit_tree_id, read_commit
-from governor.domain.tree import TreeError, hash_tree
+from governor.domain.attestation import build_statement, key_id, sign
+from governor.domain.canonical import canonical_bytes, loads_strict
+from governor.domain.commits import (
+    CertificationError,
+    certification_of_note,
+    commit_tree_id,
+    judge_commit,
+    note_text,
+    read_commit,
+)
+from governor.domain.tree import (
+    TREE_ID_PREFIX,
+    ManifestEntry,
+    TreeError,
+    hash_tree,
+    manifest_tree_id,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 EXCLUSIONS = ["node_modules/**", "*.log"]
@@ -113,3 +129,46 @@ def test_a_submodule_or_a_committed_governor_directory_cannot_be_certified(
     with pytest.raises(TreeError) as raised:
         read_commit(str(repo), "HEAD")
     assert raised.value.path == "vendor/lib"
+
+
+def signed_note(entries: tuple[ManifestEntry, ...], key: Ed25519PrivateKey,
+                session: str = "11111111-1111-1111-1111-111111111111") -> bytes:
+    statement = build_statement(
+        session_id=session, contract_id="c1", chain_head="a" * 64, kind="terminal",
+        event_seq=7, contract_receipt="sha256:" + "b" * 64, status="certified",
+        reason={"code": "all-checks-passed"}, terminal_receipt="sha256:" + "c" * 64,
+        workspace_tree=manifest_tree_id(entries).removeprefix(TREE_ID_PREFIX))
+    envelope = sign(statement, private_key=key, keyid=key_id(key.public_key()))
+    return note_text(envelope, entries)
+
+
+def test_a_note_cannot_hide_an_added_file_behind_exclusions_it_claims(tmp_path: Path) -> None:
+    """Exclusions are not signed: a note certifies only a commit holding exactly its files, and a
+    note that carries exclusions of its own is refused."""
+    repo = new_repository(tmp_path / "repo", "sha256")
+    (repo / "app.py").write_text("certified\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "certified")
+    key = Ed25519PrivateKey.generate()
+    keys = {key_id(key.public_key()): key.public_key()}
+    note = signed_note(read_commit(str(repo), "HEAD").entries, key)
+    certification = certification_of_note(note, keys)
+    assert judge_commit(read_commit(str(repo), "HEAD"), [certification]).ok
+    (repo / "debug.log").write_text("anything at all\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "hidden")
+    verdict = judge_commit(read_commit(str(repo), "HEAD"), [certification])
+    assert not verdict.ok and verdict.differences == ("added: debug.log",)
+    claimed = loads_strict(note)
+    claimed["exclusions"] = ["*.log"]
+    with pytest.raises(CertificationError):
+        certification_of_note(canonical_bytes(claimed), keys)
+
+
+def test_a_manifest_that_does_not_hash_to_the_signed_tree_is_refused(tmp_path: Path) -> None:
+    key = Ed25519PrivateKey.generate()
+    entries = (ManifestEntry("a.txt", "100644", "1" * 64),)
+    note = loads_strict(signed_note(entries, key))
+    note["entries"] = [["a.txt", "100755", "1" * 64]]
+    with pytest.raises(CertificationError, match="does not hash to the signed tree"):
+        certification_of_note(canonical_bytes(note), {key_id(key.public_key()): key.public_key()})
