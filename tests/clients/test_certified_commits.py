@@ -422,3 +422,19 @@ def test_the_ci_examples_run_the_command_the_tests_run(offline: Setup, tmp_path:
         assert accepted.returncode == 0, accepted.stdout + accepted.stderr
         refused = run(command, offline.head())
         assert refused.returncode == 1 and "changed: src/app.py" in refused.stdout
+
+
+def test_two_agents_push_their_certified_commits_and_notes_to_one_remote(
+        offline: Setup, live: Live, tmp_path: Path) -> None:
+    assert offline.commit("--push", "origin", "main").returncode == 0
+    object_format = git(offline.workspace, "rev-parse", "--show-object-format").stdout.strip()
+    elsewhere = live.workspace_root / f"second-{tmp_path.name}"
+    new_repository(elsewhere, object_format)
+    certify(live, elsewhere, readme="# Second\n\n## Install\n")
+    git(elsewhere, "remote", "add", "origin", str(offline.remote))
+    done = cli(live, elsewhere, "commit", "--push", "origin", "release/1")
+    assert done.returncode == 0, done.stderr  # its notes merged the first agent's
+    second = git(elsewhere, "rev-parse", "HEAD").stdout.strip()
+    assert git(offline.remote, "rev-parse", "refs/heads/release/1").stdout.strip() == second
+    for commit in (offline.head(), second):
+        assert git(offline.remote, "notes", f"--ref={NOTES}", "show", commit).returncode == 0

@@ -125,6 +125,7 @@ def commit_certified(client: GovernorClient, session_id: str, root: Path, *,
         pushed = None
         if push:
             remote, branch = push
+            merge_remote_notes(repo, remote)
             git(repo, "push", "-q", remote, f"{NOTES_REF}:{NOTES_REF}")
             git(repo, "push", "-q", remote, f"{commit.oid}:refs/heads/{branch}")
             pushed = {"remote": remote, "branch": branch}
@@ -132,6 +133,20 @@ def commit_certified(client: GovernorClient, session_id: str, root: Path, *,
         raise CommitRefused(str(exc)) from None
     return {"commit": commit.oid, "tree": certification.tree, "session": certification.session,
             "terminal": certification.terminal_receipt, "note": NOTES_REF, "pushed": pushed}
+
+
+def merge_remote_notes(repo: str, remote: str) -> None:
+    """Merge the remote's governor notes into ours (other agents' certifications), keeping our
+    note where both annotate one commit, so the notes push is a fast-forward."""
+    fetched = "refs/notes/governor-remote"
+    try:
+        git(repo, "fetch", "-q", remote, f"+{NOTES_REF}:{fetched}")
+    except GitError:
+        return  # the remote has no notes yet
+    try:
+        git(repo, "notes", f"--ref={NOTES_REF}", "merge", "-q", "-s", "ours", fetched)
+    finally:
+        git(repo, "update-ref", "-d", fetched)
 
 
 # --- governor-agent git-hook --------------------------------------------------------------------
