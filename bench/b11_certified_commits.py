@@ -44,10 +44,16 @@ REPEATS = 5
 GOAL_RATIO = 3.0  # verify --commit / git ls-tree -r
 ROOT = Path(__file__).resolve().parent.parent
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "LC_ALL": "C"}
-VERIFY = ("import sys\n"
+VERIFY = ("import sys, time\n"
+          "started = time.perf_counter()\n"
           "from governor.domain.commits import Certification, judge_commit, read_commit\n"
+          "imported = time.perf_counter()\n"
           "repo, tree = sys.argv[1], sys.argv[2]\n"
-          "verdict = judge_commit(read_commit(repo, 'HEAD'), [Certification('s', 1, tree, 'r')])\n"
+          "commit = read_commit(repo, 'HEAD')\n"
+          "read = time.perf_counter()\n"
+          "verdict = judge_commit(commit, [Certification('s', 1, tree, 'r')])\n"
+          "done = time.perf_counter()\n"
+          "print((imported - started) * 1000, (read - imported) * 1000, (done - read) * 1000)\n"
           "sys.exit(0 if verdict.ok else 1)\n")
 
 
@@ -69,12 +75,16 @@ def _git(*args: str, cwd: Path | None = None, stdin: bytes | None = None, **env:
 
 
 def _wall_ms(argv: list[str], **env: str) -> float:
+    return _timed(argv, **env)[0]
+
+
+def _timed(argv: list[str], **env: str) -> tuple[float, str]:
     started = time.perf_counter()
     done = subprocess.run(argv, env=_env(**env), capture_output=True, check=False)
     wall = (time.perf_counter() - started) * 1000
     if done.returncode != 0:
         raise RuntimeError(f"{argv[:4]}: {done.stderr.decode(errors='replace')[-2000:]}")
-    return wall
+    return wall, done.stdout.decode()
 
 
 def _certify(repo: Path, work: Path) -> tuple[str, Path]:
@@ -126,10 +136,14 @@ def measure_one(files: int, object_format: str, repeats: int, directory: str) ->
         python = [sys.executable, "-c", VERIFY, str(repo), tree]
         ls_tree = ["git", "-C", str(repo), "ls-tree", "-r", "HEAD"]
         times: dict[str, list[float]] = {"verify": [], "ls_tree": [], "push_hook": [],
-                                         "push_plain": []}
+                                         "push_plain": [], "import": [], "read": [],
+                                         "judge": []}
         pythonpath = os.pathsep.join([str(ROOT), str(ROOT / "clients" / "python" / "src")])
         for index in range(repeats):
-            times["verify"].append(_wall_ms(python, PYTHONPATH=pythonpath))
+            wall, parts = _timed(python, PYTHONPATH=pythonpath)
+            times["verify"].append(wall)
+            for arm, value in zip(("import", "read", "judge"), parts.split(), strict=True):
+                times[arm].append(float(value))
             times["ls_tree"].append(_wall_ms(ls_tree))
             for arm, remote in (("push_hook", gated), ("push_plain", plain)):
                 times[arm].append(_wall_ms(
@@ -161,17 +175,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     rows = [[f"{row['files']:,}", row["format"], f"{row['median_ms']['verify']:,.0f}",
+             f"{row['median_ms']['import']:,.0f} / {row['median_ms']['read']:,.0f} / "
+             f"{row['median_ms']['judge']:,.0f}",
              f"{row['median_ms']['ls_tree']:,.0f}", f"**{row['ratio']:.2f}×**",
              f"{row['median_ms']['push_plain']:,.0f}", f"{row['hook_added_ms']:,.0f}"]
             for row in result["rows"].values()]
     p = result["params"]
     note = (f"Medians of {p['repeats']} runs per arm, arms alternating, {p['git']}. verify: a "
             f"fresh interpreter reading the commit's objects, computing its certified-format "
-            f"tree id and judging it; git: `git ls-tree -r` of the same commit, a fresh process. "
+            f"tree id and judging it (inside it: importing the modules / reading the objects / "
+            f"the id and verdict); git: `git ls-tree -r` of the same commit, a fresh process. "
             f"Hook added: a push of a new protected branch (objects already there) to a bare "
             f"repository with the offline pre-receive hook, minus the same push without it. "
             f"Goal: verify ≤ {GOAL_RATIO:g}× git.")
-    return markdown_table(["files", "repository", "verify ms", "git ls-tree -r ms", "ratio",
+    return markdown_table(["files", "repository", "verify ms", "import / read / judge ms",
+                           "git ls-tree -r ms", "ratio",
                            "push ms (no hook)", "hook adds ms"], rows) + "\n\n" + note
 
 
