@@ -24,6 +24,7 @@ import subprocess
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import IO, Any
 
 from governor.domain.attestation import (
@@ -73,12 +74,18 @@ def git(repo: str, *args: str, stdin: bytes | None = None) -> bytes:
 
 @dataclass(frozen=True)
 class Commit:
+    repo: str
     oid: str
     object_format: str  # "sha1" or "sha256"
-    entries: tuple[ManifestEntry, ...]
-    """Every file and symlink of the commit's tree, in `git ls-tree -r` order, with its blob id
-    in the certified format (64 hex of the SHA-256 git blob id)."""
+    tree_oid: str  # the commit's root tree object id
     trailers: Mapping[str, tuple[str, ...]]
+
+    @cached_property
+    def entries(self) -> tuple[ManifestEntry, ...]:
+        """Every file and symlink of the commit's tree, in `git ls-tree -r` order, with its blob
+        id in the certified format (64 hex of the SHA-256 git blob id); read when first asked
+        (a SHA-256 commit whose tree object is a certified tree needs no listing)."""
+        return _list_entries(self.repo, self.oid, self.object_format)
 
 
 def resolve_commit(repo: str, rev: str) -> str:
@@ -92,6 +99,10 @@ def resolve_commit(repo: str, rev: str) -> str:
 def read_tree_entries(repo: str, treeish: str) -> tuple[str, tuple[ManifestEntry, ...]]:
     """(object format, the manifest of `treeish`'s content), read from objects alone."""
     object_format = git(repo, "rev-parse", "--show-object-format").decode().strip()
+    return object_format, _list_entries(repo, treeish, object_format)
+
+
+def _list_entries(repo: str, treeish: str, object_format: str) -> tuple[ManifestEntry, ...]:
     listing = git(repo, "ls-tree", "-r", "-z", "--full-tree", "--end-of-options", treeish)
     rows: list[tuple[str, str, str]] = []
     for record in listing.split(b"\0"):
@@ -115,13 +126,17 @@ def read_tree_entries(repo: str, treeish: str) -> tuple[str, tuple[ManifestEntry
         ids = _sha256_blob_ids(repo, sorted({oid for _, _, oid in rows}))
     else:
         raise GitError(f"unknown object format {object_format!r}")
-    return object_format, tuple(ManifestEntry(path, mode, ids[oid]) for path, mode, oid in rows)
+    return tuple(ManifestEntry(path, mode, ids[oid]) for path, mode, oid in rows)
 
 
 def read_commit(repo: str, rev: str) -> Commit:
     oid = resolve_commit(repo, rev)
-    object_format, entries = read_tree_entries(repo, oid)
-    return Commit(oid, object_format, entries, _trailers(git(repo, "cat-file", "commit", oid)))
+    object_format = git(repo, "rev-parse", "--show-object-format").decode().strip()
+    raw = git(repo, "cat-file", "commit", oid)
+    header = raw.partition(b"\n")[0].decode()
+    if not header.startswith("tree "):
+        raise GitError(f"commit {oid} has no tree")
+    return Commit(repo, oid, object_format, header.removeprefix("tree "), _trailers(raw))
 
 
 def sessions_named(repo: str, commit: Commit, *, depth: int = 50) -> tuple[str, ...]:
@@ -348,6 +363,12 @@ def judge_commit(commit: Commit, certifications: Sequence[Certification]) -> Ver
     named = [c for c in certifications
              if (not sessions or c.session in sessions)
              and (not terminals or c.terminal_receipt in terminals)]
+    if commit.object_format == "sha256":
+        # A SHA-256 tree object whose id is a certified tree's is that tree (the server hashed
+        # it as a valid workspace tree): no listing needed.
+        for certification in reversed(named):
+            if certification.tree == TREE_ID_PREFIX + commit.tree_oid:
+                return _certified(short, certification)
     computed: dict[tuple[str, ...], tuple[str, tuple[ManifestEntry, ...]]] = {}
     try:
         for certification in reversed(named):
@@ -355,9 +376,7 @@ def judge_commit(commit: Commit, certifications: Sequence[Certification]) -> Ver
                 computed[certification.exclusions] = commit_tree_id(
                     commit.entries, certification.exclusions)
             if computed[certification.exclusions][0] == certification.tree:
-                return Verdict(True, f"OK: commit {short} is {certification.tree}, certified "
-                                     f"by session {certification.session} (terminal at seq "
-                                     f"{certification.seq})")
+                return _certified(short, certification)
         plain = computed.get(()) or commit_tree_id(commit.entries)
     except TreeError as exc:
         return Verdict(False, f"FAIL: commit {short} cannot be certified: {exc}")
@@ -388,6 +407,11 @@ def judge_commit(commit: Commit, certifications: Sequence[Certification]) -> Ver
                           f"not {certification.tree}, the tree session {certification.session} "
                           f"certified (terminal at seq {certification.seq}); {count} "
                           f"difference{'' if count == 1 else 's'}:", differences)
+
+
+def _certified(short: str, certification: Certification) -> Verdict:
+    return Verdict(True, f"OK: commit {short} is {certification.tree}, certified by session "
+                         f"{certification.session} (terminal at seq {certification.seq})")
 
 
 def manifest_differences(certified: Iterable[ManifestEntry],

@@ -127,7 +127,7 @@ def test_a_submodule_or_a_committed_governor_directory_cannot_be_certified(
     git(repo, "update-index", "--add", "--cacheinfo", f"160000,{head},vendor/lib")
     git(repo, "commit", "-q", "-m", "a gitlink")
     with pytest.raises(TreeError) as raised:
-        read_commit(str(repo), "HEAD")
+        assert read_commit(str(repo), "HEAD").entries
     assert raised.value.path == "vendor/lib"
 
 
