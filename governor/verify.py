@@ -854,11 +854,11 @@ def _verify_commit(args: argparse.Namespace, trusted_keys: Mapping[str, Ed25519P
                     server_get(args.server, token, "/api/v1/keys")))
             certified = server_certifications(args.server, token, trusted_keys, commit,
                                               args.repo)
+        verdict = judge_commit(commit, certified)
     except (GitError, OSError, ServerError, CertificationError, AttestationError,
             FieldsInvalid) as exc:
         print(f"FAIL: {exc}")
         return 1
-    verdict = judge_commit(commit, certified)
     for line in verdict.lines():
         print(line)
     return 0 if verdict.ok else 1

@@ -92,8 +92,11 @@ def resolve_commit(repo: str, rev: str) -> str:
     """The object id of the commit `rev` names."""
     if rev.startswith("-"):
         raise GitError(f"{rev!r} is not a revision")
-    return git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options",
-               f"{rev}^{{commit}}").decode().strip()
+    try:
+        return git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options",
+                   f"{rev}^{{commit}}").decode().strip()
+    except GitError:
+        raise GitError(f"{rev!r} names no commit in the repository {repo}") from None
 
 
 def read_tree_entries(repo: str, treeish: str) -> tuple[str, tuple[ManifestEntry, ...]]:
