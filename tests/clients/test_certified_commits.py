@@ -153,6 +153,9 @@ def test_a_certified_commit_pushed_with_its_note_is_accepted(offline: Setup) -> 
     assert note["kind"] == "governor-certification" and "envelope" in note
     assert git(offline.remote, "notes", f"--ref={NOTES}", "show", answer["commit"]).stdout
     assert ".governor" not in git(offline.workspace, "ls-files").stdout
+    assert offline.push("HEAD:refs/heads/release/1").returncode == 0  # certified, note there
+    deleted = offline.push(":refs/heads/release/1")
+    assert deleted.returncode != 0 and "cannot be deleted" in deleted.stderr, deleted.stderr
 
 
 MUTATIONS: dict[str, tuple[Callable[[Path], None], str]] = {
