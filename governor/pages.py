@@ -28,6 +28,7 @@ from governor.lib.notify import session_topic
 from governor.lib.waits import off_thread
 from governor.models import Session
 from governor.selectors.access import is_reviewer, member_projects, session_for_member
+from governor.selectors.reliability import session_reports
 from governor.selectors.sessions import session_status
 from governor.selectors.timeline import (
     ALL_DIFFED,
@@ -119,7 +120,7 @@ def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpRespons
         **events_window(session, _seq(request, "before")), **conversation_window(session),
         "changes": changes_between(session, status), "diff_view": diff_view(request),
         "attempt_changes": attempt_changes(session, status["contract"], status["attempts"]),
-        **_live_runs(session, since=None),
+        **_live_runs(session, since=None), **session_reports(session, status),
     }
     return render(request, "sessions/timeline.html", context)
 

@@ -26,6 +26,7 @@ RECEIPT_KINDS = {
     "reliability/contract-draft": "contract-draft",
     "reliability/intent-review": "intent-review",
     "reliability/contract-review": "contract-review",
+    "reliability/outcome-report": "outcome-report",
 }
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 

@@ -13,6 +13,7 @@ from tests.browser import DESKTOP, Server, assert_accessible, log_in
 from tests.browser.test_delivery import delivered, deliveries  # noqa: F401 - the fixture
 from tests.browser.test_diff import delivered_work
 from tests.browser.test_passkeys import add_passkey, virtual_authenticator
+from tests.browser.test_reliability import ended, review_off  # noqa: F401 - the fixture
 from tests.browser.test_reviewer_experience import propose_after_work
 from tests.live import ROOT
 from tests.pages import contract_body
@@ -108,3 +109,18 @@ def test_the_unsigned_choice_of_the_reviewing_guide(localhost_server: Server, br
     expect(other.locator(".unsigned-note")).to_be_visible()
     shot(other, "review-unsigned-choice", "#decision")
     other.context.close()
+
+
+def test_the_reliability_page_of_the_reviewing_guide(review_off: Server,  # noqa: F811
+                                                     page: Page) -> None:
+    certified = [ended(review_off, f"docs-certified-{n}", done=True) for n in range(3)]
+    ended(review_off, "docs-exhausted", done=False, max_attempts=1)
+    log_in(page, review_off, "rita", "rita-password-1")
+    page.goto(f"{review_off.url}/sessions/{certified[0]}/")
+    page.locator("#reports").get_by_label("Certified but not done").check()
+    page.locator("#reports").get_by_label("Reason (required: what really happened)").fill(
+        "The Install section names no command to run.")
+    page.locator("#reports").get_by_role("button", name="Report").click()
+    expect(page.get_by_text('Reported "certified but not done"')).to_be_visible()
+    page.goto(f"{review_off.url}/projects/demo/reliability")
+    shot(page, "reliability", "main")
