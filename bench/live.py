@@ -55,8 +55,12 @@ def governor(*, worker: bool, broker: str, database_url: str | None = None,
     server's environment, e.g. a blob store). The directory is removed
     afterwards unless $BENCH_KEEP is set or something failed."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    (tmp / "tmp").mkdir()
     with ExitStack() as stack:
-        env: dict[str, str] = {"GOVERNOR_BROKER_URL": broker, **(extra_env or {})}
+        # The stack's own temporary files (Celery's pool keeps a `pymp-*` directory, which a
+        # worker stopped by a signal leaves behind) go with the rest of `tmp`.
+        env: dict[str, str] = {"GOVERNOR_BROKER_URL": broker, "TMPDIR": str(tmp / "tmp"),
+                               **(extra_env or {})}
         if database_url:
             env["DATABASE_URL"] = stack.enter_context(postgres_database(database_url))
         try:
