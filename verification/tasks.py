@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from governor.services import runs
+from governor.services import outcomes, runs
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
@@ -17,3 +17,15 @@ def run_verification(run_id: str) -> None:
 @shared_task
 def expire_lost_runs() -> int:
     return runs.runs_expire_lost()
+
+
+@shared_task(acks_late=True)
+def outcome_baseline(outcome_contract_id: str) -> None:
+    outcomes.outcome_baseline_take(contract_id=outcome_contract_id)
+
+
+@shared_task
+def observe_due_outcomes() -> int:
+    """Beat sends this every GOVERNOR_OUTCOME_TICK_SECONDS; two beats or two workers at once
+    observe each due time once (the claim is a compare-and-set in the database)."""
+    return outcomes.outcomes_observe_due()

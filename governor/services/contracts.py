@@ -4,7 +4,7 @@ becomes active in `governor/services/activation.py`."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from governor.domain import attempts, coverage, drafting, lifecycle, messages
@@ -35,6 +35,7 @@ from governor.services.events import (
     governor_event_append,
     session_locked,
 )
+from governor.services.outcomes import outcome_binding
 from governor.services.profiles import (
     profile_environments,
     profile_protected_paths,
@@ -92,6 +93,8 @@ def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = Fal
                       details=[{"path": "protected_changes",
                                 "message": "protected paths can only be opened by a person's "
                                            "review"}])
+    if proposal.outcome_profile is not None:
+        proposal = replace(proposal, outcome=outcome_binding(project, proposal.outcome_profile))
     protected = set(project.protected_paths) | profile_protected_paths(project, _profiles_named(
         proposal.checks))
     return domain.inject_protected_paths(proposal, sorted(protected),

@@ -12,6 +12,7 @@ from governor.domain.documents import ContractDocument, TerminalDocument
 from governor.models import Session, SessionState
 from governor.services.attestations import attest
 from governor.services.events import governor_event_append
+from governor.services.outcomes import outcome_contract_drop, outcome_contract_start
 
 DELIVERY_REQUIRED = "required"
 
@@ -50,4 +51,8 @@ def terminal_write(*, session: Session, state: SessionState, contract: ContractD
            tree=None if evidence.tree is None else evidence.tree["id"],
            start_tree=start["id"] if certified and start else None,
            changes_digest=evidence.changes_digest if certified else None)
+    if certified:
+        outcome_contract_start(session=session, state=state, delivery=contract)
+    else:
+        outcome_contract_drop(session=session, delivery_contract_id=contract["contractId"])
     return terminal
