@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.parser import Parser
 
-from governor.api import blobs, contracts, drafts, errors, keys, sessions, verification
+from governor.api import blobs, contracts, drafts, errors, keys, outcomes, sessions, verification
 from governor.api.auth import AgentBearer
 from governor.domain.canonical import loads_strict
 
@@ -33,5 +33,6 @@ api.add_router("", sessions.router)
 api.add_router("", keys.router)
 api.add_router("", contracts.router)
 api.add_router("", verification.router)
+api.add_router("", outcomes.router)
 api.add_router("", drafts.router)
 api.add_router("", blobs.router)
