@@ -363,7 +363,7 @@ def parse_probe_output(stdout: bytes, *, truncated: bool, metrics: list[dict[str
     try:
         value = loads_strict(text.strip())
     except JSONValueError as exc:
-        raise ProbeOutputInvalid(f"stdout is not one JSON value: {exc.reason}") from None
+        raise ProbeOutputInvalid(f"stdout is not exactly one JSON object: {exc.reason}") from None
     except ValueError as exc:  # two objects, trailing text, broken JSON
         raise ProbeOutputInvalid(f"stdout is not exactly one JSON object: {exc}") from None
     if type(value) is not dict:
