@@ -483,10 +483,23 @@ def evaluate(contract: dict[str, Any], result: dict[str, Any] | None, now_ms: in
 
 
 def deadline_passed_status(observations: list[dict[str, Any]]) -> str | None:
-    """At the deadline with no valid observation the status is `expired` (None otherwise: the
-    next observation decides)."""
+    """At the deadline with no valid observation the status is `expired` (None otherwise)."""
     valid = [o for o in observations if (o.get("result") or {}).get("passed")]
     return None if valid else "expired"
+
+
+def judge(contract: dict[str, Any], result: dict[str, Any] | None, now_ms: int,
+          earlier: list[dict[str, Any]]) -> dict[str, Any]:
+    """`evaluate`, then: at or after the deadline, an observation that is not valid (the probe
+    unbound or failed) after no valid one before it is `expired`, not `inconclusive`."""
+    evaluation = evaluate(contract, result, now_ms)
+    invalid = result is None or not result["passed"]
+    if (invalid and now_ms >= contract["deadlineAt"]
+            and deadline_passed_status(earlier) == "expired"):
+        evaluation = {**evaluation, "status": "expired",
+                      "why": f"{evaluation['why']}, and no valid observation came before the "
+                             "deadline"}
+    return evaluation
 
 
 # --- event documents --------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from governor.services.events import (
     governor_event_append,
     session_locked,
 )
-from governor.services.outcomes import outcome_binding
+from governor.services.outcomes import outcome_binding, outcome_words
 from governor.services.profiles import (
     profile_environments,
     profile_protected_paths,
@@ -252,9 +252,22 @@ def _terminal_answer(folded: lifecycle.LifecycleState) -> AttemptResult:
                          results=results)
 
 
+def _with_outcome(session: Session, result: AttemptResult) -> AttemptResult:
+    """A certified delivery that watches an outcome says so: delivery-certified, the outcome
+    status, and not to claim the business goal."""
+    words = outcome_words(session, result.terminal)
+    if words:
+        result.message = f"{result.message}\n\n{words}" if result.message else words
+    return result
+
+
 def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> AttemptResult:
     """Evaluate every check now and record the attempt; end the contract when it decides. A
     snapshot session's checks read the snapshot `tree` names (its latest, §11.3)."""
+    return _with_outcome(session, _attempt_record(session=session, trigger=trigger, tree=tree))
+
+
+def _attempt_record(*, session: Session, trigger: str, tree: Any = None) -> AttemptResult:
     _refuse_imported(session)
     tree_named(session, tree)
     reviews.review_expire_due(session)  # a delivery review whose time passed waits no more
@@ -346,6 +359,10 @@ def turn_stop(*, session: Session, tree: Any = None) -> dict[str, Any]:
         review_pending=(not session.imported and not contract_open
                         and review_pending(session) is not None))
     if allowed is not None:
+        if not session.imported and not allowed["message"]:
+            folded = lifecycle_of(SessionState.objects.defer("trace").get(session=session))
+            terminal = folded["terminal"]["data"] if folded["terminal"] else None
+            allowed["message"] = outcome_words(session, terminal)
         return allowed
     outcome = attempt_record(session=session, trigger="turn-stop", tree=tree)
     if outcome.decision == "delivery-pending":  # it may stop, but claim nothing yet

@@ -235,20 +235,16 @@ def _observe(session: Session, row: OutcomeContract, trigger: str, at: int,
         "receipt", flat=True).first()
     bound = current == row.binding["receipt"]
     assert row.deadline_at_ms is not None
-    earlier = _observations(session, row.pk)
-    expired = at >= row.deadline_at_ms and domain.deadline_passed_status(earlier) == "expired"
     result = None
-    if bound and not expired:
+    if bound:
         result = probe(row.definition, at) if probe else _probe(row, at)
     with session_locked(session) as state:
         fresh = OutcomeContract.objects.select_for_update().get(pk=row.pk)
         if fresh.status != OBSERVING:
             return
         contract = _outcome_document(session, fresh)
-        if expired:
-            _terminal(session, state, fresh, contract, "expired", None, None)
-            return
-        evaluation = domain.evaluate(contract, result, at)
+        earlier = _observations(session, row.pk)
+        evaluation = domain.judge(contract, result, at, earlier)
         document = domain.observation_payload(
             contract=contract, number=len(earlier) + 1, trigger=trigger, observed_at=at,
             profile_receipt=current or "", result=result, evaluation=evaluation)
@@ -285,6 +281,18 @@ def _terminal(session: Session, state: SessionState, row: OutcomeContract,
     task_send_on_commit("reviews.tasks.notify_outcome", str(session.pk), row.pk,
                         on_failure=lambda exc: log.warning(
                             "outcome %s: notification not queued (%s)", row.pk, exc))
+
+
+def outcome_words(session: Session, terminal: Any) -> str:
+    """What a certified delivery's answer adds: `delivery-certified` with the outcome status,
+    and not to claim the business goal ("" when the contract watches no outcome)."""
+    if not isinstance(terminal, dict) or terminal.get("status") != "certified":
+        return ""
+    row = OutcomeContract.objects.filter(
+        session=session, delivery_contract_id=terminal.get("contractId")).first()
+    if row is None or row.status in (BOUND, DROPPED):
+        return ""
+    return domain.status_words(row.status, _outcome_document(session, row))
 
 
 # --- reads ------------------------------------------------------------------------------------

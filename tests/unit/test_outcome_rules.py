@@ -240,9 +240,13 @@ def test_rule_5_delta_operators_compare_with_the_baseline() -> None:
 
 
 def test_rule_5_the_deadline_with_no_valid_observation_is_expired() -> None:
-    assert outcomes.deadline_passed_status([]) == "expired"
-    assert outcomes.deadline_passed_status([{"result": {"passed": False}}]) == "expired"
-    assert outcomes.deadline_passed_status([{"result": {"passed": True}}]) is None
+    bound, failed = contract(), result(0.05, passed=False)
+    assert outcomes.judge(bound, failed, DEADLINE, [])["status"] == "expired"
+    assert outcomes.judge(bound, None, DEADLINE, [{"result": failed}])["status"] == "expired"
+    assert outcomes.judge(bound, failed, DEADLINE,
+                          [{"result": result(0.02)}])["status"] == "inconclusive"
+    assert outcomes.judge(bound, failed, OPEN, [])["status"] == "observing"
+    assert outcomes.judge(bound, result(0.02), DEADLINE, [])["status"] == "missed"
 
 
 def test_rule_5_correlational_results_say_correlated_never_caused() -> None:
