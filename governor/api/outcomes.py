@@ -11,7 +11,7 @@ from governor.api.auth import agent_token
 from governor.api.errors import ERROR_RESPONSES
 from governor.api.schemas import OutcomeProfilesOut, OutcomeStatusOut
 from governor.selectors.access import session_for_token
-from governor.selectors.outcomes import outcome_profiles_view
+from governor.selectors.outcomes import outcome_profiles_view, outcome_status
 from governor.services import outcomes as services
 
 router = Router(tags=["outcomes"])
@@ -33,4 +33,4 @@ def observe(request: HttpRequest, session_id: str) -> dict[str, Any]:
 @router.get("/sessions/{session_id}/outcome", response={200: OutcomeStatusOut, **ERROR_RESPONSES})
 def outcome(request: HttpRequest, session_id: str) -> dict[str, Any]:
     session = session_for_token(agent_token(request), session_id)
-    return services.outcome_status(session=session)
+    return outcome_status(session=session)

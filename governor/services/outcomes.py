@@ -23,7 +23,8 @@ from governor.lib.errors import Conflict, Invalid, RetryLater
 from governor.lib.notify import announce_on_commit, session_topic
 from governor.lib.probes import probe_run
 from governor.lib.queue import task_send_on_commit
-from governor.models import Attestation, Event, Project, Session, SessionState
+from governor.models import Attestation, Project, Session, SessionState
+from governor.selectors.outcomes import outcome_document, outcome_observations, outcome_status
 from governor.services import keys
 from governor.services.events import governor_event_append, now_ms, session_locked
 from verification.models import OutcomeContract, OutcomeProfile, OutcomeProfileVersion
@@ -155,20 +156,6 @@ def outcome_contract_drop(*, session: Session, delivery_contract_id: str) -> Non
 # --- observation ------------------------------------------------------------------------------
 
 
-def _outcome_document(session: Session, row: OutcomeContract) -> dict[str, Any]:
-    for data in (Event.objects.filter(session=session, type=lifecycle.OUTCOME_CONTRACT)
-                 .order_by("-seq").values_list("data", flat=True)):
-        if data.get("outcomeContractId") == row.pk:
-            return dict(data)
-    raise Conflict(f"outcome contract {row.pk} has no record in the log")
-
-
-def _observations(session: Session, outcome_id: str) -> list[dict[str, Any]]:
-    rows = (Event.objects.filter(session=session, type=lifecycle.OUTCOME_OBSERVATION)
-            .order_by("seq").values_list("data", flat=True))
-    return [data for data in rows if data.get("outcomeContractId") == outcome_id]
-
-
 def _current_row(session: Session) -> OutcomeContract:
     row = (OutcomeContract.objects.filter(session=session).exclude(status=DROPPED)
            .order_by("-created_at").first())
@@ -242,8 +229,8 @@ def _observe(session: Session, row: OutcomeContract, trigger: str, at: int,
         fresh = OutcomeContract.objects.select_for_update().get(pk=row.pk)
         if fresh.status != OBSERVING:
             return
-        contract = _outcome_document(session, fresh)
-        earlier = _observations(session, row.pk)
+        contract = outcome_document(session, fresh)
+        earlier = outcome_observations(session, row.pk)
         evaluation = domain.judge(contract, result, at, earlier)
         document = domain.observation_payload(
             contract=contract, number=len(earlier) + 1, trigger=trigger, observed_at=at,
@@ -292,27 +279,4 @@ def outcome_words(session: Session, terminal: Any) -> str:
         session=session, delivery_contract_id=terminal.get("contractId")).first()
     if row is None or row.status in (BOUND, DROPPED):
         return ""
-    return domain.status_words(row.status, _outcome_document(session, row))
-
-
-# --- reads ------------------------------------------------------------------------------------
-
-
-def outcome_status(*, session: Session) -> dict[str, Any]:
-    """`{status, contract, observations, terminal?}` of the session's latest outcome contract:
-    status `none` without one, `bound` until its delivery is certified."""
-    row = (OutcomeContract.objects.filter(session=session).order_by("-created_at").first())
-    if row is None:
-        return {"status": "none", "contract": None, "observations": []}
-    if row.status in (BOUND, DROPPED):
-        return {"status": row.status, "contract": None, "observations": [],
-                "profile": row.binding}
-    contract = _outcome_document(session, row)
-    answer: dict[str, Any] = {"status": row.status, "contract": contract,
-                              "observations": _observations(session, row.pk)}
-    terminal = (Event.objects.filter(session=session, type=lifecycle.OUTCOME_TERMINAL)
-                .order_by("-seq").values_list("data", flat=True).first())
-    if terminal and terminal.get("outcomeContractId") == row.pk:
-        answer["terminal"] = terminal
-    answer["message"] = domain.status_words(row.status, contract)
-    return answer
+    return domain.status_words(row.status, outcome_document(session, row))

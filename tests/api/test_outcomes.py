@@ -21,6 +21,7 @@ from django.core.management import call_command
 from governor.domain.canonical import loads_strict
 from governor.domain.outcomes import DAY_MS, HOUR_MS
 from governor.models import Event, Project, Session
+from governor.selectors.outcomes import outcome_status
 from governor.services import outcomes
 from governor.services.events import now_ms
 from governor.verify import verify_export
@@ -176,7 +177,7 @@ def test_rule_5_observations_walk_from_observing_to_achieved_with_a_signed_termi
     day2 = row.started_at_ms + 2 * DAY_MS
     answers.metrics(0.029, as_of=day2)
     assert outcomes.outcomes_observe_due(now=day2) == 1
-    assert outcomes.outcome_status(session=model)["status"] == "observing"
+    assert outcome_status(session=model)["status"] == "observing"
     answers.metrics(0.034, as_of=day2 + HOUR_MS)
     assert outcomes.outcomes_observe_due(now=day2 + HOUR_MS) == 1
     status = agent.get(f"/sessions/{session['id']}/outcome").json()
@@ -197,7 +198,7 @@ def test_rule_5_missed_at_the_deadline(agent: AgentClient, workspace: Path,
     assert row.deadline_at_ms is not None
     answers.metrics(0.02, as_of=row.deadline_at_ms)
     outcomes.outcomes_observe_due(now=row.deadline_at_ms)
-    status = outcomes.outcome_status(session=Session.objects.get(pk=session["id"]))
+    status = outcome_status(session=Session.objects.get(pk=session["id"]))
     assert status["status"] == "missed" and status["terminal"]["status"] == "missed"
 
 
@@ -210,11 +211,11 @@ def test_rule_5_the_deadline_with_only_failed_probes_is_expired(
     answers.write("")  # nothing: invalid-output
     outcomes.outcomes_observe_due(now=row.started_at_ms + 2 * DAY_MS)
     model = Session.objects.get(pk=session["id"])
-    [failed] = outcomes.outcome_status(session=model)["observations"]
+    [failed] = outcome_status(session=model)["observations"]
     assert failed["result"]["failureKind"] == "invalid-output"
     OutcomeContract.objects.filter(pk=row.pk).update(next_observe_at_ms=row.deadline_at_ms)
     outcomes.outcomes_observe_due(now=row.deadline_at_ms + 1)
-    assert outcomes.outcome_status(session=model)["status"] == "expired"
+    assert outcome_status(session=model)["status"] == "expired"
 
 
 @pytest.mark.parametrize(("stdout", "why"), [
@@ -271,7 +272,7 @@ def test_rule_4_two_schedulers_at_the_same_due_time_observe_once(
 
     assert outcomes.outcomes_observe_due(now=due, probe=probe_racing_a_second_scheduler) == 1
     assert seen == [0]
-    observations = outcomes.outcome_status(session=Session.objects.get(pk=session["id"]))[
+    observations = outcome_status(session=Session.objects.get(pk=session["id"]))[
         "observations"]
     assert [o["trigger"] for o in observations] == ["schedule"]
     assert _row(session).next_observe_at_ms == due + HOUR_MS
