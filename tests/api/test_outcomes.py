@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,61 +26,19 @@ from governor.verify import verify_export
 from tests.api.test_contracts import readme_contract
 from tests.api.test_export_and_verify import export_text
 from tests.conftest import AgentClient
+from tests.outcomes import PROFILE, Answers, answers_in, certified, outcome_profile_saved
 from verification.models import OutcomeContract
-
-PROFILE = {
-    "id": "checkout-conversion", "description": "Share of checkouts that complete",
-    "argv": ["/usr/bin/cat", "/outcome-data/answer.json"],
-    "metrics": [{"name": "conversion", "unit": "ratio"}],
-    "target": {"id": "conversion-up", "metric": "conversion", "operator": "gte",
-               "value": 0.031},
-    "not_before_ms": DAY_MS, "observe_every_ms": HOUR_MS,
-}
-
-
-class Answers:
-    """The probe's answer: what the test writes, the probe prints."""
-
-    def __init__(self, directory: Path) -> None:
-        self.path = directory / "answer.json"
-
-    def write(self, text: str) -> None:
-        self.path.write_text(text)
-        self.path.chmod(0o644)
-
-    def metrics(self, conversion: float, *, as_of: int | None = None) -> None:
-        self.write(json.dumps({"dataAsOf": as_of or now_ms(),
-                               "metrics": {"conversion": conversion}}))
 
 
 @pytest.fixture
 def answers(settings: Any) -> Iterator[Answers]:
-    directory = Path(tempfile.mkdtemp(prefix="outcome-data-", dir="/tmp"))  # noqa: S108
-    directory.chmod(0o755)  # the sandbox's user reads it
-    settings.GOVERNOR_OUTCOME_DATA_DIR = str(directory)
-    yield Answers(directory)
-    shutil.rmtree(directory, ignore_errors=True)
+    yield from answers_in(settings)
 
 
 @pytest.fixture
 def outcome_profile(project: Project) -> dict[str, Any]:
-    outcomes.outcome_profile_save(project=project, raw=PROFILE)
-    return PROFILE
+    return outcome_profile_saved(project)
 
-
-def certified(agent: AgentClient, workspace: Path, answers: Answers,
-              baseline: float = 0.028) -> dict[str, Any]:
-    """A session whose README contract, watching the outcome, is certified."""
-    answers.metrics(baseline)
-    session = agent.create_session(workspace)
-    (workspace / "README.md").write_text("# Tool\n\n## Install\n")
-    begun = agent.post(f"/sessions/{session['id']}/contracts",
-                       readme_contract(outcome_profile="checkout-conversion"))
-    assert begun.status_code == 201, begun.content
-    verified = agent.post(f"/sessions/{session['id']}/verify").json()
-    assert verified["decision"] == "certified", verified
-    session["verify"] = verified
-    return session
 
 
 def types(session_id: str) -> list[str]:

@@ -4,18 +4,31 @@ without colour, the observations — with an "Observe now" button for reviewers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from django.test import Client
 
 from governor.models import Project
 from reviews.models import Review, Stage
-from tests.api.test_outcomes import Answers, answers, certified, outcome_profile  # noqa: F401
 from tests.conftest import AgentClient
+from tests.outcomes import Answers, answers_in, certified, outcome_profile_saved
 from tests.pages import press, propose, reviewer_client
 
 SENTENCE = "after delivery: conversion ≥ 0.031 between day 1 and day 7; correlational"
+
+
+@pytest.fixture
+def answers(settings: Any) -> Iterator[Answers]:
+    yield from answers_in(settings)
+
+
+@pytest.fixture
+def outcome_profile(project: Project) -> dict[str, Any]:
+    return outcome_profile_saved(project)
+
 
 
 def test_rule_3_the_reviewer_reads_the_outcome_in_words_in_the_evidence_plan(
