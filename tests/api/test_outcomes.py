@@ -281,3 +281,17 @@ def test_rule_1_governor_profiles_refuses_an_outcome_profile_naming_the_field(
 
 
 assert os.path.exists("/usr/bin/cat")
+
+
+def test_rule_6_an_outcome_terminal_mails_the_reviewers(
+        agent: AgentClient, workspace: Path, reviewer: Any, outcome_profile: dict[str, Any],
+        answers: Answers) -> None:
+    from django.core import mail
+    session = certified(agent, workspace, answers)
+    row = _row(session)
+    assert row.deadline_at_ms is not None
+    answers.metrics(0.02, as_of=row.deadline_at_ms)
+    outcomes.outcomes_observe_due(now=row.deadline_at_ms)
+    [message] = mail.outbox
+    assert message.subject == "[acme] outcome missed"
+    assert reviewer.email in message.to and f"/sessions/{session['id']}/#outcome" in message.body
