@@ -11,6 +11,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from governor.domain.outcomes import STORED_FIELDS as OUTCOME_STORED_FIELDS
 from governor.domain.outcomes import OutcomeProfileError, validate_outcome_profile
 from governor.domain.profiles import TIMEOUT_MS_RANGE, ProfileError, validate_profile
 from governor.models import Project, Role
@@ -281,8 +282,7 @@ class OutcomeProfileForm(forms.ModelForm[OutcomeProfile]):
         cleaned = super().clean() or {}
         if self.errors:
             return cleaned
-        raw = {name: cleaned.get(name) for name in self.Meta.fields
-               if name not in ("project", "profile_id")}
+        raw = {name: cleaned.get(name) for name in OUTCOME_STORED_FIELDS}
         raw["id"] = cleaned.get("profile_id")
         if raw.get("minimum_sample_size") is None:
             raw.pop("minimum_sample_size", None)
