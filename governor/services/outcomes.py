@@ -140,10 +140,9 @@ def outcome_contract_start(*, session: Session, state: SessionState,
         baseline=baseline, started_at=at)
     governor_event_append(session=session, state=state, type=lifecycle.OUTCOME_CONTRACT,
                           data=document)
-    every = row.binding["windows"]["observeEveryMs"]
     row.status, row.started_at_ms = OBSERVING, at
     row.deadline_at_ms = document["deadlineAt"]
-    row.next_observe_at_ms = min(at + every, row.deadline_at_ms)
+    row.next_observe_at_ms = at  # the first scheduled observation right away, then every …
     row.save(update_fields=["status", "started_at_ms", "deadline_at_ms", "next_observe_at_ms"])
 
 

@@ -231,7 +231,7 @@ def test_rule_4_two_schedulers_at_the_same_due_time_observe_once(
     observations = outcome_status(session=Session.objects.get(pk=session["id"]))[
         "observations"]
     assert [o["trigger"] for o in observations] == ["schedule"]
-    assert _row(session).next_observe_at_ms == due + HOUR_MS
+    assert _row(session).next_observe_at_ms == due + HOUR_MS  # then every observe_every_ms
 
 
 def test_rule_6_exports_carry_outcome_events_and_a_tampered_one_fails(
