@@ -113,9 +113,10 @@ def _probe(row: OutcomeContract, now: int) -> dict[str, Any]:
 
 def outcome_baseline_take(*, contract_id: str, now: int | None = None,
                           probe: Probe | None = None) -> None:
-    """The baseline probe, once (claimed by flipping `baseline_taken`)."""
-    if not OutcomeContract.objects.filter(pk=contract_id, baseline_taken=False).update(
-            baseline_taken=True):
+    """The baseline probe, once (claimed by flipping `baseline_taken`), and only before the
+    delivery is certified: a measurement after it would be no baseline."""
+    if not OutcomeContract.objects.filter(pk=contract_id, baseline_taken=False,
+                                          status=BOUND).update(baseline_taken=True):
         return
     row = OutcomeContract.objects.get(pk=contract_id)
     at = now_ms() if now is None else now
