@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -86,7 +86,7 @@ def outcome_binding(project: Project, name: Any) -> dict[str, Any]:
 def outcome_contract_bind(*, session: Session, contract: ContractDocument) -> None:
     """When a delivery contract naming an outcome profile activates (inside its transaction):
     the schedule row, and the baseline probe queued once it commits."""
-    binding: dict[str, Any] | None = cast(dict[str, Any], contract).get("outcomeProfile")
+    binding = contract.get("outcomeProfile")
     if not binding:
         return
     profile = OutcomeProfile.objects.get(project=session.project, profile_id=binding["id"])
