@@ -23,6 +23,7 @@ from governor.selectors.outcomes import outcome_status
 from governor.services import outcomes
 from governor.services.events import now_ms
 from governor.verify import verify_export
+from tests.api import documented_verifier
 from tests.api.test_contracts import readme_contract
 from tests.api.test_export_and_verify import export_text
 from tests.conftest import AgentClient
@@ -248,6 +249,8 @@ def test_rule_6_exports_carry_outcome_events_and_a_tampered_one_fails(
     assert {"reliability/outcome-contract", "reliability/outcome-observation",
             "reliability/outcome-terminal"} <= set(kinds)
     assert verify_export(lines).ok
+    keys = documented_verifier.keys_from_endpoint(agent.get("/keys").content)
+    assert documented_verifier.problems("\n".join(lines) + "\n", keys) == []
     index = kinds.index("reliability/outcome-terminal")
     tampered = lines[index].replace('"achieved"', '"missed"', 1)
     report = verify_export([*lines[:index], tampered, *lines[index + 1:]])
