@@ -97,8 +97,8 @@ def outcome_contract_bind(*, session: Session, contract: ContractDocument) -> No
         definition=version.definition)
 
     def unqueued(exc: Exception) -> None:
-        log.warning("outcome %s: the baseline probe could not be queued (%s); it runs when the "
-                    "delivery is certified", row.pk, exc)
+        log.warning("outcome %s: the baseline probe could not be queued (%s); the outcome "
+                    "contract will have no baseline", row.pk, exc)
 
     task_send_on_commit("verification.tasks.outcome_baseline", row.pk, on_failure=unqueued)
 
