@@ -298,3 +298,36 @@ def test_rule_6_an_outcome_terminal_mails_the_reviewers(
     [message] = mail.outbox
     assert message.subject == "[acme] outcome missed"
     assert reviewer.email in message.to and f"/sessions/{session['id']}/#outcome" in message.body
+
+
+def test_rule_5_a_failing_probe_at_the_deadline_after_a_valid_observation_is_inconclusive(
+        agent: AgentClient, workspace: Path, outcome_profile: dict[str, Any],
+        answers: Answers) -> None:
+    session = certified(agent, workspace, answers)
+    row = _row(session)
+    assert row.started_at_ms is not None and row.deadline_at_ms is not None
+    day2 = row.started_at_ms + 2 * DAY_MS
+    answers.metrics(0.02, as_of=day2)
+    outcomes.outcomes_observe_due(now=day2)  # valid, below the target: observing
+    answers.write('{"dataAsOf": 1, "metrics": {"conversion": 0.05}}')  # far too old
+    OutcomeContract.objects.filter(pk=row.pk).update(next_observe_at_ms=row.deadline_at_ms)
+    outcomes.outcomes_observe_due(now=row.deadline_at_ms)
+    status = outcome_status(session=Session.objects.get(pk=session["id"]))
+    assert [o["evaluation"]["status"] for o in status["observations"]] == [
+        "observing", "inconclusive"]
+    assert "old" in status["observations"][1]["result"]["problem"]
+    assert status["terminal"]["status"] == "inconclusive"
+
+
+def test_rule_3_a_delivery_that_ends_uncertified_watches_no_outcome(
+        agent: AgentClient, session: dict[str, Any], outcome_profile: dict[str, Any],
+        answers: Answers) -> None:
+    answers.metrics(0.028)
+    begun = agent.post(f"/sessions/{session['id']}/contracts",
+                       readme_contract(outcome_profile="checkout-conversion"))
+    assert begun.status_code == 201, begun.content
+    agent.post(f"/sessions/{session['id']}/abstain", {"reason": "cannot do it"})
+    assert agent.get(f"/sessions/{session['id']}/outcome").json()["status"] == "dropped"
+    refused = agent.post(f"/sessions/{session['id']}/outcome/observations")
+    assert refused.status_code == 409, refused.content
+    assert "reliability/outcome-contract" not in types(session["id"])
