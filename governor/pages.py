@@ -45,7 +45,7 @@ from governor.selectors.timeline import (
 )
 from governor.selectors.treediff import tree_file
 from governor.services.exports import export_bytes, export_filename
-from governor.services.outcomes import outcome_observe
+from governor.services.outcome_contracts import outcome_observe
 from reviews.models import Review
 
 app_name = "sessions"

@@ -13,7 +13,7 @@ from typing import Any
 
 from governor.domain.outcomes import DAY_MS, HOUR_MS
 from governor.models import Project
-from governor.services import outcomes
+from governor.services import outcome_contracts as outcomes
 from governor.services.events import now_ms
 from tests.conftest import AgentClient
 

@@ -15,7 +15,7 @@ from governor.domain.outcomes import STORED_FIELDS as OUTCOME_STORED_FIELDS
 from governor.domain.outcomes import OutcomeProfileError, validate_outcome_profile
 from governor.domain.profiles import TIMEOUT_MS_RANGE, ProfileError, validate_profile
 from governor.models import Project, Role
-from governor.services.outcomes import outcome_profile_store
+from governor.services.outcome_contracts import outcome_profile_store
 from governor.services.profiles import profile_store
 from verification.models import (
     OutcomeProfile,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from governor.services import outcomes, runs
+from governor.services import outcome_contracts, runs
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
@@ -21,11 +21,11 @@ def expire_lost_runs() -> int:
 
 @shared_task(acks_late=True)
 def outcome_baseline(outcome_contract_id: str) -> None:
-    outcomes.outcome_baseline_take(contract_id=outcome_contract_id)
+    outcome_contracts.outcome_baseline_take(contract_id=outcome_contract_id)
 
 
 @shared_task
 def observe_due_outcomes() -> int:
     """Beat sends this every GOVERNOR_OUTCOME_TICK_SECONDS; two beats or two workers at once
     observe each due time once (the claim is a compare-and-set in the database)."""
-    return outcomes.outcomes_observe_due()
+    return outcome_contracts.outcomes_observe_due()

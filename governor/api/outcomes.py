@@ -12,7 +12,7 @@ from governor.api.errors import ERROR_RESPONSES
 from governor.api.schemas import OutcomeProfilesOut, OutcomeStatusOut
 from governor.selectors.access import session_for_token
 from governor.selectors.outcomes import outcome_profiles_view, outcome_status
-from governor.services import outcomes as services
+from governor.services import outcome_contracts as services
 
 router = Router(tags=["outcomes"])
 

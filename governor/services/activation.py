@@ -14,7 +14,7 @@ from governor.lib.errors import Conflict, Invalid
 from governor.models import Event, Origin, Project, Session, SessionState
 from governor.services.attestations import attest
 from governor.services.events import governor_event_append
-from governor.services.outcomes import outcome_contract_bind
+from governor.services.outcome_contracts import outcome_contract_bind
 from governor.services.profiles import profile_receipts
 from governor.services.trees import TreeUnavailable, session_tree_reference
 

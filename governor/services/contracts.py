@@ -35,7 +35,7 @@ from governor.services.events import (
     governor_event_append,
     session_locked,
 )
-from governor.services.outcomes import outcome_binding, outcome_words
+from governor.services.outcome_contracts import outcome_binding, outcome_words
 from governor.services.profiles import (
     profile_environments,
     profile_protected_paths,

@@ -12,7 +12,7 @@ from governor.domain.documents import ContractDocument, TerminalDocument
 from governor.models import Session, SessionState
 from governor.services.attestations import attest
 from governor.services.events import governor_event_append
-from governor.services.outcomes import outcome_contract_drop, outcome_contract_start
+from governor.services.outcome_contracts import outcome_contract_drop, outcome_contract_start
 
 DELIVERY_REQUIRED = "required"
 

@@ -20,7 +20,7 @@ from governor.domain.canonical import loads_strict
 from governor.domain.outcomes import DAY_MS, HOUR_MS
 from governor.models import Event, Project, Session
 from governor.selectors.outcomes import outcome_status
-from governor.services import outcomes
+from governor.services import outcome_contracts as outcomes
 from governor.services.events import now_ms
 from governor.verify import verify_export
 from tests.api import documented_verifier

@@ -16,7 +16,7 @@ from django.core.management import call_command
 
 from governor.domain.outcomes import DAY_MS
 from governor.models import Project
-from governor.services import outcomes
+from governor.services import outcome_contracts as outcomes
 from governor.verify import verify_export
 from tests.api.test_export_and_verify import export_text
 from tests.conftest import AgentClient

@@ -13,7 +13,7 @@ from django.db import transaction
 from governor.domain.outcomes import OutcomeProfileError
 from governor.domain.profiles import ProfileError
 from governor.models import Project
-from governor.services.outcomes import outcome_profile_save
+from governor.services.outcome_contracts import outcome_profile_save
 from governor.services.profiles import profile_as_input, profile_save
 from verification.models import OutcomeProfile, VerifierProfile
 
