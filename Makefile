@@ -4,14 +4,22 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.toml | sha256sum | cut -c1-12)
+SERVE_STAMP := $(VENV)/.serves-$(shell sha256sum pyproject.toml | cut -c1-12)
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 .PHONY: run test lint typecheck bench docs-screenshots install system-deps clean
 
-$(STAMP): pyproject.toml clients/python/pyproject.toml
+# Serving needs the service's own dependencies only; the development extras (pytest, Playwright,
+# mypy, moto, ...) and the agent client come with `make test`.
+$(SERVE_STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	rm -f $(VENV)/.serves-*
+	touch $(SERVE_STAMP)
+
+$(STAMP): $(SERVE_STAMP) clients/python/pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]' -e clients/python
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
@@ -19,13 +27,18 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml
 install: $(STAMP)
 
 # bubblewrap runs the verifier sandbox; the tests also need chromium (browser tests),
-# busybox-static (a tiny root filesystem for the sandbox's image mode) and python3-pytest (real
-# pytest inside the sandbox, for the report profiles' tests). Installed when missing.
+# busybox-static (a tiny root filesystem for the sandbox's image mode), python3-pytest (real
+# pytest inside the sandbox, for the report profiles' tests), nginx-light (the reverse proxy
+# of docs/deployment.md, run by its test) and prometheus (the server that scrapes the served
+# stack in tests/integration/test_metrics.py). Installed when missing.
 system-deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	if [ "$(FOR_TESTS)" = 1 ]; then \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
+	  test -x /usr/sbin/nginx || missing="$$missing nginx-light"; \
+	  command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
+	  command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	  test -x /bin/busybox || missing="$$missing busybox-static"; \
 	  /usr/bin/python3 -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
 	fi; \
@@ -38,7 +51,7 @@ system-deps:
 	  fi; \
 	fi
 
-run: install system-deps
+run: $(SERVE_STAMP) system-deps
 	$(PY) manage.py migrate --no-input -v 0
 	$(PY) manage.py collectstatic --no-input -v 0
 	$(PY) manage.py governor_bootstrap

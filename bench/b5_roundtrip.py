@@ -63,7 +63,8 @@ REDIS_DB = 14
 GOAL_MEDIAN_MS = 100.0
 GOAL_LONG_POLL_EXTRA_MS = 10.0  # B5 through the long poll within this of B5 direct (issue 17)
 PARTS = ("api", "queue", "claim", "sandbox", "record", "see")
-RECEIVED = re.compile(r"^\[(?P<when>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): INFO/MainProcess\] "
+# The worker's line as governor.logs writes it in text format: UTC time first.
+RECEIVED = re.compile(r"^(?P<when>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z) \[info\s*\] "
                       r"Task verification\.tasks\.run_verification\[[0-9a-f-]+\] received")
 TIMESTAMPS = """
 import json
@@ -97,13 +98,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _received_times(log: Path) -> list[float]:
-    """Epoch seconds of every 'task received' line of the worker, in order (local time)."""
+    """Epoch seconds of every 'task received' line of the worker, in order."""
     times = []
     for line in log.read_text(errors="replace").splitlines():
         match = RECEIVED.match(line)
         if match:
-            parsed = datetime.datetime.strptime(match["when"], "%Y-%m-%d %H:%M:%S,%f")
-            times.append(parsed.timestamp())  # naive = local time, as the worker logged it
+            times.append(datetime.datetime.fromisoformat(match["when"]).timestamp())
     return times
 
 

@@ -1,9 +1,13 @@
 """The Celery app. Settings come from Django settings (CELERY_* names)."""
 
 import os
+from typing import Any
 
 from celery import Celery
+from celery.signals import setup_logging
+from django.conf import settings
 
+from governor.logs import configure
 from governor.startup import prepare
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governor.settings")
@@ -20,3 +24,9 @@ app.conf.update(
     broker_connection_timeout=2,
 )
 app.autodiscover_tasks(["governor", "verification", "reviews"])
+
+
+@setup_logging.connect
+def _logging_as_configured(**_: Any) -> None:
+    """The worker logs as the web processes do (governor.logs), not with Celery's own set-up."""
+    configure(settings.LOGGING)

@@ -502,3 +502,62 @@ class Snapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id} #{self.number}: {self.tree.tree_id}"
+
+
+class ReliabilityFact(models.Model):
+    """One thing the reliability page counts (governor.domain.reliability `event_facts`): a
+    contract, a terminal, a failed check of an attempt, a trusted run, a review decision or a
+    reported outcome, written in the transaction of the governor event it is read from and
+    never changed. The page counts them through `ReliabilityDay`; it reads these rows only for
+    the median time to decide (an index walk in value order) and for reports. Imported history
+    yields none: this server did not decide it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    token = models.ForeignKey(AgentToken, null=True, on_delete=models.SET_NULL, related_name="+",
+                              help_text="The agent token that created the session.")
+    event_seq = models.PositiveIntegerField()
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=16)
+    name = models.CharField(max_length=256, blank=True)
+    status = models.CharField(max_length=32, blank=True)
+    # terminal: its attempts; run: duration ms; review: ms to decide; report: when the
+    # reported terminal was written (epoch ms), so a report counts in its terminal's period
+    value = models.BigIntegerField(null=True)
+    contract_id = models.CharField(max_length=128, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["project", "kind", "name", "value", "at"],
+                         name="fact_project_kind_value"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name} {self.status} of {self.session_id}#{self.event_seq}"
+
+
+class ReliabilityDay(models.Model):
+    """The facts of one UTC day counted per project, agent token, kind, name and status — and
+    the sessions started — updated in the same transaction as each fact: the reliability page
+    reads at most a row per day and group, whatever the number of sessions (benchmark B12)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    token_key = models.PositiveBigIntegerField(
+        default=0, help_text="The agent token's id (0: none); not a foreign key, so a row "
+                             "outlives its token and the unique constraint holds (no NULL).")
+    kind = models.CharField(max_length=16)
+    name = models.CharField(max_length=256, blank=True)
+    status = models.CharField(max_length=32, blank=True)
+    count = models.PositiveBigIntegerField(default=0)
+    first = models.PositiveBigIntegerField(default=0, help_text="Of them, those whose value is 1 "
+                                                                "(terminals at the first attempt).")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "day", "token_key", "kind", "name",
+                                            "status"], name="reliability_day_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} {self.day} {self.kind} {self.name} {self.status}: {self.count}"

@@ -29,6 +29,7 @@ from governor.lib.waits import off_thread
 from governor.models import Session
 from governor.selectors.access import is_reviewer, member_projects, session_for_member
 from governor.selectors.outcomes import outcome_panel
+from governor.selectors.reliability import session_reports
 from governor.selectors.sessions import session_status
 from governor.selectors.timeline import (
     ALL_DIFFED,
@@ -122,8 +123,8 @@ def _timeline(request: HttpRequest, session: Session, *, observe_refused: str = 
         **events_window(session, _seq(request, "before")), **conversation_window(session),
         "changes": changes_between(session, status),
         "attempt_changes": attempt_changes(session, status["contract"], status["attempts"]),
-        **_live_runs(session, since=None), "outcome": outcome_panel(session),
-        "observe_refused": observe_refused,
+        **_live_runs(session, since=None), **session_reports(session, status),
+        "outcome": outcome_panel(session), "observe_refused": observe_refused,
     }
     return render(request, "sessions/timeline.html", context, status=status_code)
 

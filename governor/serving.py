@@ -42,8 +42,11 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from gunicorn.glogging import Logger
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn_worker import UvicornWorker
+
+from governor.logs import configure
 
 # gunicorn imports the worker class in its master, before any application: the settings are
 # read there (GovernorWorker) from the same module manage.py names.
@@ -183,6 +186,19 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_complete()
 
 
+class GovernorLogger(Logger):  # type: ignore[misc]  # gunicorn is untyped
+    """gunicorn's own lines (its master's and workers': booting, exits, uvicorn's errors) in
+    the format of every other line (governor.logs): its handlers give way to the root's."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        configure(settings.LOGGING)
+        for gunicorn_log in (self.error_log, self.access_log):
+            for handler in list(gunicorn_log.handlers):
+                gunicorn_log.removeHandler(handler)
+        self.error_log.propagate = True
+
+
 class GovernorWorker(UvicornWorker):  # type: ignore[misc]  # uvicorn_worker is untyped
     """gunicorn's worker class for `governor_serve`: uvicorn (uvloop when installed) with
     `GuardedHttpToolsProtocol`, the keep-alive and connection limits from the settings. Built
@@ -195,5 +211,9 @@ class GovernorWorker(UvicornWorker):  # type: ignore[misc]  # uvicorn_worker is 
             **UvicornWorker.CONFIG_KWARGS, "http": GuardedHttpToolsProtocol,
             "timeout_keep_alive": settings.GOVERNOR_KEEP_ALIVE_SECONDS,
             "limit_concurrency": connection_limit(),
+            # Each request's line is the application's (governor.middleware), with its id.
+            "access_log": False,
         }
         super().__init__(*args, **kwargs)
+        errors = logging.getLogger("uvicorn.error")  # given gunicorn's (no) handlers above
+        errors.handlers, errors.propagate = [], True

@@ -178,6 +178,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "governor.middleware.RequestObserved",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -188,11 +189,12 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
-# Served over ASGI (governor.asgi), /api/ and /healthz run only this: the security and common
-# middleware without a thread hop per hook. They take bearer tokens and set no cookies, so the
-# pages' sessions, CSRF, login, messages, framing, htmx and lockout have nothing to do there.
-API_MIDDLEWARE = ["governor.middleware.APIMiddleware"]
-API_PATHS = ("/api/", "/healthz")
+# Served over ASGI (governor.asgi), /api/ and the operators' probes run only this: the request's
+# id, log line and metrics, then the security and common middleware without a thread hop per
+# hook. They take bearer tokens and set no cookies, so the pages' sessions, CSRF, login,
+# messages, framing, htmx and lockout have nothing to do there.
+API_MIDDLEWARE = ["governor.middleware.RequestObserved", "governor.middleware.APIMiddleware"]
+API_PATHS = ("/api/", "/healthz", "/readyz", "/metrics")
 
 ROOT_URLCONF = "governor.urls"
 WSGI_APPLICATION = "governor.wsgi.application"
@@ -239,6 +241,10 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False  # no banner on every command; lockouts are still logged as warnings
+# django-axes masks the user name and address in its own log lines unless told otherwise: they
+# are the audit trail of failed logins (governor.logs logs each failure), masked only on request.
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address"] if env_bool(
+    "GOVERNOR_LOG_MASK_LOGINS", False) else []
 
 LANGUAGE_CODE = "en"
 TIME_ZONE = "UTC"
@@ -337,12 +343,21 @@ EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
 )
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "governor@localhost")
+# With EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend (docs/operations.md).
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = int(os.environ.get("EMAIL_TIMEOUT", "10"))
 
 # Production behind TLS: GOVERNOR_HTTPS=1 turns on every transport-security setting.
 HTTPS = env_bool("GOVERNOR_HTTPS", False)
 SESSION_COOKIE_SECURE = HTTPS
 CSRF_COOKIE_SECURE = HTTPS
 SECURE_SSL_REDIRECT = HTTPS
+SECURE_REDIRECT_EXEMPT = [r"^(healthz|readyz)$"]  # a load balancer's probe on the plain port
 SECURE_HSTS_SECONDS = 31536000 if HTTPS else 0
 SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
 SECURE_HSTS_PRELOAD = HTTPS
@@ -352,13 +367,29 @@ SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
-}
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name, "").strip()
+    value = raw.lower() if name != "LOG_LEVEL" else raw.upper()
+    if not raw:
+        return default
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={raw!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+# Logs (docs/operations.md, "Logs"): one line per record on standard error, JSON objects with
+# GOVERNOR_LOG_FORMAT=json, `key=value` text otherwise; LOG_LEVEL for every logger. Failed logins
+# are logged with the user name and address given unless GOVERNOR_LOG_MASK_LOGINS=1.
+LOG_LEVEL = env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
+GOVERNOR_LOG_FORMAT = env_choice("GOVERNOR_LOG_FORMAT", "text", ("json", "text"))
+GOVERNOR_LOG_MASK_LOGINS = env_bool("GOVERNOR_LOG_MASK_LOGINS", False)
+LOGGING_CONFIG = "governor.logs.configure"
+LOGGING = {"level": LOG_LEVEL, "format": GOVERNOR_LOG_FORMAT}
+
+# `/metrics` answers only `Authorization: Bearer <this>`; unset, it does not exist (404).
+GOVERNOR_METRICS_TOKEN = os.environ.get("GOVERNOR_METRICS_TOKEN", "").strip()
+if GOVERNOR_METRICS_TOKEN and len(GOVERNOR_METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("GOVERNOR_METRICS_TOKEN: at least 16 characters")
 
 # A worker renews a running verification's lease every third of this while the sandbox runs;
 # a run whose lease lapsed (its worker died) ends as an infrastructure failure, as does a run

@@ -103,8 +103,13 @@ RECEIPTED_EVENTS: dict[str, ReceiptRule] = {
     "reliability/outcome-contract": ReceiptRule("outcome-contract", None),
     "reliability/outcome-observation": ReceiptRule("outcome-observation", None),
     "reliability/outcome-terminal": ReceiptRule("outcome-terminal", None),
+    "reliability/outcome-report": ReceiptRule("outcome-report", None),
 }
 """Event type → how its receipt recomputes: every receipt-bearing event the server writes."""
+
+OUTCOME_CONTRACT_EVENTS = ("reliability/outcome-contract", "reliability/outcome-observation",
+                           "reliability/outcome-terminal")
+"""An outcome contract's record (docs/outcomes.md): each names what precedes it."""
 
 ATTESTED_EVENTS = {"reliability/contract": "contract", "reliability/terminal": "terminal",
                    "reliability/outcome-terminal": "outcome-terminal"}
@@ -386,7 +391,7 @@ class _Export:
             attempt = event.data.get("attemptReceipt") if type(event.data) is dict else None
             self.terminal_trees[seq] = self.attempt_trees.get(attempt) if type(
                 attempt) is str else None
-        if event.type.startswith("reliability/outcome-") and obj["origin"] == "governor":
+        if event.type in OUTCOME_CONTRACT_EVENTS and obj["origin"] == "governor":
             outcome_refusal = self.outcome_problem(seq, event.type, event.data)
             if outcome_refusal:
                 raise self.refuse(line_no, f"{event.type}: {outcome_refusal}")

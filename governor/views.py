@@ -1,14 +1,19 @@
-"""Plain Django views of the core app."""
+"""Plain Django views of the core app: health, readiness and metrics for operators."""
 
 from __future__ import annotations
 
+import hmac
+from collections.abc import Callable
+
 from django.conf import settings
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
-from governor.celery import app as celery_app
-from governor.lib.notify import redis_client, redis_url
+from governor.lib import metrics
+from governor.lib.blobstore import store_probe
+from governor.lib.queue import broker_ping
+from governor.selectors.operations import StateCollector, database_check, signing_keys_check
 
 
 def _database_status() -> dict[str, str]:
@@ -23,11 +28,7 @@ def _database_status() -> dict[str, str]:
 def _broker_status() -> dict[str, str]:
     transport = settings.BROKER_URL.split("://", 1)[0]
     try:
-        if (url := redis_url()) is not None:
-            redis_client(url).ping()  # on a kept connection, not a new one per health check
-        else:
-            with celery_app.connection_for_write() as conn:
-                conn.ensure_connection(max_retries=1, timeout=1)
+        broker_ping()
         return {"status": "ok", "transport": transport}
     except Exception as exc:  # noqa: BLE001
         return {"status": "error", "transport": transport, "error": str(exc)}
@@ -35,6 +36,7 @@ def _broker_status() -> dict[str, str]:
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
+    """Cheap: the process answers, with its database and broker. A load balancer's probe."""
     database, broker = _database_status(), _broker_status()
     # The broker only carries verification runs; without it the log and turn-stop still work,
     # so only a database failure makes the service unhealthy.
@@ -45,3 +47,36 @@ def healthz(request: HttpRequest) -> JsonResponse:
          settings.BROKER_REASON},
         status=200 if healthy else 503,
     )
+
+
+def _check(probe: Callable[[], object]) -> dict[str, str]:
+    try:
+        detail = probe()
+    except Exception as exc:  # noqa: BLE001 - every failure is named, never raised
+        return {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+    return {"status": "ok"} if detail is None else {"status": "ok", "detail": str(detail)}
+
+
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Whether this process can do all of its work: the database, the broker, the blob store
+    (an object written, read back and deleted) and the signing keys. 503 naming each failed
+    part otherwise."""
+    checks = {"database": _check(database_check), "broker": _check(broker_ping),
+              "blob_store": _check(store_probe), "signing_keys": _check(signing_keys_check)}
+    failed = [name for name, check in checks.items() if check["status"] != "ok"]
+    return JsonResponse({"status": "failed" if failed else "ready", "failed": failed,
+                         "checks": checks}, status=503 if failed else 200)
+
+
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus's text format for the bearer of GOVERNOR_METRICS_TOKEN only: without the
+    setting, or without that token, the route does not exist (404), so the public learns
+    nothing, not even that metrics are kept."""
+    expected = settings.GOVERNOR_METRICS_TOKEN
+    given = request.headers.get("Authorization", "")
+    if not expected or not hmac.compare_digest(given.encode(), f"Bearer {expected}".encode()):
+        raise Http404("not found")
+    return HttpResponse(metrics.exposition([StateCollector()]),
+                        content_type=metrics.CONTENT_TYPE)

@@ -25,8 +25,14 @@ def notify_reviewers(review_id: str) -> int:
     if review.status != Status.PENDING:
         return 0
     project = review.session.project
-    emails = sorted({m.user.email for m in Membership.objects.select_related("user")
-                     .filter(project=project, role=Role.REVIEWER) if m.user.email})
+    reviewers = [m.user for m in Membership.objects.select_related("user")
+                 .filter(project=project, role=Role.REVIEWER)]
+    unreachable = sorted(user.get_username() for user in reviewers if not user.email)
+    if unreachable:
+        log.warning("reviewers of %s with no e-mail address are not told that review %s "
+                    "waits: %s (set their address in the admin, Users)", project.slug,
+                    review.pk, ", ".join(unreachable))
+    emails = sorted({user.email for user in reviewers if user.email})
     if not emails:
         return 0
     payload = notifications.waiting_payload(review)
@@ -88,4 +94,8 @@ def notify_outcome(self: Task[[str, str], int], session_id: str, outcome_id: str
 
 @shared_task
 def expire_due_reviews() -> int:
-    return reviews_expire_due()
+    """Periodic: logs only when a review expired."""
+    expired = reviews_expire_due()
+    if expired:
+        log.info("expired %d reviews past their time", expired)
+    return expired

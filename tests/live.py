@@ -72,11 +72,13 @@ class Live:
 @contextmanager
 def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
                 worker: bool = False, host: str = "127.0.0.1",
-                preexec: Callable[[], None] | None = None) -> Iterator[Live]:
+                preexec: Callable[[], None] | None = None,
+                token: str | None = None) -> Iterator[Live]:
     """`host`: the name the server is reached by (its GOVERNOR_PUBLIC_URL); passkeys need
     `localhost`, as an IP address cannot be a WebAuthn relying-party id. It listens on
     127.0.0.1 either way. `preexec` runs in the server's process before it starts (to lower a
-    resource limit, say)."""
+    resource limit, say). `token`: the agent token of an installation already bootstrapped in
+    `tmp/var` (a restored one), whose bootstrap prints none."""
     var = tmp / "var"
     workspace_root = tmp / "workspaces"
     workspace_root.mkdir(parents=True, exist_ok=True)
@@ -91,8 +93,8 @@ def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
     bootstrap.manage("migrate", "--no-input", "-v", "0")
     out = bootstrap.manage("governor_bootstrap")
     match = re.search(r"agent token:\s+(\S+)", out)
-    assert match, out
-    live = Live(bootstrap.url, match.group(1), env, workspace_root)
+    assert match or token, out
+    live = Live(bootstrap.url, match.group(1) if match else str(token), env, workspace_root)
     command = [sys.executable, "manage.py", "governor_serve", "--bind", f"127.0.0.1:{port}"]
     if not worker:
         command.append("--no-worker")

@@ -706,6 +706,22 @@ def _cgroup_for(limits: Mapping[str, int]) -> RunCgroup | None:
         return None
 
 
+def worker_shortfalls(euid: int | None = None) -> list[str]:
+    """What runs on this worker will lack, said once when the worker starts
+    (`verification/apps.py`; docs/deployment.md, "Root or not")."""
+    missing = []
+    if (os.geteuid() if euid is None else euid) != 0:
+        missing.append("this worker is not root: its runs start as the worker's own user (not "
+                       "nobody), and workspace-write runs write the workspace directly, with no "
+                       "total write cap and even when they fail (no overlay)")
+    try:
+        run_cgroup(memory_bytes=1 << 30, pids=64).remove()
+    except CgroupsUnavailable as exc:
+        missing.append(f"runs get no cgroup, so their memory and processes are limited per "
+                       f"process only (rlimits), not in total: {exc}")
+    return missing
+
+
 def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, *,
                   on_start: Callable[[int], None] | None = None, bwrap: str = BWRAP,
                   run_as: tuple[int, int] = NOBODY,

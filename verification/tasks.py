@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 
 from governor.services import outcome_contracts, runs
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
@@ -16,7 +20,11 @@ def run_verification(run_id: str) -> None:
 
 @shared_task
 def expire_lost_runs() -> int:
-    return runs.runs_expire_lost()
+    """Periodic: logs only when it ended a run (docs/operations.md, "Logs")."""
+    ended = runs.runs_expire_lost()
+    if ended:
+        log.info("ended %d lost verification runs as infrastructure failures", ended)
+    return ended
 
 
 @shared_task(acks_late=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import structlog
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
@@ -12,9 +13,17 @@ from governor.services.drafts import drafting_required
 from governor.services.tokens import token_authenticate
 
 
+def _known(agent: AgentToken | None) -> AgentToken | None:
+    """The request's log lines name the token's project and prefix (never the token)."""
+    if agent is not None:
+        structlog.contextvars.bind_contextvars(project=agent.project.slug,
+                                               token_prefix=agent.prefix)
+    return agent
+
+
 class AgentBearer(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
-        return token_authenticate(token)
+        return _known(token_authenticate(token))
 
 
 class AgentBearerAsync(HttpBearer):
@@ -22,7 +31,7 @@ class AgentBearerAsync(HttpBearer):
     (governor.lib.waits.off_thread), so a waiting request holds no connection."""
 
     async def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
-        return await off_thread(request, token_authenticate, token)
+        return _known(await off_thread(request, token_authenticate, token))
 
 
 class DraftingBearer(AgentBearer):
@@ -32,7 +41,7 @@ class DraftingBearer(AgentBearer):
     empty object tells whether the project drafts (governor_client `drafting_available`)."""
 
     def authenticate(self, request: HttpRequest, token: str) -> AgentToken | None:
-        agent = token_authenticate(token)
+        agent = _known(token_authenticate(token))
         if agent is not None:
             loads_strict(request.body)
             drafting_required(agent.project)

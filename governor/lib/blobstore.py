@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import socket
 from concurrent import futures
 
 from django.conf import settings
 from django.core.files import File
+from django.core.files.base import ContentFile
 from django.core.files.storage import Storage, storages
 
 from governor.lib.errors import Unavailable
@@ -78,3 +81,22 @@ def blob_read(project: Project | int, blob: str) -> bytes:
     return data
 
 
+
+
+READINESS_PROBE = "readiness/probe"
+
+
+def store_probe() -> None:
+    """Write, read back and delete a small object under a name no blob can take (blobs live
+    under a project id): raises what the store raises, or ValueError when it returns other
+    bytes."""
+    content = f"{socket.gethostname()}:{os.getpid()}".encode()
+    name = f"{READINESS_PROBE}-{content.decode()}"
+    storage = store()
+    saved = storage.save(name, ContentFile(content))
+    try:
+        with storage.open(saved, "rb") as handle:
+            if handle.read() != content:
+                raise ValueError("the blob store returned other bytes than were written")
+    finally:
+        storage.delete(saved)

@@ -6,9 +6,13 @@ there yet. The Celery app (governor/celery.py) is loaded when Django is ready.""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from celery import current_app
+from django.conf import settings
 from django.db.transaction import on_commit
+
+from governor.lib.notify import redis_client, redis_url
 
 
 def task_send(name: str, *args: str) -> None:
@@ -29,3 +33,26 @@ def task_send_on_commit(name: str, *args: str,
             on_failure(exc)
 
     on_commit(send)
+
+
+def queue_depth() -> int:
+    """Task messages waiting in the default queue: the Redis list Celery pushes them onto, or
+    the filesystem broker's files. Raises whatever the broker's client raises."""
+    url = str(settings.BROKER_URL)
+    queue = str(current_app.conf.task_default_queue)
+    if url.startswith(("redis://", "rediss://")):
+        return int(redis_client(url).llen(queue))
+    if url.startswith("filesystem://"):
+        folder = Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"])  # type: ignore[arg-type]
+        return sum(1 for message in folder.iterdir() if message.name.endswith(f".{queue}.msg"))
+    return 0
+
+
+def broker_ping() -> None:
+    """Raises when the broker does not answer: Redis on this process's kept connection (not a
+    new one per check), any other transport through Celery's own connection."""
+    if (url := redis_url()) is not None:
+        redis_client(url).ping()
+        return
+    with current_app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, timeout=1)

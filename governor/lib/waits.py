@@ -25,6 +25,7 @@ from django.db.models import Min, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from governor.lib import metrics
 from governor.lib.errors import TooManyWaits
 from governor.lib.notify import Listener
 from governor.models import AgentToken, WaitSlot
@@ -105,6 +106,7 @@ def slot_claim(waiter: Waiter, seconds: int) -> WaitSlot | None:
             f"this {who} already holds {cap} long polls (wait=), the most one {who} may hold "
             f"at once ({setting}); retry in {retry_after} s (Retry-After), or read without "
             "wait", retry_after=retry_after)
+    metrics.WAITS.labels(waiter="token" if "token" in holder else "person").inc()
     return held
 
 

@@ -57,6 +57,14 @@ def member_projects(user: Any) -> QuerySet[Project]:
                                   memberships__role__in=MEMBER_ROLES).distinct()
 
 
+def project_for_member(user: Any, slug: str) -> Project:
+    """The project named `slug` if `user` reviews or operates it."""
+    project = member_projects(user).filter(slug=slug).first()
+    if project is None:
+        raise NotFound(f"project {slug} not found")
+    return project
+
+
 def reviewed_projects(user: Any) -> QuerySet[Membership, Any]:
     """The ids of the projects `user` reviews (a subquery)."""
     return Membership.objects.filter(user_id=user.pk, role=Role.REVIEWER).values("project_id")

@@ -16,6 +16,7 @@ from governor.domain.checks import (
     unjudged_results,
 )
 from governor.domain.documents import ContractDocument
+from governor.lib import metrics
 from governor.lib.errors import Conflict, Invalid, ServiceError
 from governor.models import (
     AgentToken,
@@ -261,6 +262,17 @@ def _with_outcome(session: Session, result: AttemptResult) -> AttemptResult:
     return result
 
 
+def _no_contract(session: Session, action: str) -> Conflict:
+    """Nothing to `action`: none was proposed, or one waits for a person's review."""
+    pending = review_pending(session)
+    if pending is None:
+        return Conflict(f"there is no contract in this session to {action}")
+    return Conflict(f"a contract is waiting for review ({pending.stage} stage), so none is "
+                    f"active yet and there is nothing to {action}: a reviewer decides at "
+                    f"{review_url(pending)}",
+                    details=[{"path": "review", "message": "pending"}])
+
+
 def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> AttemptResult:
     """Evaluate every check now and record the attempt; end the contract when it decides. A
     snapshot session's checks read the snapshot `tree` names (its latest, §11.3)."""
@@ -274,7 +286,7 @@ def _attempt_record(*, session: Session, trigger: str, tree: Any = None) -> Atte
     with session_locked(session) as state:
         folded, contract = _current(state)
         if contract is None:
-            raise Conflict("there is no contract in this session to verify")
+            raise _no_contract(session, "verify")
         if folded["terminal"] is not None:
             return _terminal_answer(folded)
         delivery = delivery_pending(session)
@@ -349,7 +361,13 @@ def _changes_since_start(project: Project, contract: ContractDocument,
 def turn_stop(*, session: Session, tree: Any = None) -> dict[str, Any]:
     """§7: the agent wants to stop. Allow when nothing is active, or while a person reviews
     the delivered change; otherwise attempt and steer (`governor/domain/attempts.py`
-    decides)."""
+    decides). Counted by the action answered."""
+    answer = _turn_stop(session, tree)
+    metrics.TURN_STOPS.labels(action=str(answer["action"])).inc()
+    return answer
+
+
+def _turn_stop(session: Session, tree: Any) -> dict[str, Any]:
     contract_open = False
     if not session.imported:
         folded, contract = _current(SessionState.objects.defer("trace").get(session=session))
@@ -377,7 +395,7 @@ def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
     with session_locked(session) as state:
         folded, contract = _current(state)
         if contract is None:
-            raise Conflict("there is no contract in this session to abstain from")
+            raise _no_contract(session, "abstain from")
         if folded["terminal"] is not None:
             return _terminal_answer(folded)
         text = attempts.abstain_reason(reason)

@@ -17,6 +17,7 @@ from governor.lib.errors import Conflict
 from governor.lib.notify import announce_on_commit, session_topic
 from governor.models import Event, EventBatch, Origin, Session, SessionState
 from governor.selectors.sessions import lifecycle_of
+from governor.services.facts import facts_record
 
 
 @dataclass(frozen=True)
@@ -258,4 +259,7 @@ def governor_event_append(
     row.save()
     state.lifecycle = lifecycle.apply(
         lifecycle_of(state), {"seq": row.seq, "type": row.type, "data": row.data})
+    terminal = state.lifecycle["terminal"]
+    facts_record(session=session, event=row, attempts=len(state.lifecycle["attempts"]),
+                 terminal_seq=None if terminal is None else terminal["seq"])
     return row

@@ -15,6 +15,7 @@ from governor.domain import contracts as contract_domain
 from governor.domain import lifecycle
 from governor.domain import review as domain
 from governor.domain.documents import ContractDocument, ReviewDecisionDocument
+from governor.lib import metrics
 from governor.lib.errors import Conflict, Invalid, NotFound
 from governor.lib.notify import announce_on_commit, inbox_topic, review_topic
 from governor.lib.queue import task_send_on_commit
@@ -164,9 +165,18 @@ def _decide(review: Review, state: SessionState, *, decision: str, decided_by: d
                                "feedback"])
     announce_on_commit(review_topic(review.session_id))
     announce_on_commit(inbox_topic(review.session.project_id))
+    _count(str(review.stage), decision, review.session.project.slug,
+           (review.decided_at - review.created_at).total_seconds())
     if review.stage == Stage.DELIVERY and decision != Status.APPROVED:
         _delivery_returned(review, state, decision, payload["receipt"])
     return payload
+
+
+def _count(stage: str, decision: str, project: str, seconds: float) -> None:
+    def record() -> None:
+        metrics.REVIEW_DECISIONS.labels(stage=stage, decision=decision, project=project).inc()
+        metrics.REVIEW_DECISION_SECONDS.labels(stage=stage, decision=decision).observe(seconds)
+    metrics.count_on_commit(record)
 
 
 def _delivery_evidence(review: Review) -> TerminalEvidence:

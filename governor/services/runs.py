@@ -26,6 +26,7 @@ from governor.domain.workspace import (
     open_bound_directory,
     open_directory,
 )
+from governor.lib import metrics
 from governor.lib.errors import Conflict, NotFound, Unavailable
 from governor.lib.materialise import tree_changes_apply
 from governor.lib.notify import announce_on_commit, run_topic, session_topic
@@ -204,6 +205,18 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
         locked.save(update_fields=["state", "result", "output_tail", "detail", "event_seq",
                                    "finished_at", "tests"])
         announce_on_commit(run_topic(run.pk))
+        _count(run, data)
+
+
+def _count(run: VerificationRun, result: dict[str, Any]) -> None:
+    profile, project = run.profile.profile_id, run.session.project.slug
+    outcome = "passed" if result.get("passed") else str(result.get("failureKind") or "failed")
+    seconds = int(result.get("durationMs") or 0) / 1000
+
+    def record() -> None:
+        metrics.RUNS.labels(profile=profile, outcome=outcome, project=project).inc()
+        metrics.RUN_DURATION.labels(profile=profile, outcome=outcome).observe(seconds)
+    metrics.count_on_commit(record)
 
 
 def infrastructure_record(run: VerificationRun, why: str) -> dict[str, Any]:

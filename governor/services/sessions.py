@@ -31,6 +31,7 @@ from governor.services.events import (
     events_discard_import,
     events_import,
 )
+from governor.services.facts import facts_session_started
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,7 @@ def session_create(
             session = _new_session(project=project, external_id=external_id,
                                    workspace_kind=kind, workspace_path=path,
                                    workspace_identity=identity, header=header, created_by=token)
+            facts_session_started(session)
     except IntegrityError:
         # A concurrent create with the same external id won the race: answer as a replay.
         existing = Session.objects.filter(project=project, external_id=external_id).first()

@@ -9,7 +9,9 @@ from typing import Any
 
 from governor.domain import attempts, lifecycle
 from governor.domain.documents import ContractDocument, TerminalDocument
+from governor.lib import metrics
 from governor.models import Session, SessionState
+from governor.selectors.sessions import lifecycle_of
 from governor.services.attestations import attest
 from governor.services.events import governor_event_append
 from governor.services.outcome_contracts import outcome_contract_drop, outcome_contract_start
@@ -51,8 +53,17 @@ def terminal_write(*, session: Session, state: SessionState, contract: ContractD
            tree=None if evidence.tree is None else evidence.tree["id"],
            start_tree=start["id"] if certified and start else None,
            changes_digest=evidence.changes_digest if certified else None)
+    _count(session.project.slug, status, len(lifecycle_of(state)["attempts"]))
     if certified:
         outcome_contract_start(session=session, state=state, delivery=contract)
     else:
         outcome_contract_drop(session=session, delivery_contract_id=contract["contractId"])
     return terminal
+
+
+def _count(project: str, status: str, attempts_made: int) -> None:
+    def record() -> None:
+        metrics.TERMINALS.labels(status=status, project=project).inc()
+        if status == "certified":
+            metrics.ATTEMPTS_PER_CERTIFICATION.labels(project=project).observe(attempts_made)
+    metrics.count_on_commit(record)

@@ -29,6 +29,7 @@ RECEIPT_KINDS = {
     "reliability/outcome-contract": "outcome-contract",
     "reliability/outcome-observation": "outcome-observation",
     "reliability/outcome-terminal": "outcome-terminal",
+    "reliability/outcome-report": "outcome-report",
 }
 ATTESTED = ("reliability/contract", "reliability/terminal", "reliability/outcome-terminal")
 PAYLOAD_TYPE = "application/vnd.in-toto+json"

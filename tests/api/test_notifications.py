@@ -5,6 +5,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import http.server
+import os
+import socketserver
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -82,3 +86,65 @@ def test_webhook_is_retried_when_the_receiver_fails(
     begin(agent, session, django_capture_on_commit_callbacks)
     assert len(Receiver.received) == 3
     assert Receiver.received[0][1] == Receiver.received[2][1]
+
+
+class SMTPHandler(socketserver.StreamRequestHandler):
+    """Just enough SMTP for one message (RFC 5321's happy path), kept in `messages`."""
+
+    messages: list[tuple[list[str], str]] = []
+
+    def reply(self, line: str) -> None:
+        self.wfile.write(line.encode() + b"\r\n")
+
+    def handle(self) -> None:
+        self.reply("220 test ESMTP")
+        recipients: list[str] = []
+        while line := self.rfile.readline().decode():
+            verb = line[:4].upper()
+            if verb in ("EHLO", "HELO"):
+                self.reply("250 test")
+            elif verb == "RCPT":
+                recipients.append(line.split(":", 1)[1].strip().strip("<>"))
+                self.reply("250 ok")
+            elif verb == "DATA":
+                self.reply("354 go on")
+                body = []
+                while (data := self.rfile.readline().decode()) != ".\r\n":
+                    body.append(data)
+                SMTPHandler.messages.append((recipients, "".join(body)))
+                self.reply("250 queued")
+            elif verb == "QUIT":
+                self.reply("221 bye")
+                return
+            else:
+                self.reply("250 ok")
+
+
+def test_reviewers_are_emailed_over_smtp_with_the_documented_settings(
+    project: Project, reviewer: Any, agent: AgentClient, session: dict,
+    django_capture_on_commit_callbacks: Any, settings: Any,
+) -> None:
+    """docs/operations.md "Notifications": EMAIL_BACKEND=…smtp.EmailBackend, EMAIL_HOST and
+    EMAIL_PORT reach a real SMTP server."""
+    SMTPHandler.messages = []
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), SMTPHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    environ = {"EMAIL_BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+               "EMAIL_HOST": "127.0.0.1", "EMAIL_PORT": str(server.server_address[1])}
+    documented = subprocess.run(  # noqa: S603 - the settings module as a new process reads them
+        [sys.executable, "-c", "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE',"
+         " 'governor.settings'); django.setup(); from django.conf import settings as s; "
+         "print(s.EMAIL_BACKEND, s.EMAIL_HOST, s.EMAIL_PORT)"],
+        env={**os.environ, **environ}, capture_output=True, text=True, timeout=60, check=True)
+    backend, host, port = documented.stdout.split()
+    settings.EMAIL_BACKEND, settings.EMAIL_HOST, settings.EMAIL_PORT = backend, host, int(port)
+    project.review_mode = "required"
+    project.save()
+    try:
+        begin(agent, session, django_capture_on_commit_callbacks)
+    finally:
+        server.shutdown()
+        server.server_close()
+    [(recipients, message)] = SMTPHandler.messages
+    assert recipients == ["rita@example.com"]
+    assert "proposal waiting for review" in message and "/reviews/" in message

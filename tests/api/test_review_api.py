@@ -252,3 +252,19 @@ def test_rule_6_the_agent_tokens_owner_cannot_approve_its_proposal(
     with pytest.raises(OwnAgent):
         review_decide(user=reviewer, review=review, receipt=review.receipt, decision="approved")
     assert Review.objects.get().status == "pending"
+
+
+def test_verify_or_abstain_while_a_proposal_waits_says_so_and_names_the_review_page(
+    required: Project, agent: AgentClient, session: dict
+) -> None:
+    """Not "there is no contract": one waits for a person, and the answer says where."""
+    begin(agent, session)
+    review = Review.objects.get(session_id=session["id"])
+    for route, body, action in (("verify", {}, "verify"),
+                                ("abstain", {"reason": "r"}, "abstain from")):
+        answer = agent.post(f"/sessions/{session['id']}/{route}", body)
+        assert answer.status_code == 409
+        assert answer.json()["error"]["message"] == (
+            f"a contract is waiting for review (intent stage), so none is active yet and there "
+            f"is nothing to {action}: a reviewer decides at "
+            f"{settings.PUBLIC_URL}/reviews/{review.pk}/")

@@ -12,6 +12,7 @@ from playwright.sync_api import Page, expect
 from tests.browser import Server, assert_accessible, log_in
 from tests.browser.test_delivery import delivered, deliveries  # noqa: F401 - the fixture
 from tests.browser.test_passkeys import add_passkey, virtual_authenticator
+from tests.browser.test_reliability import ended, review_off  # noqa: F401 - the fixture
 from tests.browser.test_reviewer_experience import propose_after_work
 from tests.live import ROOT
 from tests.pages import contract_body
@@ -77,3 +78,18 @@ def test_the_delivery_page_of_the_reviewing_guide(deliveries: Server, page: Page
     log_in(page, deliveries, "rita", "rita-password-1")
     page.goto(f"{deliveries.url}/reviews/{review_id}/")
     shot(page, "review-delivery")
+
+
+def test_the_reliability_page_of_the_reviewing_guide(review_off: Server,  # noqa: F811
+                                                     page: Page) -> None:
+    certified = [ended(review_off, f"docs-certified-{n}", done=True) for n in range(3)]
+    ended(review_off, "docs-exhausted", done=False, max_attempts=1)
+    log_in(page, review_off, "rita", "rita-password-1")
+    page.goto(f"{review_off.url}/sessions/{certified[0]}/")
+    page.locator("#reports").get_by_label("Certified but not done").check()
+    page.locator("#reports").get_by_label("Reason (required: what really happened)").fill(
+        "The Install section names no command to run.")
+    page.locator("#reports").get_by_role("button", name="Report").click()
+    expect(page.get_by_text('Reported "certified but not done"')).to_be_visible()
+    page.goto(f"{review_off.url}/projects/demo/reliability")
+    shot(page, "reliability", "main")

@@ -143,6 +143,10 @@ def test_begin_waits_for_the_review_with_progress_then_returns_the_pending_state
                                                              "intent": INTENT})
         assert twice.is_error
         assert '"CONFLICT"' in text_of(twice)  # the server's JSON error, as is
+        verified = await client.call_tool("reliability_verify", {})
+        assert verified.is_error  # a contract waits for review: said, with where
+        assert '"REVIEW_PENDING"' in text_of(verified)
+        assert live.url + "/reviews/" in text_of(verified)
 
     run_mcp(live, workspace, scenario)
 

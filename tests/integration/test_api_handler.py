@@ -31,3 +31,15 @@ def test_the_api_runs_without_the_pages_middleware_and_the_pages_keep_it(tmp_pat
         refused = httpx.post(live.url + "/accounts/login/", timeout=30,
                              data={"username": "admin", "password": "x"})
         assert refused.status_code == 403  # CSRF still guards the pages
+
+
+def test_a_host_the_server_does_not_serve_is_a_400_on_the_api_as_on_the_pages(
+        tmp_path: Path) -> None:
+    """The API's middleware is a coroutine to Django (marked so): its DisallowedHost becomes
+    Django's 400, never a 500 with a traceback in the log for every probe of a wrong name."""
+    with live_server(tmp_path, extra_env={"ALLOWED_HOSTS": "127.0.0.1"}) as live, \
+            httpx.Client(base_url=live.url, timeout=30) as client:
+        for path in ("/healthz", "/api/v1/keys", "/reviews/"):
+            answer = client.get(path, headers={"Host": "evil.example"})
+            assert answer.status_code == 400, (path, answer.status_code)
+    assert "Exception in ASGI application" not in (tmp_path / "server.log").read_text()

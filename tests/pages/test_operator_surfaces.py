@@ -78,3 +78,19 @@ def test_the_inbox_lists_recently_decided_proposals(
     decided = html.split('id="decided-heading"')[1].split("</section>")[0]
     assert f'href="/reviews/{first.pk}/"' in decided
     assert '<span class="badge ok">approved</span>' in decided and "by rita" in decided
+
+
+def test_a_reviewer_without_an_email_address_is_told_on_the_inbox_and_in_the_log(
+    agent: AgentClient, workspace: Path, project: Project, reviewer: Any,
+    django_capture_on_commit_callbacks: Any, caplog: pytest.LogCaptureFixture,
+) -> None:
+    Project.objects.filter(pk=project.pk).update(review_mode="required")
+    rita = reviewer_client("rita", "rita-password-1")
+    assert "Your account has no e-mail address" not in rita.get("/reviews/").content.decode()
+    get_user_model().objects.filter(username="rita").update(email="")
+    assert "Your account has no e-mail address" in rita.get("/reviews/").content.decode()
+    with caplog.at_level("WARNING", logger="reviews.tasks"), \
+            django_capture_on_commit_callbacks(execute=True):
+        _, review = propose(agent, workspace)
+    assert (f"reviewers of {project.slug} with no e-mail address are not told that review "
+            f"{review.pk} waits: rita") in caplog.text

@@ -43,6 +43,7 @@ const KIND = { type: 'string', enum: ['general', 'code'], description: 'code: in
 export const NEXT = {
   active: 'The contract is active. Do the work, then call reliability_verify; claim completion only after the answer is certified.',
   'review-pending': 'A human reviewer has not decided yet, so no contract is active: do not claim completion. Call reliability_status with wait_seconds to keep waiting.',
+  'delivery-pending': 'Every check passed and a person is reviewing the delivered change: it is not certified yet, so do not claim completion. Call reliability_status with wait_seconds to wait for the decision.',
   'review-required': 'Coverage is not ready: fix the error findings of the assessment, then begin again.',
   'revision-requested': 'The reviewer asked for a revision: revise the proposal using the feedback and begin again.',
   rejected: 'The reviewer rejected the proposal: do not proceed as if it were approved; ask the user, or abstain.',
@@ -119,11 +120,12 @@ export function governorTools({ reviewWaitSeconds }) {
     },
     {
       name: 'reliability_status',
-      description: 'The session\'s state (idle, review-pending, active, certified, exhausted, abstained), contract, attempts, terminal and review.',
+      description: 'The session\'s state (idle, review-pending, active, delivery-pending, certified, exhausted, abstained), contract, attempts, terminal and review.',
       parameters: object({ wait_seconds: { ...WAIT, description: 'When a review is pending, wait this long for the decision first.' } }),
       run: async (args, session) => {
         const status = await session.client.status(session.id)
-        if (status.state === 'review-pending' && (args.wait_seconds ?? 0) > 0) return waitForReview(session, args.wait_seconds)
+        const waiting = status.state === 'review-pending' || status.state === 'delivery-pending'
+        if (waiting && (args.wait_seconds ?? 0) > 0) return waitForReview(session, args.wait_seconds)
         return { ...status, next: NEXT[status.state] ?? '' }
       },
     },

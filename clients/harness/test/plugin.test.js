@@ -4,7 +4,7 @@
 // of a real log the Harness wrote (tests/fixtures/harness/logs/dsh-0.1.0-rc.8), as a JSON array.
 
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -131,9 +131,9 @@ function agentOf(session) {
   }
 }
 
-function governor(overrides = {}) {
+function governor(overrides = {}, token = TOKEN) {
   return new Governor(resolveConfig({ spoolDir: mkdtempSync(join(tmpdir(), 'spool-')), stopBudgetMs: 5_000, ...overrides },
-    { GOVERNOR_URL: URL, GOVERNOR_TOKEN: TOKEN }), () => {})
+    { GOVERNOR_URL: URL, GOVERNOR_TOKEN: token }), () => {})
 }
 
 test('a stop with a failing contract is steered with the governor\'s repair message', async () => {
@@ -157,6 +157,26 @@ test('a stop with a failing contract is steered with the governor\'s repair mess
   assert.equal(kind, 'steer')
   assert.deepEqual(message.source, { kind: 'plugin', plugin: 'reliability-governor' })
   assert.match(message.content[0].text, /^Completion is not verified yet: attempt 1\/3 failed 1 of 1 checks/)
+})
+
+test('under delivery review a passing attempt is not certified: the agent is told not to claim completion', async () => {
+  const g = governor({}, process.env.GOVERNOR_TEST_DELIVERY_TOKEN)
+  const cwd = mkdtempSync(join(process.env.GOVERNOR_TEST_DELIVERY_WORKSPACES, 'ws-'))
+  const session = { header: { version: 0, id: `session-${randomUUID()}`, cwd } }
+  const tool = (name) => g.tools().find((candidate) => candidate.name === name)
+  const begun = await tool('reliability_begin').execute({
+    objective: 'Write hello.txt saying hello governor',
+    claims: [{ id: 'c', statement: 'hello.txt says hello governor', importance: 'critical', verification: 'deterministic', check_ids: ['k'] }],
+    checks: [{ id: 'k', kind: 'file_contains', path: 'hello.txt', text: 'hello governor' }],
+  }, { agent: { session } })
+  assert.equal(begun.status, 'active')
+  writeFileSync(join(cwd, 'hello.txt'), 'hello governor\n')
+  const verified = await tool('reliability_verify').execute({}, { agent: { session } })
+  assert.equal(verified.decision, 'delivery-pending')
+  assert.equal(verified.terminal ?? null, null)
+  const status = await tool('reliability_status').execute({}, { agent: { session } })
+  assert.equal(status.state, 'delivery-pending')
+  assert.match(status.next, /not certified yet, so do not claim completion/)
 })
 
 test('when the governor cannot be asked, two stops are steered with a clear message, the third is allowed unverified', async () => {

@@ -9,11 +9,13 @@ import subprocess
 import sys
 import time
 from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
+from governor.lib.metrics import MULTIPROC_ENV, prepare_multiprocess_directory
 from governor.serving import connection_limit, raise_open_files_limit
 
 STOP_SECONDS = 10  # after SIGTERM, what is left of a child's process group is killed
@@ -96,7 +98,10 @@ class Command(BaseCommand):
             # keep-alive among them, GOVERNOR_KEEP_ALIVE_SECONDS: gunicorn's --keep-alive is
             # not used).
             "--bind", options["bind"], "--worker-class", "governor.serving.GovernorWorker",
-            "--workers", str(options["workers"]), "--timeout", "90", "--access-logfile", "-",
+            # Each request's log line is the application's (governor.middleware), not an access
+            # log's: it carries the request id and is JSON when the logs are.
+            "--workers", str(options["workers"]), "--timeout", "90",
+            "--logger-class", "governor.serving.GovernorLogger",
             # The default control socket, ~/.gunicorn/gunicorn.ctl, is one for every instance.
             "--no-control-socket",
         ]
@@ -106,6 +111,15 @@ class Command(BaseCommand):
             # Periodic work (expiring reviews and lost runs) rides in the worker: one process.
             "--beat", "--schedule", str(settings.VAR_DIR / "celerybeat-schedule"),
         ]
+        # One metrics directory for every process started here: gunicorn's workers and the
+        # Celery worker add up on /metrics (governor.lib.metrics). Its own, var/metrics, is
+        # emptied first; one the environment names may be shared with processes started
+        # elsewhere (separate worker units on this host), so it is only created.
+        if configured := os.environ.get(MULTIPROC_ENV):
+            Path(configured).mkdir(mode=0o700, parents=True, exist_ok=True)
+        else:
+            prepare_multiprocess_directory(settings.VAR_DIR / "metrics")
+            os.environ[MULTIPROC_ENV] = str(settings.VAR_DIR / "metrics")
         host = options["bind"]
         self.stdout.write(f"broker: {settings.BROKER_URL} ({settings.BROKER_REASON})")
         database = settings.DATABASES["default"]

@@ -31,6 +31,20 @@ class GovernorUnreachable(GovernorError):
         super().__init__(None, "UNREACHABLE", message)
 
 
+class ReviewPending(GovernorError):
+    """Verify or abstain while the contract is still a proposal a person has not approved: no
+    contract is active yet, so there is nothing to verify or abstain from. `review_url` is the
+    reviewer's page (also in `details`)."""
+
+    def __init__(self, review_url: str, stage: str) -> None:
+        super().__init__(409, "REVIEW_PENDING",
+                         f"a contract is waiting for review ({stage} stage), so none is active "
+                         f"yet and nothing can be verified: a reviewer decides at {review_url}",
+                         {"state": "review-pending", "stage": stage, "review_url": review_url})
+        self.review_url = review_url
+        self.stage = stage
+
+
 class ConfigurationError(GovernorError):
     """GOVERNOR_URL / GOVERNOR_TOKEN(_FILE) are missing or unreadable."""
 

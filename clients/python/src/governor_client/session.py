@@ -17,7 +17,7 @@ from typing import Any
 
 from governor_client import harness
 from governor_client.client import MAX_WAIT_SECONDS, GovernorClient
-from governor_client.errors import GovernorError
+from governor_client.errors import GovernorError, ReviewPending
 from governor_client.harness import Record, TraceBook
 from governor_client.snapshot import Progress, upload
 from governor_client.types import (
@@ -262,11 +262,34 @@ class AgentSession:
                 return
 
     def verify(self) -> Outcome:
+        """Evaluate the contract's checks now. Raises `ReviewPending` (with the review's URL)
+        while the contract is a proposal waiting for a person."""
         session_id = self.ensure()
         self.flush()
-        outcome = self.client.verify(session_id, tree=self._tree())
+        with self._pending_review_explained():
+            outcome = self.client.verify(session_id, tree=self._tree())
         self._remember_outcome(outcome["terminal"])
         return outcome
+
+    @contextlib.contextmanager
+    def _pending_review_explained(self) -> Iterator[None]:
+        """The server refuses verify and abstain with a 409 while a proposal waits for review
+        (its message names the review page); the agent gets it as `ReviewPending`, whose
+        `review_url` and `stage` a caller can act on."""
+        try:
+            yield
+        except GovernorError as error:
+            if error.status != 409:
+                raise
+            try:
+                status = self.status()
+            except GovernorError:
+                raise error from None
+            review = status["review"]
+            if status["state"] != "review-pending" or review is None:
+                raise
+            raise ReviewPending(self.client.absolute(review["review_url"]),
+                                review["stage"]) from error
 
     def turn_stop(self) -> TurnStop:
         session_id = self.ensure()
@@ -284,7 +307,9 @@ class AgentSession:
         return answer
 
     def abstain(self, reason: str) -> Outcome:
-        outcome = self.client.abstain(self.ensure(), reason)
+        """Raises `ReviewPending` while the contract waits for review (withdraw it instead)."""
+        with self._pending_review_explained():
+            outcome = self.client.abstain(self.ensure(), reason)
         self._remember_outcome(outcome["terminal"])
         return outcome
 
