@@ -1,14 +1,20 @@
 """Offline verifier for session exports (SEMANTICS §1.5, §10.2 and §12, ARCHITECTURE §5).
 
     python -m governor.verify EXPORT.jsonl [--key KEYFILE] [--reviewer-keys FILE] [--tree DIR]
+        [--commit REV [--repo DIR]]
+    python -m governor.verify --commit REV [--repo DIR] --server URL --token FILE [--key KEYFILE]
 
-Needs only `cryptography`, `rfc8785` and the standard library (through the Django-free modules
-`governor.domain.canonical`, `.chain`, `.attestation`, `.changes` and `.tree`). Exit 0 with a
+Needs only `cryptography`, `rfc8785`, the standard library and, for `--commit`, stock git
+(through the Django-free modules `governor.domain.canonical`, `.chain`, `.attestation`,
+`.changes`, `.commits` and `.tree`; the client package ships them with this file). Exit 0 with a
 one-line summary when the export verifies, exit 1 with `FAIL: seq N: <what>` (or `FAIL: line L:
 <what>` for a line that is not an event) naming the first problem. With `--tree DIR`, the export
 must also verify and DIR must be a workspace tree a signed terminal certified; when it is not, the
 files that differ from the latest certified tree's manifest are listed (added, removed, changed,
-mode changed).
+mode changed). With `--commit REV` (SEMANTICS §16.2), the commit's content must be exactly a
+certified tree: of the verified export, or of the server's project (`GET /api/v1/certifications`,
+every envelope checked here against `--key`, else against the server's own published keys with a
+warning); when it is not, the files that differ from the nearest certified manifest are listed.
 
 The export format (`reliability-governor-export/3`: header, events, attestations, keys, reviewer
 keys and their assertions (reviewers' passkey signatures of decisions,
@@ -27,8 +33,12 @@ line), or its own reviewer keys instead of `--reviewer-keys`. Warnings go to std
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import urllib.error
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,12 +59,25 @@ from governor.domain.attestation import (
 )
 from governor.domain.canonical import (
     JSONValueError,
+    canonical_bytes,
     canonical_equal,
     loads_strict,
     receipt,
 )
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
 from governor.domain.changes import changes_digest, workspace_changes
+from governor.domain.commits import (
+    Certification,
+    CertificationError,
+    Commit,
+    GitError,
+    certification_of,
+    commit_tree_id,
+    judge_commit,
+    manifest_differences,
+    read_commit,
+    sessions_named,
+)
 from governor.domain.export import FORMAT, serialise_line, tree_ref
 from governor.domain.fields import FieldsInvalid
 from governor.domain.passkey import (
@@ -160,6 +183,7 @@ class CertifiedTree:
     tree: str
     exclusions: tuple[str, ...]
     entries: tuple[ManifestEntry, ...]
+    terminal_receipt: str = ""
 
 
 @dataclass(frozen=True)
@@ -662,7 +686,8 @@ class _Export:
                 raise _Refused(Failure(f"the certified tree {key[0]} (exclusions {key[1]}) has "
                                        "no manifest line", seq=seq))
             _, exclusions, entries = self.manifests[key]
-            self.certified.append(CertifiedTree(seq, key[0], exclusions, entries))
+            self.certified.append(CertifiedTree(seq, key[0], exclusions, entries,
+                                                str(self.events[seq].data.get("receipt"))))
         for seq, tree, start, digest in self.changes_at:
             if start not in self.manifests:
                 raise _Refused(Failure(f"the start tree {start[0]} (exclusions {start[1]}) of a "
@@ -805,27 +830,6 @@ def check_tree(certified: Sequence[CertifiedTree], directory: str) -> TreeCheck:
                             f"{'' if len(differences) == 1 else 's'}:", differences)
 
 
-def manifest_differences(certified: Iterable[ManifestEntry],
-                         found: Iterable[ManifestEntry]) -> tuple[str, ...]:
-    """`added`, `removed`, `changed` (content; with the modes when they differ too) or `mode
-    changed`, one line per path, of `found` against `certified`."""
-    before = {entry.path: entry for entry in certified}
-    after = {entry.path: entry for entry in found}
-    lines = []
-    for path in sorted(before.keys() | after.keys()):
-        old, new = before.get(path), after.get(path)
-        if old is None:
-            lines.append(f"added: {path}")
-        elif new is None:
-            lines.append(f"removed: {path}")
-        elif old.blob != new.blob:
-            modes = f" (mode {old.mode} -> {new.mode})" if old.mode != new.mode else ""
-            lines.append(f"changed: {path}{modes}")
-        elif old.mode != new.mode:
-            lines.append(f"mode changed: {path} ({old.mode} -> {new.mode})")
-    return tuple(lines)
-
-
 def _is_uuid(text: str) -> bool:
     try:
         return str(uuid.UUID(text)) == text
@@ -833,13 +837,104 @@ def _is_uuid(text: str) -> bool:
         return False
 
 
+# --- a commit against the certified trees (python -m governor.verify --commit REV --repo DIR) ----
+
+
+SERVER_KEYS = ("no --key given: the signatures were checked against the keys the server itself "
+               "publishes (GET /api/v1/keys); pass --key with the keys you trust")
+
+
+class ServerError(Exception):
+    pass
+
+
+def server_get(server: str, token: str, path: str, **params: str) -> Any:
+    """The JSON body of an authenticated GET on the governor at `server`."""
+    url = server.rstrip("/") + path + ("?" + urllib.parse.urlencode(params) if params else "")
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise ServerError(f"{server!r} is not an http(s) URL")
+    request = urllib.request.Request(url, headers={  # noqa: S310 - the scheme is checked
+        "Authorization": f"Bearer {token}", "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+            body = response.read()
+    except urllib.error.HTTPError as exc:
+        raise ServerError(f"the governor at {server} answered {exc.code} to GET {path}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ServerError(f"the governor at {server} cannot be reached ({reason})") from None
+    try:
+        return loads_strict(body)
+    except JSONValueError as exc:
+        raise ServerError(f"the governor at {server} answered GET {path} with no JSON: "
+                          f"{exc}") from None
+
+
+def server_certifications(server: str, token: str, keys: Mapping[str, Ed25519PublicKey],
+                          commit: Commit, repo: str) -> list[Certification]:
+    """The project's certifications of the commit's content (its tree id without exclusions)
+    and those of the sessions its trailers (or its nearest ancestor's) name (with their
+    exclusions and manifests), each
+    envelope checked against `keys` here: the server is asked, never believed."""
+    queries: list[dict[str, str]] = []
+    with contextlib.suppress(TreeError):  # judge_commit says why
+        queries.append({"tree": commit_tree_id(commit.entries)[0]})
+    queries += [{"session": session} for session in sessions_named(repo, commit)]
+    found: dict[tuple[str, int], Certification] = {}
+    for query in queries:
+        body = server_get(server, token, "/api/v1/certifications", **query)
+        items = body.get("certifications") if type(body) is dict else None
+        if type(items) is not list:
+            raise ServerError("GET /api/v1/certifications: no certifications list")
+        for item in items:
+            if type(item) is not dict or not {"envelope", "tree", "exclusions"} <= set(item):
+                raise ServerError("GET /api/v1/certifications: an item is malformed")
+            certification = certification_of(item["envelope"], keys,
+                                             exclusions=validate_exclusions(item["exclusions"]),
+                                             entries=item.get("entries"))
+            if certification.tree != item["tree"]:
+                raise CertificationError("the server's certification names another tree than "
+                                         "its signed terminal")
+            found[(certification.session, certification.seq)] = certification
+    return sorted(found.values(), key=lambda c: (c.session, c.seq))
+
+
+def export_certifications(report: Report) -> list[Certification]:
+    """The certifications of a verified export."""
+    return [Certification(report.session or "", entry.seq, entry.tree, entry.terminal_receipt,
+                          entry.exclusions, entry.entries) for entry in report.certified]
+
+
+def _verify_commit(args: argparse.Namespace, trusted_keys: Mapping[str, Ed25519PublicKey] | None,
+                   certified: list[Certification] | None) -> int:
+    try:
+        commit = read_commit(args.repo, args.commit)
+        if certified is None:
+            token = Path(args.token).read_text(encoding="utf-8").strip()
+            if trusted_keys is None:
+                print(f"WARNING: {SERVER_KEYS}", file=sys.stderr)
+                trusted_keys = load_trusted_keys(canonical_bytes(
+                    server_get(args.server, token, "/api/v1/keys")))
+            certified = server_certifications(args.server, token, trusted_keys, commit,
+                                              args.repo)
+        verdict = judge_commit(commit, certified)
+    except (GitError, OSError, ServerError, CertificationError, AttestationError,
+            FieldsInvalid) as exc:
+        print(f"FAIL: {exc}")
+        return 1
+    for line in verdict.lines():
+        print(line)
+    return 0 if verdict.ok else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m governor.verify",
         description="Verify a Reliability Governor session export offline: hash chain, "
-        "receipts and signed attestations.",
+        "receipts and signed attestations; or whether a git commit's content is a certified "
+        "tree (--commit), against an export or a governor (--server).",
     )
-    parser.add_argument("export", help="the export (JSONL) to verify")
+    parser.add_argument("export", nargs="?", help="the export (JSONL) to verify")
     parser.add_argument(
         "--key",
         metavar="KEYFILE",
@@ -858,17 +953,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also check that DIR is a workspace tree a signed terminal of the export certified, "
         "and list the files that differ when it is not",
     )
+    parser.add_argument("--commit", metavar="REV",
+                        help="check that this commit's content is exactly a certified tree "
+                        "(of the export, or of the --server's project); list the files that "
+                        "differ when it is not")
+    parser.add_argument("--repo", metavar="DIR", default=".",
+                        help="the git repository of --commit (default: .)")
+    parser.add_argument("--server", metavar="URL",
+                        help="with --commit: ask this governor for the certifications of the "
+                        "commit's tree (GET /api/v1/certifications) instead of an export")
+    parser.add_argument("--token", metavar="FILE",
+                        help="with --server: a file holding an agent token of the project")
     args = parser.parse_args(argv)
+    if args.commit is None and (args.server or args.token):
+        parser.error("--server and --token go with --commit")
+    if args.server is not None and (args.export is not None or args.token is None):
+        parser.error("--server needs --token, and no export")
+    if args.export is None and args.server is None:
+        parser.error("an export is needed (or --commit with --server)")
     trusted_keys = reviewer_keys = None
     try:
         if args.key is not None:
             trusted_keys = load_trusted_keys(Path(args.key).read_bytes())
         if args.reviewer_keys is not None:
             reviewer_keys = load_reviewer_keys(Path(args.reviewer_keys).read_bytes())
-        data = Path(args.export).read_bytes()
+        data = Path(args.export).read_bytes() if args.export is not None else None
     except (OSError, AttestationError, PasskeyError) as exc:
         print(f"FAIL: {exc}")
         return 1
+    if data is None:
+        return _verify_commit(args, trusted_keys, None)
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
@@ -885,7 +999,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(checked.summary)
         for difference in checked.differences:
             print(f"  {difference}")
-        return 0 if checked.ok else 1
+        if not checked.ok:
+            return 1
+    if args.commit is not None:
+        return _verify_commit(args, trusted_keys, export_certifications(report))
     return 0
 
 

@@ -8,7 +8,17 @@ from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.parser import Parser
 
-from governor.api import blobs, contracts, drafts, errors, keys, outcomes, sessions, verification
+from governor.api import (
+    blobs,
+    certifications,
+    contracts,
+    drafts,
+    errors,
+    keys,
+    outcomes,
+    sessions,
+    verification,
+)
 from governor.api.auth import AgentBearer
 from governor.domain.canonical import loads_strict
 
@@ -36,3 +46,4 @@ api.add_router("", verification.router)
 api.add_router("", outcomes.router)
 api.add_router("", drafts.router)
 api.add_router("", blobs.router)
+api.add_router("", certifications.router)

@@ -314,6 +314,21 @@ class KeysOut(Out):
     keys: list[KeyOut]
 
 
+class CertificationOut(Out):
+    session: str
+    seq: int
+    tree: str
+    exclusions: list[str]
+    exclusionsDigest: str  # noqa: N815 - wire name
+    terminalReceipt: str  # noqa: N815 - wire name
+    envelope: dict[str, Any]
+    entries: list[list[str]] | None  # [path, mode, blob id]: for a session's query
+
+
+class CertificationsOut(Out):
+    certifications: list[CertificationOut]
+
+
 @with_config(OUT)
 class ReviewOut(TypedDict):
     id: str

@@ -27,6 +27,7 @@ ROUTES: dict[tuple[str, str, str], Any] = {
     ("get", "/sessions/{session_id}/events", "200"): client.EventPage,
     ("post", "/sessions/import", "201"): client.SessionInfo,
     ("get", "/keys", "200"): client.KeyList,
+    ("get", "/certifications", "200"): client.CertificationList,
     ("get", "/receipts/{receipt}", "200"): client.Receipt,
     ("post", "/sessions/{session_id}/assess", "request"): client.ContractBody,
     ("post", "/sessions/{session_id}/assess", "200"): client.AssessResult,

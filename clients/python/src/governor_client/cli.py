@@ -207,6 +207,13 @@ def cmd_export(agent: AgentSession, args: argparse.Namespace) -> Any:
     return {"exported": args.output, "lines": text.count("\n")}
 
 
+def cmd_commit(agent: AgentSession, args: argparse.Namespace) -> Any:
+    from governor_client.gitcommit import commit_certified
+
+    return commit_certified(agent.client, agent.ensure(), agent.workspace.root,
+                            message=args.message, push=args.push)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="governor-agent",
@@ -286,6 +293,26 @@ def build_parser() -> argparse.ArgumentParser:
                                              "GOVERNOR_WORKSPACE=snapshot)")
     snapshot.add_argument("--background", action="store_true",
                           help="do nothing when an upload of this workspace is running")
+    commit = add("commit", cmd_commit, "commit the session's certified tree (refused unless the "
+                                       "working tree is it) with the Governor-Session and "
+                                       "Governor-Terminal trailers and the signed terminal as a "
+                                       "note under refs/notes/governor")
+    commit.add_argument("-m", "--message", help="the commit message (trailers are added)")
+    commit.add_argument("--push", nargs=2, metavar=("REMOTE", "BRANCH"),
+                        help="then push refs/notes/governor and the commit as BRANCH")
+    git_hook = add("git-hook", None, "gate a git server's protected refs on certified commits "
+                                     "(run as its pre-receive or update hook), or install it")
+    git_hook.add_argument("hook", choices=["pre-receive", "update", "install"])
+    git_hook.add_argument("args", nargs="*", help="the update hook's REF OLD NEW")
+    git_hook.add_argument("--repo", help="the repository (install: the bare repository to "
+                                         "install into; default: the hook's own)")
+    git_hook.add_argument("--kind", choices=["pre-receive", "update"], default="pre-receive",
+                          help="install: which hook to install (default pre-receive)")
+    git_hook.add_argument("--protect", action="append", metavar="PATTERN",
+                          help="install: a protected ref pattern (governor.protectedRefs)")
+    git_hook.add_argument("--keys-file", help="install: governor.keysFile (offline mode)")
+    git_hook.add_argument("--server", help="install: governor.server (online mode)")
+    git_hook.add_argument("--token-file", help="install: governor.tokenFile (online mode)")
     add("mcp", None, "serve the governor's tools over MCP (stdio)")
     hook = add("hook", None, "handle a coding agent's hook event (JSON on stdin)")
     hook.add_argument("agent", choices=sorted(hooks.DIALECTS))
@@ -296,6 +323,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "hook":
         return hooks.main(args.agent)
+    if args.command == "git-hook":
+        from governor_client.gitcommit import hook_main
+
+        if args.hook == "install" and not args.repo:
+            print(json.dumps({"error": {"code": "USAGE", "message": "install needs --repo"}}),
+                  file=sys.stderr)
+            return 2
+        return hook_main(args)
     try:
         config = Config.from_env()
     except ConfigurationError as error:

@@ -32,6 +32,8 @@ from governor_client.types import (
     AssessResult,
     BeginResult,
     BlobBatchStored,
+    Certification,
+    CertificationList,
     ContractBody,
     DraftResult,
     EventPage,
@@ -361,6 +363,12 @@ class GovernorClient:
 
     def keys(self) -> list[PublicKey]:
         return cast(list[PublicKey], self._json("GET", "/keys", retry=Retry.REPEATABLE)["keys"])
+
+    def certifications(self, *, session: str) -> list[Certification]:
+        """The session's certified terminals, each with its envelope and certified manifest."""
+        return cast(CertificationList, self._json(
+            "GET", "/certifications", params={"session": session},
+            retry=Retry.REPEATABLE))["certifications"]
 
 
 def _tree(tree: str | None) -> dict[str, str] | None:

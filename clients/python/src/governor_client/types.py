@@ -286,6 +286,21 @@ class KeyList(TypedDict):
     keys: list[PublicKey]
 
 
+class Certification(TypedDict):
+    session: str
+    seq: int
+    tree: str
+    exclusions: list[str]
+    exclusionsDigest: str  # noqa: N815 - wire name
+    terminalReceipt: str  # noqa: N815 - wire name
+    envelope: dict[str, Any]
+    entries: list[list[str]] | None  # the certified manifest, for a session's query
+
+
+class CertificationList(TypedDict):
+    certifications: list[Certification]
+
+
 class ReceiptEvent(TypedDict):
     kind: Literal["event"]
     session: str
