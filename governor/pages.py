@@ -20,9 +20,11 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from governor.domain.treediff import as_text
 from governor.forms import SessionFilter
 from governor.lib.downloads import NDJSON, attachment, file_response
 from governor.lib.errors import ServiceError
+from governor.lib.highlight import highlighted_lines
 from governor.lib.live import Shown, live_answer, live_url, signed_in_live
 from governor.lib.notify import session_topic
 from governor.lib.waits import off_thread
@@ -41,13 +43,15 @@ from governor.selectors.timeline import (
     conversation_window,
     events_window,
     session_runs,
+    sessions_described,
     sessions_listed,
     timeline_version,
 )
-from governor.selectors.treediff import tree_file
+from governor.selectors.treediff import DIFF_BLOB_BYTES, tree_file
 from governor.services.exports import export_bytes, export_filename
 from governor.services.outcome_contracts import outcome_observe
 from reviews.models import Review
+from reviews.views import diff_view
 
 app_name = "sessions"
 
@@ -115,13 +119,14 @@ def _timeline(request: HttpRequest, session: Session, *, observe_refused: str = 
     status = session_status(session)
     reviews = (Review.objects.filter(session=session).defer("plan", "proposal")
                .select_related("decided_by")
-               .prefetch_related("approvals__user").order_by("created_at"))
+               .prefetch_related("approvals__user", "signatures__passkey",
+                                 "signatures__user").order_by("created_at"))
     context = {
         "session": session, "status": status, "contract": contract_shown(status),
         "reviews": reviews,
         "is_reviewer": is_reviewer(request.user, session.project_id),
         **events_window(session, _seq(request, "before")), **conversation_window(session),
-        "changes": changes_between(session, status),
+        "changes": changes_between(session, status), "diff_view": diff_view(request),
         "attempt_changes": attempt_changes(session, status["contract"], status["attempts"]),
         **_live_runs(session, since=None), **session_reports(session, status),
         "outcome": outcome_panel(session), "observe_refused": observe_refused,
@@ -168,7 +173,8 @@ def session_changes(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse
     """Every change between the contract-start tree and the tree judged, each diffed."""
     session = session_for_member(request.user, session_id)
     changes = changes_between(session, session_status(session), diffed=ALL_DIFFED, listed=None)
-    return render(request, "sessions/changes.html", {"session": session, "changes": changes})
+    return render(request, "sessions/changes.html", {"session": session, "changes": changes,
+                                                     "diff_view": diff_view(request)})
 
 
 @login_required
@@ -178,6 +184,21 @@ def session_tree_file(request: HttpRequest, session_id: uuid.UUID, tree: str,
     """A file of a kept tree of the session, as an attachment (never rendered)."""
     session = session_for_member(request.user, session_id)
     return file_response(*tree_file(session, tree, file_path))
+
+
+@login_required
+@require_GET
+def session_tree_view(request: HttpRequest, session_id: uuid.UUID, tree: str,
+                      file_path: str) -> HttpResponse:
+    """A file of a kept tree of the session as a page: highlighted, every line numbered and
+    anchored (#L<n>), with the download beside it."""
+    session = session_for_member(request.user, session_id)
+    entry, data = tree_file(session, tree, file_path)
+    text = as_text(data) if len(data) <= DIFF_BLOB_BYTES else None
+    return render(request, "sessions/file.html", {
+        "session": session, "tree": tree, "entry": entry, "size": len(data),
+        "lines": None if text is None else highlighted_lines(entry.path, text),
+        "binary": as_text(data) is None})
 
 
 @login_required
@@ -203,8 +224,8 @@ def session_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     return render(request, "sessions/list.html", {
-        "form": form, "page": page, "rows": page.object_list, "query": query.urlencode(),
-        "scanned": SESSIONS_SCANNED})
+        "form": form, "page": page, "rows": sessions_described(list(page.object_list)),
+        "query": query.urlencode(), "scanned": SESSIONS_SCANNED})
 
 
 urlpatterns = [
@@ -216,4 +237,6 @@ urlpatterns = [
     path("<uuid:session_id>/outcome/observe", session_outcome_observe, name="observe"),
     path("<uuid:session_id>/trees/<str:tree>/files/<path:file_path>", session_tree_file,
          name="tree_file"),
+    path("<uuid:session_id>/trees/<str:tree>/view/<path:file_path>", session_tree_view,
+         name="tree_view"),
 ]

@@ -12,6 +12,9 @@ urlpatterns = [
     # The site's front door, and the admin's "View site": the review inbox.
     path("", RedirectView.as_view(pattern_name="reviews:inbox"), name="home"),
     path("healthz", views.healthz, name="healthz"),
+    # Browsers ask for it on every page whatever the page links: answer, not 404.
+    path("favicon.ico", serve, {"path": "favicon.ico", "document_root": settings.STATIC_ROOT},
+         name="favicon"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", views.metrics_view, name="metrics"),
     path("api/v1/", api.urls),

@@ -33,8 +33,9 @@ class DecisionForm(forms.Form):
         max_length=MAX_FEEDBACK_CHARS,
         widget=forms.Textarea(attrs={"rows": 4, "maxlength": MAX_FEEDBACK_CHARS}),
         help_text=f"Required to request a revision or reject, optional to approve. At most "
-                  f"{MAX_FEEDBACK_CHARS:,} characters. Only the agent reads it; the session log "
-                  "keeps its size and receipt, never the text.",
+                  f"{MAX_FEEDBACK_CHARS:,} characters. The agent receives it, and every reviewer "
+                  "of this project sees it on this page; the session log keeps its size and "
+                  "receipt, never the text.",
     )
     confirm = forms.BooleanField(required=False, widget=forms.HiddenInput)
     carried_from = forms.CharField(required=False, max_length=71, widget=forms.HiddenInput)

@@ -122,3 +122,34 @@ class DecisionSignature(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} signed {self.decision} of {self.review_id}"
+
+
+class Side(models.TextChoices):
+    OLD = "old"  # a line of the contract-start tree (a removed line)
+    NEW = "new"  # a line of the delivered tree
+
+
+class LineComment(models.Model):
+    """A reviewer's comment on one line of the delivered change (issue 28). Every reviewer of
+    the project sees it; the agent receives it with the feedback of the decision that ends the
+    review, whose receipt binds it (`commentsCount`, `commentsReceipt`)."""
+
+    review = models.ForeignKey(Review, on_delete=models.PROTECT, related_name="comments")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    path = models.CharField(max_length=4096)
+    side = models.CharField(max_length=3, choices=Side.choices)
+    line = models.PositiveIntegerField()
+    tree = models.CharField(max_length=80, help_text="The tree the line is a line of.")
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} on {self.path}:{self.side}{self.line} of {self.review_id}"
+
+    def as_sent(self) -> dict[str, object]:
+        """The comment as the agent receives it and the decision's receipt binds it."""
+        return {"path": self.path, "side": self.side, "line": self.line, "body": self.body,
+                "userId": self.user_id}

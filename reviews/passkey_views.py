@@ -17,6 +17,16 @@ from governor.selectors.access import review_for_reviewer
 from governor.services import passkeys
 
 
+def signing_elsewhere(request: HttpRequest) -> str:
+    """Where to open this page for a passkey to work: GOVERNOR_PUBLIC_URL's origin, the one
+    passkeys are bound to, with the page's path — when the request came to another origin
+    (127.0.0.1 behind localhost, another name); "" when it came to the right one."""
+    here = f"{request.scheme}://{request.get_host()}"
+    if here == settings.WEBAUTHN_ORIGIN:
+        return ""
+    return settings.PUBLIC_URL + request.get_full_path()
+
+
 def _refused(exc: passkeys.PasskeyRefused) -> JsonResponse:
     return JsonResponse({"error": exc.message, "details": exc.details}, status=400)
 
@@ -30,7 +40,9 @@ def _options(text: str) -> HttpResponse:
 def page(request: HttpRequest) -> HttpResponse:
     return render(request, "reviews/passkeys.html", {
         "passkeys": passkeys.passkeys_of(request.user), "rp_id": settings.WEBAUTHN_RP_ID,
-        "rp_usable": passkeys.rp_id_usable(), "max_name": passkeys.MAX_NAME_CHARS})
+        "rp_usable": passkeys.rp_id_usable(), "max_name": passkeys.MAX_NAME_CHARS,
+        "elsewhere": signing_elsewhere(request),
+        "here": f"{request.scheme}://{request.get_host()}"})
 
 
 @login_required

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.decorators import login_required
@@ -16,11 +17,12 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Max, Min, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from governor.domain.review import ReviewError, plan_changes
-from governor.lib.errors import Invalid
+from governor.lib.errors import Conflict, Invalid
 from governor.lib.live import (
     HtmxHttpRequest,
     Shown,
@@ -33,12 +35,18 @@ from governor.lib.notify import inbox_topic
 from governor.lib.waits import off_thread
 from governor.selectors.access import review_for_reviewer, reviewed_projects
 from governor.selectors.plan import delivery_shown, plan_details
-from governor.selectors.reviews import carried_approval, review_as_read
+from governor.selectors.reviews import (
+    carried_approval,
+    comments_answered,
+    comments_shown,
+    review_as_read,
+)
 from governor.selectors.timeline import changes_so_far, check_parameters, user_requests
 from governor.services import passkeys
 from governor.services import reviews as review_services
 from reviews.forms import DecisionForm
 from reviews.models import Review, Stage, Status
+from reviews.passkey_views import signing_elsewhere
 
 DECISION_PANEL = "reviews/partials/decision.html"
 
@@ -133,7 +141,12 @@ def _panel(request: HtmxHttpRequest, review: Review, *, form: DecisionForm | Non
         "approved_by_me": request.user.pk in approvals, "next_review": _next_review(review),
         "carried": carried_approval(request.user, review) if pending else None,
         "signing": {"required": review.session.project.require_signed_approvals,
-                    "passkeys": len(passkeys.passkeys_of(request.user)) if pending else 0},
+                    "passkeys": len(passkeys.passkeys_of(request.user)) if pending else 0,
+                    "elsewhere": signing_elsewhere(request) if pending else "",
+                    "here": f"{request.scheme}://{request.get_host()}",
+                    "rp_id": settings.WEBAUTHN_RP_ID},
+        "signatures": [] if pending else list(review.signatures.select_related(
+            "passkey", "user").order_by("created_at")),
     }
 
 
@@ -150,6 +163,7 @@ def _revision(review: Review) -> dict[str, Any] | None:
     answered = next((other for other in earlier if other.feedback), None)
     delivery = review.stage == Stage.DELIVERY  # a new passing attempt, not a new plan
     return {"previous": previous, "answered": answered,
+            "comments": comments_answered(previous, review) if delivery else [],
             "changes": None if delivery else plan_changes(previous.plan, review.plan)}
 
 
@@ -162,10 +176,23 @@ BASELINE_TEXTS = {
 }
 
 
-def _proposal(review: Review) -> dict[str, Any]:
+def diff_view(request: HttpRequest) -> str:
+    """The diff layout a page was asked for: "split" (side by side) or "unified"."""
+    return "split" if request.GET.get("diff") == "split" else "unified"
+
+
+def _delivery(request: HttpRequest, review: Review) -> dict[str, Any]:
+    pending = review.status == Status.PENDING and review.expires_at > timezone.now()
+    return {"proposal": review.proposal, **delivery_shown(review),
+            "diff_view": diff_view(request), "comments": comments_shown(review),
+            "commenting": pending,
+            "comment_at": (request.GET.get("path", ""), request.GET.get("comment", ""))}
+
+
+def _proposal(request: HttpRequest, review: Review) -> dict[str, Any]:
     proposal = review.proposal
     if review.stage == Stage.DELIVERY:
-        return {"proposal": proposal, **delivery_shown(review)}
+        return _delivery(request, review)
     if review.stage != Stage.EVIDENCE:
         return {"proposal": proposal, "requests": user_requests(
             review.session, up_to_seq=review.plan.get("started_at_seq"))}
@@ -189,7 +216,7 @@ def _proposal(review: Review) -> dict[str, Any]:
         "warnings": [finding for finding in findings if finding.get("severity") != "error"],
         "approved_intent": proposal.get("approvedIntent") or {},
         "protected_changes": proposal.get("protectedChanges") or [],
-        "changes": changes_so_far(review.session),
+        "changes": changes_so_far(review.session), "diff_view": diff_view(request),
     }
 
 
@@ -199,7 +226,8 @@ def _render(request: HtmxHttpRequest, review: Review, *, status: int = 200,
     if request.htmx:
         return render(request, DECISION_PANEL, context, status=status)
     return render(request, "reviews/detail.html",
-                  {**context, **_proposal(review), "revision": _revision(review)}, status=status)
+                  {**context, **_proposal(request, review), "revision": _revision(review)},
+                  status=status)
 
 
 def _current(review: Review) -> Review:
@@ -238,6 +266,25 @@ def detail(request: HtmxHttpRequest, review_id: str) -> HttpResponse:
         return _render(request, review, just_decided=True)
     messages.success(request, _outcome(review))
     return redirect("reviews:detail", review_id=review.pk)
+
+
+@login_required
+@require_POST
+def comment(request: HttpRequest, review_id: str) -> HttpResponse:
+    """A reviewer's comment on one line of a pending delivery's change; back to that line."""
+    review = review_for_reviewer(request.user, review_id)
+    view = "split" if request.POST.get("diff") == "split" else "unified"
+    try:
+        added = review_services.review_comment_add(
+            user=request.user, review=review, path=request.POST.get("path", ""),
+            spot=request.POST.get("spot", ""), body=request.POST.get("body", ""))
+    except (Invalid, ReviewError, Conflict) as exc:
+        messages.error(request, f"The comment was not added: {exc}")
+        return redirect(f"{reverse('reviews:detail', args=[review.pk])}?diff={view}#changes")
+    messages.success(request, "Your comment was added. The agent receives it with your "
+                              "decision.")
+    return redirect(f"{reverse('reviews:detail', args=[review.pk])}?diff={view}"
+                    f"#comment-{added.pk}")
 
 
 def _signed(request: HttpRequest, review: Review, form: DecisionForm) -> passkeys.Signed | None:

@@ -1,7 +1,7 @@
 // Passkeys (issue 18): registering one on the passkeys page, and signing a decision before the
 // decision form is posted. The server derives each challenge (governor/services/passkeys.py); this file
-// only carries it to the authenticator and its answer back. Without a passkey, or without
-// JavaScript, the decision form posts unsigned as before.
+// only carries it to the authenticator and its answer back. Without a passkey, with "Sign my
+// decision" unchecked, or without JavaScript, the decision form posts unsigned.
 (function () {
   "use strict";
 
@@ -62,7 +62,8 @@
       const credential = await navigator.credentials.get({publicKey});
       form.querySelector("input[name=assertion]").value = JSON.stringify(credential.toJSON());
     } catch (error) {
-      say(form, "Nothing was decided: " + why(error));
+      say(form, "Nothing was decided: " + why(error) +
+          " No passkey on this device? Uncheck “Sign my decision with my passkey”.");
       return;
     }
     form.dataset.signed = "yes";
@@ -89,6 +90,9 @@
     }
     const submitter = event.submitter;
     if (!submitter || !submitter.value || !decides(form, submitter)) return;
+    // The reviewer chose to decide unsigned (no passkey on this device): post as it is.
+    const choice = form.querySelector("input[name=sign]");
+    if (choice && !choice.checked) return;
     event.preventDefault();
     event.stopPropagation();
     sign(form, submitter);

@@ -140,7 +140,10 @@ async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> 
                                     or (latest.pk, latest.status) != seen
                                     or timezone.now() >= pending.expires_at),
             answer=lambda latest: latest)
-    return {"review": review_status(review) if review else None}
+    if review is None:
+        return {"review": None}
+    # Its line comments are read from the database too: off the event loop.
+    return {"review": await off_thread(request, review_status, review)}
 
 
 @router.delete("/sessions/{session_id}/review", response={200: ReviewAnswer, **ERROR_RESPONSES})

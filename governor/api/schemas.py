@@ -330,6 +330,18 @@ class CertificationsOut(Out):
 
 
 @with_config(OUT)
+class LineCommentOut(TypedDict):
+    """A reviewer's comment on one line of the delivered change: `side` "new" is a line of the
+    delivered tree, "old" one of the contract-start tree."""
+
+    path: str
+    side: Literal["old", "new"]
+    line: int
+    body: str
+    userId: int  # noqa: N815 - wire name
+
+
+@with_config(OUT)
 class ReviewOut(TypedDict):
     id: str
     stage: Literal["intent", "evidence", "delivery"]
@@ -340,6 +352,7 @@ class ReviewOut(TypedDict):
     decision: str | None
     decision_receipt: str | None
     feedback: str | None
+    comments: NotRequired[list[LineCommentOut]]
 
 
 class ReviewAnswer(Out):

@@ -81,4 +81,6 @@ class ReviewDecisionDocument(TypedDict):
     intentProposalReceipt: NotRequired[str]
     carriedFrom: NotRequired[list[str]]
     signatures: NotRequired[list[dict[str, Any]]]
+    commentsCount: NotRequired[int]
+    commentsReceipt: NotRequired[str]
     receipt: str

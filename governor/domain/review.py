@@ -11,7 +11,9 @@
     review decision    {proposalReceipt, decision, decidedBy, feedbackBytes, feedbackReceipt?,
                         intentProposalReceipt? (evidence stage), carriedFrom? (§13),
                         signatures? ([{userId, credentialId, nonce, assertion}], the reviewers'
-                        passkey signatures, governor.domain.passkey), receipt}
+                        passkey signatures, governor.domain.passkey), commentsCount?,
+                        commentsReceipt? (receipt("review-comments", [{path, side, line,
+                        body, userId}]): the line comments the agent receives), receipt}
     delivery proposal  {stage: "delivery", sessionId, contractId, contractReceipt, objective,
                         attemptReceipt, attempt, tree, startTree, changes}
                        receipt("delivery-proposal", it)
@@ -23,6 +25,8 @@
 
 from __future__ import annotations
 
+import difflib
+import json
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -30,6 +34,7 @@ from governor.domain.canonical import receipt
 from governor.domain.documents import ReviewDecisionDocument
 from governor.domain.fields import FieldsInvalid
 from governor.domain.outcomes import summary_words
+from governor.domain.treediff import word_diff
 
 MAX_FEEDBACK_CHARS = 2000
 DECISIONS = ("approved", "revision-requested", "rejected", "expired", "cancelled")
@@ -116,8 +121,11 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
                      decided_by: dict[str, Any], feedback: str = "",
                      intent_proposal_receipt: str | None = None,
                      carried_from: list[str] | None = None,
-                     signatures: list[dict[str, Any]] | None = None) -> ReviewDecisionDocument:
+                     signatures: list[dict[str, Any]] | None = None,
+                     comments: list[dict[str, Any]] | None = None) -> ReviewDecisionDocument:
     """The review event's data: who decided what about which receipt; never the feedback.
+    `comments`: the reviewers' comments on lines of the delivered change, bound by their count
+    and receipt (never their text), as the feedback is.
     `carried_from`: the earlier decision receipts that approvals of this exact receipt carried
     (SEMANTICS §13); `signatures`: the deciding reviewers' passkey signatures (issue 18)."""
     if decision not in DECISIONS:
@@ -135,6 +143,9 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
         payload["carriedFrom"] = sorted(set(carried_from))
     if signatures:
         payload["signatures"] = signatures
+    if comments:
+        payload["commentsCount"] = len(comments)
+        payload["commentsReceipt"] = receipt("review-comments", comments)
     payload["receipt"] = receipt(review_kind, payload)
     return cast(ReviewDecisionDocument, payload)
 
@@ -165,10 +176,92 @@ def plan_changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any
         "claims": _item_changes(before.get("claims"), after.get("claims")),
         "checks": _item_changes(before.get("checks"), after.get("checks")),
     }
+    changes["texts"] = plan_texts(before, after)
     changes["none"] = not (changes["objective"] or changes["intent"] or changes["max_attempts"]
                            or any(changes[kind][how] for kind in ("claims", "checks")
                                   for how in ("added", "removed", "changed")))
     return changes
+
+
+INTENT_ITEMS = (("constraints", "Constraint"), ("assumptions", "Assumption"),
+                ("nonGoals", "Non-goal"), ("ambiguities", "Ambiguity"))
+
+
+@dataclass(frozen=True)
+class TextChange:
+    """One changed text of a proposal, old beside new, as word segments (text, changed);
+    `before` is None for an added item, `after` None for a removed one."""
+
+    what: str
+    before: list[tuple[str, bool]] | None
+    after: list[tuple[str, bool]] | None
+
+
+def _shown(value: Any, *, exact: bool = False) -> str:
+    """A value as a reviewer compares it: text as it is, anything else (and, `exact`, text too:
+    a check's parameter, where quotes and spaces matter) as JSON."""
+    return value if isinstance(value, str) and not exact else json.dumps(value, ensure_ascii=False,
+                                                           sort_keys=True)
+
+
+def _text_change(what: str, before: Any, after: Any, *, exact: bool = False) -> TextChange:
+    if before is None:
+        return TextChange(what, None, [(_shown(after, exact=exact), True)])
+    if after is None:
+        return TextChange(what, [(_shown(before, exact=exact), True)], None)
+    old, new = word_diff(_shown(before, exact=exact), _shown(after, exact=exact))
+    return TextChange(what, old, new)
+
+
+def _list_changes(label: str, before: list[Any], after: list[Any]) -> list[TextChange]:
+    """The items of an intent list that differ, aligned as a line diff aligns lines: a replaced
+    run pairs its old and new items in order; the rest are added or removed."""
+    rows = []
+    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        old, new = before[i1:i2], after[j1:j2]
+        for index in range(max(len(old), len(new))):
+            rows.append(_text_change(label, old[index] if index < len(old) else None,
+                                     new[index] if index < len(new) else None))
+    return rows
+
+
+def _items_texts(label: str, before: Any, after: Any, *,
+                 exact: bool = False) -> list[TextChange]:
+    old, new = _by_id(before), _by_id(after)
+    rows = []
+    for key in list(old) + [key for key in new if key not in old]:
+        if key not in new:
+            rows.append(_text_change(f"{label} {key} (removed)", old[key], None, exact=exact))
+        elif key not in old:
+            rows.append(_text_change(f"{label} {key} (added)", None, new[key], exact=exact))
+        else:
+            rows += [_text_change(f"{label} {key}: {name}", old[key].get(name),
+                                  new[key].get(name), exact=exact)
+                     for name in [*old[key], *(n for n in new[key] if n not in old[key])]
+                     if old[key].get(name) != new[key].get(name)]
+    return rows
+
+
+def plan_texts(before: dict[str, Any], after: dict[str, Any]) -> list[TextChange]:
+    """Every changed text between two stored plans, old beside new with the words that differ
+    marked: the objective, each intent list item, each claim's and check's changed field (a
+    parameter as exact JSON) and the repair budget."""
+    rows = []
+    if before.get("objective") != after.get("objective"):
+        rows.append(_text_change("Objective", before.get("objective"), after.get("objective")))
+    old_intent, new_intent = before.get("intent") or {}, after.get("intent") or {}
+    for name, label in INTENT_ITEMS:
+        rows += _list_changes(label, list(old_intent.get(name) or []),
+                              list(new_intent.get(name) or []))
+    rows += _items_texts("Claim", before.get("claims"), after.get("claims"))
+    rows += _items_texts("Check", before.get("checks"), after.get("checks"), exact=True)
+    if before.get("max_attempts") != after.get("max_attempts"):
+        rows.append(_text_change("Repair budget (attempts)", before.get("max_attempts"),
+                                 after.get("max_attempts")))
+    return rows
 
 
 # --- when a stage is decided (SEMANTICS §6, §13, and signed approvals) -----------------------

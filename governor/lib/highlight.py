@@ -3,10 +3,14 @@ by its HTML formatter, so what a file holds is only ever shown as text."""
 
 from __future__ import annotations
 
+from html import escape
+from typing import Any
+
 from django.utils.safestring import SafeString, mark_safe
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_for_filename
+from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
 MAX_HIGHLIGHTED_CHARS = 256 * 1024  # beyond this, plain (escaped) text: highlighting is slow
@@ -23,3 +27,31 @@ def highlighted(path: str, text: str) -> SafeString:
     formatter = HtmlFormatter(nowrap=True)
     html: str = highlight(text, lexer, formatter)
     return mark_safe(html)  # noqa: S308 - Pygments' formatter escapes all of it
+
+
+def _css_class(token_type: Any) -> str:
+    while token_type not in STANDARD_TYPES:
+        token_type = token_type.parent
+    return str(STANDARD_TYPES[token_type])
+
+
+def highlighted_lines(path: str, text: str) -> list[SafeString]:
+    """`text` highlighted as `highlighted` does, one escaped HTML string per line (without its
+    line break), so a diff or a file view can number and anchor every line."""
+    try:
+        lexer = (get_lexer_for_filename(path, stripnl=False, ensurenl=False)
+                 if len(text) <= MAX_HIGHLIGHTED_CHARS else TextLexer(stripnl=False))
+    except ClassNotFound:
+        lexer = TextLexer(stripnl=False, ensurenl=False)
+    lines: list[list[str]] = [[]]
+    for token_type, value in lexer.get_tokens(text):
+        css = _css_class(token_type)
+        for index, part in enumerate(value.split("\n")):
+            if index:
+                lines.append([])
+            if part:
+                lines[-1].append(f'<span class="{css}">{escape(part)}</span>' if css
+                                 else escape(part))
+    if len(lines) > 1 and not lines[-1] and text.endswith("\n"):
+        lines.pop()
+    return [mark_safe("".join(parts)) for parts in lines]  # noqa: S308 - every part escaped

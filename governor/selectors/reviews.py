@@ -4,14 +4,15 @@ begin and the periodic task call): nothing here writes."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
-from governor.models import Session
-from reviews.models import Approval, Review, Stage, Status
+from governor.models import Session, WorkspaceTree
+from reviews.models import Approval, LineComment, Review, Side, Stage, Status
 
 
 def review_url(review: Review) -> str:
@@ -57,7 +58,43 @@ def review_status(review: Review, *, include_feedback: bool = True) -> dict[str,
     }
     if include_feedback:
         answer["feedback"] = review.feedback or None
+        # The line comments reach the agent with the feedback, once the review is decided.
+        answer["comments"] = [] if review.status == Status.PENDING else [
+            comment.as_sent() for comment in review.comments.all()]
     return answer
+
+
+def comments_shown(review: Review) -> dict[str, dict[str, list[LineComment]]]:
+    """The line comments on a delivery review, by path and spot ("n<line>", "o<line>")."""
+    shown: dict[str, dict[str, list[LineComment]]] = {}
+    for comment in review.comments.select_related("user"):
+        spot = f"{'o' if comment.side == Side.OLD else 'n'}{comment.line}"
+        shown.setdefault(comment.path, {}).setdefault(spot, []).append(comment)
+    return shown
+
+
+@dataclass(frozen=True)
+class AnsweredComment:
+    comment: LineComment
+    answered: bool
+
+
+def comments_answered(previous: Review, review: Review) -> list[AnsweredComment]:
+    """The line comments of the previous delivery round, each marked `answered` when the file it
+    points at is another in this round's delivered tree than in the tree it was made on."""
+    comments = list(previous.comments.select_related("user"))
+    if not comments:
+        return []
+    trees = {comment.tree for comment in comments} | {(review.proposal.get("tree") or {}).get("id")}
+    blobs: dict[tuple[str, str], str] = {}
+    for tree_id, manifest in WorkspaceTree.objects.filter(
+            project_id=review.session.project_id, tree_id__in=trees).values_list("tree_id",
+                                                                                 "manifest"):
+        for entry in manifest:
+            blobs[(tree_id, entry[0])] = entry[2]
+    now = str((review.proposal.get("tree") or {}).get("id"))
+    return [AnsweredComment(comment, blobs.get((comment.tree, comment.path))
+                            != blobs.get((now, comment.path))) for comment in comments]
 
 
 def carried_approval(user: Any, review: Review) -> Approval | None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 
 from governor.domain import conversation, lifecycle
 from governor.domain.changes import PROTECTED_CHECK_ID, offending, workspace_changes
@@ -184,7 +184,9 @@ def sessions_listed(projects: QuerySet[Project], *,
     sessions: QuerySet[Any, Any] = (Session.objects.filter(project__in=projects)
                 .select_related("project", "created_by", "state").defer("state__trace")
                 .annotate(pending=Exists(Review.objects.filter(session=OuterRef("pk"),
-                                                               status="pending")))
+                                                               status="pending")),
+                          latest_review=Subquery(Review.objects.filter(session=OuterRef("pk"))
+                                                 .order_by("-created_at").values("pk")[:1]))
                 .order_by("-created_at"))
     if narrow is not None:
         sessions = narrow(sessions)
@@ -195,6 +197,32 @@ def sessions_listed(projects: QuerySet[Project], *,
         if not state or shown == state:
             rows.append({"session": session, "state": shown})
     return rows
+
+
+# How the list names a session with neither a contract nor a pending proposal, after its last
+# proposal's decision: what really happened, rather than "idle".
+AFTER_DECISION = {"rejected": "proposal rejected", "revision-requested": "revision requested",
+                  "expired": "proposal expired", "cancelled": "proposal withdrawn"}
+
+
+def sessions_described(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A page of `sessions_listed` rows with each session's objective (its contract's, else
+    its latest proposal's) and, for an idle one, what its last decision was: one query."""
+    latest = {review.pk: review for review in Review.objects.filter(
+        pk__in=[row["session"].latest_review for row in rows if row["session"].latest_review])
+        .only("pk", "status", "proposal")}
+    described = []
+    for row in rows:
+        session = row["session"]
+        review = latest.get(session.latest_review)
+        contract = (session.state.lifecycle or {}).get("contract") or {}
+        objective = (contract.get("data") or {}).get("objective") or (
+            review.proposal.get("objective") if review is not None else "")
+        label = row["state"]
+        if label == "idle" and review is not None:
+            label = AFTER_DECISION.get(review.status, label)
+        described.append({**row, "objective": objective or "", "label": label})
+    return described
 
 
 def attempt_changes(session: Session, contract: dict[str, Any] | None,

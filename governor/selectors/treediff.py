@@ -5,26 +5,65 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape
 from typing import Any
 
 from governor.domain.tree import TREE_ID_PREFIX, ManifestEntry
-from governor.domain.treediff import Change, as_text, manifest_changes, unified_diff
+from governor.domain.treediff import (
+    Change,
+    DiffLine,
+    as_text,
+    manifest_changes,
+    text_diff,
+    with_renames,
+)
 from governor.lib.blobstore import blob_read
 from governor.lib.errors import Invalid, NotFound, ServiceError
+from governor.lib.highlight import highlighted_lines
 from governor.models import Blob, Event, Session, Snapshot, WorkspaceTree
 
 DIFFED_FILES = 20  # files shown with their diff; the rest are listed
-DIFF_LINES = 200  # per file
+DIFF_LINES = 2000  # diff lines shown per file; the file view holds the rest
+PAGE_DIFF_LINES = 5000  # diff lines shown on one page in all; later files are listed by size
+SIZES_PER_QUERY = 10_000  # blob ids per query (SQLite takes 32,766 parameters, PostgreSQL 65,535)
+COLLAPSED_LINES = 300  # a diff longer than this is collapsed behind a "show" control
 DIFF_BLOB_BYTES = 256 * 1024  # larger files are shown by their sizes
 
 
 @dataclass(frozen=True)
+class ShownLine:
+    kind: str  # "context" | "added" | "removed"
+    old: int | None
+    new: int | None
+    html: str  # the line's text, highlighted and escaped
+
+    @property
+    def spot(self) -> str:
+        """Where a comment on it points: "o<old number>" for a removed line, else "n<new>"."""
+        return f"o{self.old}" if self.kind == "removed" else f"n{self.new}"
+
+
+@dataclass(frozen=True)
+class ShownHunk:
+    header: str
+    lines: list[ShownLine]
+    rows: list[tuple[ShownLine | None, ShownLine | None]]
+
+
+@dataclass(frozen=True)
 class ShownChange:
-    change: Change
+    change: Change  # kind "renamed" when a removed file's blob reappears at another path
     sizes: tuple[int | None, int | None]
-    diff: str | None  # a unified diff, or None: binary, too large, or not kept
+    hunks: list[ShownHunk] | None  # the diff, or None: binary, too large, or not kept
     cut_lines: int
     note: str  # why no diff is shown, when none is
+    added: int = 0  # lines
+    removed: int = 0
+    anchor: str = ""
+
+    @property
+    def large(self) -> bool:
+        return sum(len(hunk.lines) for hunk in self.hunks or []) > COLLAPSED_LINES
 
 
 @dataclass(frozen=True)
@@ -33,6 +72,49 @@ class TreeChanges:
     after: str
     changes: list[ShownChange]
     total: int  # changed paths, shown or not
+
+    @property
+    def added(self) -> int:
+        return sum(shown.added for shown in self.changes)
+
+    @property
+    def removed(self) -> int:
+        return sum(shown.removed for shown in self.changes)
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def _diffed(path: str, before: str, after: str) -> tuple[list[ShownHunk], int, int, int]:
+    """The hunks of the change from `before` to `after` with every line highlighted, at most
+    DIFF_LINES lines of them; with the added and removed line counts and the lines cut off."""
+    old, new = _lines(before), _lines(after)
+    marked: list[list[str]] = [list(highlighted_lines(path, text)) for text in (before, after)]
+    shown_old, shown_new = (html if len(html) == len(lines) else [escape(line) for line in lines]
+                            for html, lines in zip(marked, (old, new), strict=True))
+    diff = text_diff(old, new)
+
+    def line(item: DiffLine) -> ShownLine:
+        html = shown_new[item.new - 1] if item.new is not None else shown_old[(item.old or 1) - 1]
+        return ShownLine(item.kind, item.old, item.new, html)
+
+    hunks, budget, cut = [], DIFF_LINES, 0
+    for hunk in diff.hunks:
+        if budget <= 0:
+            cut += len(hunk.lines)
+            continue
+        kept = {id(item) for item in hunk.lines[:budget]}
+        cut += max(0, len(hunk.lines) - budget)
+        budget -= len(hunk.lines)
+        made = {id(item): line(item) for item in hunk.lines if id(item) in kept}
+        rows = [(made.get(id(a)) if a is not None else None,
+                 made.get(id(b)) if b is not None else None) for a, b in hunk.rows]
+        hunks.append(ShownHunk(hunk.header, [made[id(item)] for item in hunk.lines
+                                             if id(item) in kept],
+                               [row for row in rows if row != (None, None)]))
+    return hunks, diff.added, diff.removed, cut
 
 
 def _tree(session: Session, tree_id: Any) -> WorkspaceTree:
@@ -66,9 +148,9 @@ def _sizes(project_id: int, changes: list[Change]) -> dict[str, int]:
              if entry is not None}
     sizes: dict[str, int] = {}
     ids = sorted(blobs)
-    for start in range(0, len(ids), 500):
+    for start in range(0, len(ids), SIZES_PER_QUERY):
         sizes |= dict(Blob.objects.filter(project_id=project_id,
-                                          blob_id__in=ids[start:start + 500])
+                                          blob_id__in=ids[start:start + SIZES_PER_QUERY])
                       .values_list("blob_id", "size"))
     return sizes
 
@@ -80,21 +162,24 @@ def tree_changes(session: Session, before: str, after: str, *, diffed: int = DIF
     changed paths (all when None), the first `diffed` of them with a capped unified diff when
     both sides are kept text, the others by size."""
     # Both named by the session's own contract and attempts: one query, no lookup of who named
-    # them (a fixed number of queries whatever the trees hold, besides blob sizes per 500).
+    # them (a fixed number of queries whatever the trees hold, up to SIZES_PER_QUERY blobs).
     kept = {record.tree_id: record for record in WorkspaceTree.objects.filter(
         project_id=session.project_id, tree_id__in=[before, after]).order_by("created_at")}
     if before not in kept or after not in kept:
         raise NotFound(f"tree {before if before not in kept else after} was not kept")
     old, new = kept[before], kept[after]
-    every = manifest_changes(old.manifest, new.manifest)
+    every = with_renames(manifest_changes(old.manifest, new.manifest))
     changes = every if listed is None else every[:listed]
     sizes = _sizes(session.project_id, changes)
-    shown = []
+    shown, page_lines = [], 0
     for index, change in enumerate(changes):
         pair = tuple(None if e is None else sizes.get(e.blob) for e in (change.before,
                                                                           change.after))
-        diff, cut, note = None, 0, ""
-        if index >= diffed:
+        hunks, cut, note, added, removed = None, 0, "", 0, 0
+        if change.kind == "renamed" and change.before is not None and change.after is not None \
+                and change.before.blob == change.after.blob:
+            note = "renamed, content unchanged"
+        elif index >= diffed or page_lines >= PAGE_DIFF_LINES:
             note = "not diffed here"
         elif any(e is not None and e.blob not in sizes for e in (change.before, change.after)):
             note = "content not kept"
@@ -111,8 +196,10 @@ def tree_changes(session: Session, before: str, after: str, *, diffed: int = DIF
                 if a is None or b is None:
                     note = "binary"
                 else:
-                    diff, cut = unified_diff(change.path, a, b, max_lines=DIFF_LINES)
-        shown.append(ShownChange(change, (pair[0], pair[1]), diff, cut, note))
+                    hunks, added, removed, cut = _diffed(change.path, a, b)
+                    page_lines += sum(len(hunk.lines) for hunk in hunks)
+        shown.append(ShownChange(change, (pair[0], pair[1]), hunks, cut, note, added, removed,
+                                 f"file-{index + 1}"))
     return TreeChanges(old.tree_id, new.tree_id, shown, len(every))
 
 

@@ -32,7 +32,7 @@ from governor.services.events import (
 from governor.services.profiles import profile_receipts
 from governor.services.runs import runs_request_baseline
 from governor.services.terminals import TerminalEvidence, terminal_write
-from reviews.models import Approval, Review, Stage, Status
+from reviews.models import Approval, LineComment, Review, Side, Stage, Status
 
 log = logging.getLogger(__name__)
 EVENT_TYPES: dict[str, str] = {Stage.INTENT: lifecycle.INTENT_REVIEW,
@@ -149,11 +149,13 @@ def _decide(review: Review, state: SessionState, *, decision: str, decided_by: d
     intent_receipt = None
     if review.stage == Stage.EVIDENCE:
         intent_receipt = review.proposal["approvedIntent"]["proposalReceipt"]
+    comments = [comment.as_sent() for comment in review.comments.all()]
     payload = domain.decision_payload(stage=review.stage, proposal_receipt=review.receipt,
                                       decision=decision, decided_by=decided_by,
                                       feedback=feedback,
                                       intent_proposal_receipt=intent_receipt,
-                                      carried_from=carried_from, signatures=signatures)
+                                      carried_from=carried_from, signatures=signatures,
+                                      comments=comments)
     governor_event_append(session=review.session, state=state, type=EVENT_TYPES[review.stage],
                           data=payload)
     review.status = decision
@@ -330,6 +332,36 @@ def _named_profile_receipts(session: Session, checks: list[dict[str, Any]]) -> d
              if check.get("kind") == "code_verification_succeeded"}
     return {profile: receipt for profile, receipt in profile_receipts(session.project).items()
             if profile in named}
+
+
+MAX_COMMENT_PATH = 4096
+
+
+def review_comment_add(*, user: Any, review: Review, path: str, spot: str,
+                       body: str) -> LineComment:
+    """A reviewer's comment on one line of a pending delivery's change: `spot` is "n<line>" in
+    the delivered tree or "o<line>" in the contract-start tree (a removed line)."""
+    text = domain.feedback_text(body)
+    if not text:
+        raise Invalid("body: say something", details=[{"path": "body", "message": "is empty"}])
+    if not path or len(path) > MAX_COMMENT_PATH:
+        raise Invalid("path: must name a file of the change",
+                      details=[{"path": "path", "message": "must name a file of the change"}])
+    side = Side.OLD if spot[:1] == "o" else Side.NEW
+    if spot[:1] not in ("o", "n") or not spot[1:].isascii() or not spot[1:].isdigit() \
+            or int(spot[1:]) < 1:
+        raise Invalid("spot: must be o<line> or n<line>",
+                      details=[{"path": "spot", "message": "must be o<line> or n<line>"}])
+    with session_locked(review.session):
+        review = Review.objects.select_for_update().get(pk=review.pk)
+        if review.stage != Stage.DELIVERY or review.status != Status.PENDING \
+                or review.expires_at <= timezone.now():
+            raise Conflict("this delivery review is no longer waiting: nothing was added")
+        tree = (review.proposal.get("startTree" if side == Side.OLD else "tree") or {}).get("id")
+        if not tree:
+            raise Conflict("the change of this delivery is not kept: nothing to comment on")
+        return LineComment.objects.create(review=review, user=user, path=path, side=side,
+                                          line=int(spot[1:]), tree=tree, body=text)
 
 
 def review_cancel(*, session: Session) -> Review:

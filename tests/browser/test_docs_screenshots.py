@@ -7,10 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
-from tests.browser import Server, assert_accessible, log_in
+from tests.browser import DESKTOP, Server, assert_accessible, log_in
 from tests.browser.test_delivery import delivered, deliveries  # noqa: F401 - the fixture
+from tests.browser.test_diff import delivered_work
 from tests.browser.test_passkeys import add_passkey, virtual_authenticator
 from tests.browser.test_reliability import ended, review_off  # noqa: F401 - the fixture
 from tests.browser.test_reviewer_experience import propose_after_work
@@ -78,6 +79,36 @@ def test_the_delivery_page_of_the_reviewing_guide(deliveries: Server, page: Page
     log_in(page, deliveries, "rita", "rita-password-1")
     page.goto(f"{deliveries.url}/reviews/{review_id}/")
     shot(page, "review-delivery")
+
+
+def test_the_diff_of_the_reviewing_guide(deliveries: Server, page: Page) -> None:  # noqa: F811
+    _, review_id, _ = delivered_work(deliveries, "docs-diff")
+    log_in(page, deliveries, "rita", "rita-password-1")
+    page.goto(f"{deliveries.url}/reviews/{review_id}/?diff=split")
+    page.get_by_role("link", name="Comment on line 3 of greet.py").click()
+    page.locator("#comment-form").get_by_label("Comment on line 3 of greet.py").fill(
+        "Keep the greeting without the exclamation mark.")
+    page.locator("#comment-form").get_by_role("button", name="Add comment").click()
+    expect(page.locator("tr.line-comment")).to_be_visible()
+    shot(page, "review-diff", "#changes")
+
+
+def test_the_unsigned_choice_of_the_reviewing_guide(localhost_server: Server, browser: Browser,
+                                                    page: Page) -> None:
+    server = localhost_server
+    virtual_authenticator(page)
+    log_in(page, server, "rita", "rita-password-1")
+    page.goto(f"{server.url}/reviews/passkeys/")
+    if not page.get_by_role("cell", name="work laptop", exact=True).count():
+        add_passkey(page, server, "work laptop")  # when run on its own
+    _, review_id = server.propose()
+    other = browser.new_context(viewport=DESKTOP).new_page()  # a device without the passkey
+    log_in(other, server, "rita", "rita-password-1")
+    other.goto(f"{server.url}/reviews/{review_id}/")
+    other.get_by_label("Sign my decision with my passkey").uncheck()
+    expect(other.locator(".unsigned-note")).to_be_visible()
+    shot(other, "review-unsigned-choice", "#decision")
+    other.context.close()
 
 
 def test_the_reliability_page_of_the_reviewing_guide(review_off: Server,  # noqa: F811

@@ -126,15 +126,16 @@ def test_without_javascript_the_full_id_opens_as_selectable_text(
 def test_the_changes_between_the_start_and_the_judged_tree_read_in_a_browser(
         server: Server, page: Page, certified: dict[str, Any]) -> None:
     """Issue 14 item 6: the reviewer sees the files added since the contract started, each
-    with its diff and a link to the file as judged."""
+    with its diff and a link to the file as judged (shown as a page, issue 28)."""
     log_in(page, server, "rita", "rita-password-1")
     page.goto(f"{server.url}/sessions/{certified['id']}/")
     changes = page.locator("section#changes")
     expect(changes).to_contain_text("2 files changed")
-    expect(changes.locator("pre.diff").nth(1)).to_contain_text("+## Install")
-    expect(changes.get_by_role("link", name="NOTES.md")).to_have_attribute(
+    readme = changes.locator("li.change", has_text="README.md")
+    expect(readme.locator("tr.line-added").filter(has_text="## Install")).to_have_count(1)
+    expect(changes.locator("h3").get_by_role("link", name="NOTES.md")).to_have_attribute(
         "href", f"/sessions/{certified['id']}/trees/{certified['terminal']['tree']['id']}"
-                "/files/NOTES.md")
+                "/view/NOTES.md")
     assert_accessible(page)
     changes.scroll_into_view_if_needed()
     screenshot(page, "timeline-changes")

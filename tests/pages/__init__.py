@@ -4,6 +4,8 @@ receipt come from the page that was shown)."""
 
 from __future__ import annotations
 
+import re
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +86,13 @@ def press(client: Client, url: str, button: str, *, feedback: str | None = None,
     if feedback is not None:
         fields["feedback"] = feedback
     return client.post(form["action"], fields, headers=headers or None)
+
+
+def diff_text(html: str) -> str:
+    """The unified diffs a page shows (`sessions/partials/changes.html`), read back as text:
+    one line per diff row, `+`, `-` or a space, then the line's text without its markup."""
+    rows = re.findall(r'<tr class="line-(added|removed|context)"[^>]*>.*?<td class="code">(.*?)'
+                      r"</td>", html, flags=re.S)
+    marks = {"added": "+", "removed": "-", "context": " "}
+    return "".join(f"{marks[kind]}{unescape(re.sub(r'<[^>]+>', '', text))}\n"
+                   for kind, text in rows)

@@ -37,6 +37,13 @@ def _relying_party(settings: Any) -> None:
 
 
 @pytest.fixture
+def rita(rita: Client) -> Client:
+    """Rita's browser at the origin passkeys belong to (the pages say where to go otherwise)."""
+    rita.defaults["HTTP_HOST"] = "localhost:8000"
+    return rita
+
+
+@pytest.fixture
 def soft() -> SoftAuthenticator:
     return SoftAuthenticator(rp_id="localhost", origin=ORIGIN)
 

@@ -74,6 +74,6 @@ def test_the_list_reads_a_fixed_number_of_queries(
     for _ in range(count):
         agent.create_session(workspace)
     # session, user, the sessions (with project, token, state and pending), the form's
-    # project and token choices
+    # project and token choices (and, when any of the page has one, its latest proposals)
     with django_assert_num_queries(5):
         assert len(listed(rita)) == count

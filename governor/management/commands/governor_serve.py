@@ -11,6 +11,7 @@ import time
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
@@ -130,9 +131,14 @@ class Command(BaseCommand):
             f"header {settings.GOVERNOR_HEADER_TIMEOUT_SECONDS} s, body pause "
             f"{settings.GOVERNOR_BODY_TIMEOUT_SECONDS} s, keep-alive "
             f"{settings.GOVERNOR_KEEP_ALIVE_SECONDS} s")
+        # Links as people must open them: at GOVERNOR_PUBLIC_URL, the origin passkeys are
+        # bound to, which may not be the address bound here (127.0.0.1 behind localhost).
+        public = settings.PUBLIC_URL
+        if urlsplit(public).netloc != host:
+            self.stdout.write(f"listening on {host}; links use GOVERNOR_PUBLIC_URL {public}")
         self.say(self.style.SUCCESS(
-            f"reviewer inbox http://{host}/reviews/  ·  API docs http://{host}/api/v1/docs  ·  "
-            f"admin http://{host}/admin/  ·  Ctrl-C stops"
+            f"reviewer inbox {public}/reviews/  ·  API docs {public}/api/v1/docs  ·  "
+            f"admin {public}/admin/  ·  Ctrl-C stops"
         ))
         children = [Child("web", web)]
         if not options["no_worker"]:
