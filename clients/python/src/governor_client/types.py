@@ -117,6 +117,16 @@ class SessionInfo(TypedDict):
     created_at: str
 
 
+class LineComment(TypedDict):
+    """A reviewer's comment on one line of the delivered change (a delivery revision)."""
+
+    path: str
+    side: Literal["old", "new"]
+    line: int
+    body: str
+    userId: int  # noqa: N815 - wire name
+
+
 class Review(TypedDict):
     id: str
     stage: Literal["intent", "evidence", "delivery"]
@@ -127,6 +137,7 @@ class Review(TypedDict):
     decision: str | None
     decision_receipt: str | None
     feedback: str | None
+    comments: NotRequired[list[LineComment]]
 
 
 class TreeRef(TypedDict):
