@@ -86,7 +86,9 @@ class Agent:
         self.record.append({"tool": tool, "arguments": arguments, "ok": ok})
 
     def say(self, text: str) -> None:
-        """End the current turn with a message to the user."""
+        """End the current turn with a message to the user (kept in the record: what the agent
+        claimed is part of what it did)."""
+        self.record.append({"tool": "(message)", "arguments": {"text": text}, "ok": True})
         self._sync()
         self.trace.say(text).end_turn()
         self._post()

@@ -15,6 +15,7 @@ certifications = 0, expected-outcome accuracy = 1 in both arms, false-completion
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 import traceback
@@ -27,6 +28,7 @@ from bench.cases import (
     BY_NAME,
     CASES,
     DEFAULT_PROJECT,
+    OUTCOME_PROFILE,
     Case,
     Trial,
     base_profiles,
@@ -95,6 +97,10 @@ def measure(*, trials: int, case_names: list[str] | None = None,
             profiles += [edited_profile(edited_profile_id(arm, index), 1)
                          for arm in ARMS for index in range(trials)]
         load_profiles(live, tmp, profiles, "profiles")
+        if any(case.name == "outcome-claimed-early" for case in cases):
+            outcome_file = tmp / "outcome-profiles.json"
+            outcome_file.write_text(json.dumps({"outcome_profiles": [OUTCOME_PROFILE]}))
+            live.manage("governor_profiles", "load", str(outcome_file), "--project", "demo")
         project = dict(DEFAULT_PROJECT)
         set_project(live, **project)
         outside = tmp / "outside"

@@ -13,21 +13,24 @@ from django.core.paginator import Paginator
 from django.http import (
     HttpRequest,
     HttpResponse,
+    HttpResponseForbidden,
     StreamingHttpResponse,
 )
-from django.shortcuts import render
-from django.urls import path
-from django.views.decorators.http import require_GET
+from django.shortcuts import redirect, render
+from django.urls import path, reverse
+from django.views.decorators.http import require_GET, require_POST
 
 from governor.domain.treediff import as_text
 from governor.forms import SessionFilter
 from governor.lib.downloads import NDJSON, attachment, file_response
+from governor.lib.errors import ServiceError
 from governor.lib.highlight import highlighted_lines
 from governor.lib.live import Shown, live_answer, live_url, signed_in_live
 from governor.lib.notify import session_topic
 from governor.lib.waits import off_thread
 from governor.models import Session
 from governor.selectors.access import is_reviewer, member_projects, session_for_member
+from governor.selectors.outcomes import outcome_panel
 from governor.selectors.reliability import session_reports
 from governor.selectors.sessions import session_status
 from governor.selectors.timeline import (
@@ -46,6 +49,7 @@ from governor.selectors.timeline import (
 )
 from governor.selectors.treediff import DIFF_BLOB_BYTES, tree_file
 from governor.services.exports import export_bytes, export_filename
+from governor.services.outcome_contracts import outcome_observe
 from reviews.models import Review
 from reviews.views import diff_view
 
@@ -107,7 +111,11 @@ def _live_runs(session: Session, *, since: int | None, delay: int = 0) -> dict[s
 @login_required
 @require_GET
 def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
-    session = session_for_member(request.user, session_id)
+    return _timeline(request, session_for_member(request.user, session_id))
+
+
+def _timeline(request: HttpRequest, session: Session, *, observe_refused: str = "",
+              status_code: int = 200) -> HttpResponse:
     status = session_status(session)
     reviews = (Review.objects.filter(session=session).defer("plan", "proposal")
                .select_related("decided_by")
@@ -121,8 +129,23 @@ def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpRespons
         "changes": changes_between(session, status), "diff_view": diff_view(request),
         "attempt_changes": attempt_changes(session, status["contract"], status["attempts"]),
         **_live_runs(session, since=None), **session_reports(session, status),
+        "outcome": outcome_panel(session), "observe_refused": observe_refused,
     }
-    return render(request, "sessions/timeline.html", context)
+    return render(request, "sessions/timeline.html", context, status=status_code)
+
+
+@login_required
+@require_POST
+def session_outcome_observe(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+    """A reviewer asks for an outcome observation now; back to the timeline's outcome panel."""
+    session = session_for_member(request.user, session_id)
+    if not is_reviewer(request.user, session.project_id):
+        return HttpResponseForbidden("only the project's reviewers may observe the outcome")
+    try:
+        outcome_observe(session=session, trigger="reviewer")
+    except ServiceError as exc:
+        return _timeline(request, session, observe_refused=str(exc), status_code=409)
+    return redirect(reverse("sessions:timeline", args=[session.pk]) + "#outcome")
 
 
 @signed_in_live
@@ -211,6 +234,7 @@ urlpatterns = [
     path("<uuid:session_id>/live", session_timeline_live, name="timeline_live"),
     path("<uuid:session_id>/export", session_export, name="export"),
     path("<uuid:session_id>/changes", session_changes, name="changes"),
+    path("<uuid:session_id>/outcome/observe", session_outcome_observe, name="observe"),
     path("<uuid:session_id>/trees/<str:tree>/files/<path:file_path>", session_tree_file,
          name="tree_file"),
     path("<uuid:session_id>/trees/<str:tree>/view/<path:file_path>", session_tree_view,

@@ -464,5 +464,16 @@ GOVERNOR_BLOB_GRACE_SECONDS = env_int("GOVERNOR_BLOB_GRACE_SECONDS", 24 * 3600, 
                                       maximum=90 * 24 * 3600)
 CELERY_BEAT_SCHEDULE["collect-blobs"] = {"task": "governor.tasks.collect_blobs",
                                          "schedule": 3600.0}
+# Outcome contracts: the periodic task finds due observations this often (each contract is
+# observed every `observe_every_ms` of its profile); an operator's directory of metric exports
+# that every probe sees read-only at /outcome-data (unset: none).
+GOVERNOR_OUTCOME_TICK_SECONDS = env_int("GOVERNOR_OUTCOME_TICK_SECONDS", 30, minimum=1,
+                                        maximum=3600)
+GOVERNOR_OUTCOME_DATA_DIR = os.environ.get("GOVERNOR_OUTCOME_DATA_DIR", "").strip() or None
+if GOVERNOR_OUTCOME_DATA_DIR is not None and not os.path.isabs(GOVERNOR_OUTCOME_DATA_DIR):
+    raise ImproperlyConfigured("GOVERNOR_OUTCOME_DATA_DIR must be an absolute path")
+CELERY_BEAT_SCHEDULE["observe-due-outcomes"] = {
+    "task": "verification.tasks.observe_due_outcomes",
+    "schedule": float(GOVERNOR_OUTCOME_TICK_SECONDS)}
 CELERY_BEAT_SCHEDULE["purge-abandoned-imports"] = {
     "task": "governor.tasks.purge_abandoned_imports", "schedule": 600.0}

@@ -123,11 +123,19 @@ RECEIPTED_EVENTS: dict[str, ReceiptRule] = {
     "reliability/intent-review": ReceiptRule("intent-review", None),
     "reliability/contract-review": ReceiptRule("contract-review", None),
     "reliability/delivery-review": ReceiptRule("delivery-review", None),
+    "reliability/outcome-contract": ReceiptRule("outcome-contract", None),
+    "reliability/outcome-observation": ReceiptRule("outcome-observation", None),
+    "reliability/outcome-terminal": ReceiptRule("outcome-terminal", None),
     "reliability/outcome-report": ReceiptRule("outcome-report", None),
 }
 """Event type → how its receipt recomputes: every receipt-bearing event the server writes."""
 
-ATTESTED_EVENTS = {"reliability/contract": "contract", "reliability/terminal": "terminal"}
+OUTCOME_CONTRACT_EVENTS = ("reliability/outcome-contract", "reliability/outcome-observation",
+                           "reliability/outcome-terminal")
+"""An outcome contract's record (docs/outcomes.md): each names what precedes it."""
+
+ATTESTED_EVENTS = {"reliability/contract": "contract", "reliability/terminal": "terminal",
+                   "reliability/outcome-terminal": "outcome-terminal"}
 """Event type → predicate kind of the attestation every such event written here must have."""
 
 _HEADER_KEYS = {"kind", "format", "session", "project", "harness", "exportedAt"}
@@ -248,6 +256,8 @@ class _Export:
         self.events: list[_Event] = []
         self.contract_receipts: dict[str, str] = {}
         self.latest_contract_at: dict[int, str | None] = {}
+        self.outcome_contracts: dict[str, dict[str, Any]] = {}  # outcomeContractId -> data
+        self.observation_receipts: dict[str, str] = {}  # receipt -> outcomeContractId
         self.attestations: list[tuple[int, int, Any]] = []
         self.export_keys: dict[str, Ed25519PublicKey] = {}
         self.attempt_trees: dict[str, tuple[str, str] | None] = {}
@@ -405,8 +415,41 @@ class _Export:
             attempt = event.data.get("attemptReceipt") if type(event.data) is dict else None
             self.terminal_trees[seq] = self.attempt_trees.get(attempt) if type(
                 attempt) is str else None
+        if event.type in OUTCOME_CONTRACT_EVENTS and obj["origin"] == "governor":
+            outcome_refusal = self.outcome_problem(seq, event.type, event.data)
+            if outcome_refusal:
+                raise self.refuse(line_no, f"{event.type}: {outcome_refusal}")
         self.events.append(event)
         self.head = recomputed
+
+    def outcome_problem(self, seq: int, event_type: str, data: dict[str, Any]) -> str:
+        """An outcome record must name what precedes it: the certified delivery contract's
+        receipt, its own outcome contract's receipt, an earlier observation."""
+        outcome_id = data.get("outcomeContractId")
+        if event_type == "reliability/outcome-contract":
+            delivery = self.contract_receipts.get(str(data.get("deliveryContractId")))
+            if delivery is None or delivery != data.get("deliveryContractReceipt"):
+                return "deliveryContractReceipt is not the receipt of an earlier contract event"
+            self.outcome_contracts[str(outcome_id)] = data
+            return ""
+        contract = self.outcome_contracts.get(str(outcome_id))
+        if contract is None:
+            return f"no outcome-contract event for {outcome_id!r} precedes it"
+        if data.get("contractId") != contract["deliveryContractId"]:
+            return "contractId is not its outcome contract's delivery contract"
+        if event_type == "reliability/outcome-observation":
+            self.observation_receipts[str(data.get("receipt"))] = str(outcome_id)
+            return ""
+        if data.get("outcomeContractReceipt") != contract["receipt"]:
+            return "outcomeContractReceipt is not its outcome contract's receipt"
+        observation = data.get("observationReceipt")
+        if observation is not None and self.observation_receipts.get(observation) != outcome_id:
+            return "observationReceipt names no earlier observation of this outcome contract"
+        if data.get("causalClaimPermitted") != (
+                contract["profile"].get("attribution") != "correlational"):
+            return "causalClaimPermitted does not follow the bound profile's attribution"
+        self.latest_contract_at[seq] = contract["deliveryContractReceipt"]
+        return ""
 
     def check_receipt(self, line_no: int, event_type: str, data: Any, rule: ReceiptRule) -> None:
         document = data
@@ -577,6 +620,8 @@ class _Export:
             return f"predicate eventSeq {predicate['eventSeq']} is not {event.seq}"
         if kind == "contract":
             expected_contract = event.data.get("receipt")
+        elif kind == "outcome-terminal":
+            return self.outcome_statement_problem(event, predicate)
         else:
             expected_contract = self.latest_contract_at.get(event.seq)
             if expected_contract is None:
@@ -604,6 +649,23 @@ class _Export:
             start = self.terminal_starts.get(event.seq)
             if "startTree" in predicate and (start is None or predicate["startTree"] != start[0]):
                 return "predicate startTree is not the start tree of the terminal's contract"
+        return ""
+
+    def outcome_statement_problem(self, event: _Event, predicate: dict[str, Any]) -> str:
+        data = event.data
+        contract = self.outcome_contracts.get(str(data.get("outcomeContractId")), {})
+        expected = {
+            "contractReceipt": contract.get("deliveryContractReceipt"),
+            "profileReceipts": [contract.get("profileReceipt")],
+            "status": data.get("status"), "terminalReceipt": data.get("receipt"),
+            "outcomeContractReceipt": data.get("outcomeContractReceipt"),
+            "causalClaimPermitted": data.get("causalClaimPermitted"),
+        }
+        for name, value in expected.items():
+            if predicate[name] != value:
+                return f"predicate {name} is not the outcome terminal's"
+        if not canonical_equal(predicate["reason"], data.get("reason")):
+            return "predicate reason is not the outcome terminal's reason"
         return ""
 
     def check_signed_decisions(self) -> None:

@@ -10,6 +10,8 @@ import json
 import time
 from typing import Any
 
+from django.conf import settings
+
 from governor.selectors.reviews import review_url
 from reviews.models import Review
 
@@ -27,6 +29,17 @@ def waiting_payload(review: Review) -> dict[str, Any]:
         "project": review.session.project.slug, "stage": review.stage,
         "proposal_receipt": review.receipt, "expires_at": review.expires_at.isoformat(),
         "url": review_url(review),
+    }
+
+
+def outcome_payload(session_id: str, project: str, terminal: dict[str, Any]) -> dict[str, Any]:
+    """An outcome contract reached its terminal (achieved, missed, inconclusive, expired)."""
+    return {
+        "event": "outcome.terminal", "session": session_id, "project": project,
+        "outcome_contract": terminal["outcomeContractId"], "status": terminal["status"],
+        "reason": terminal["reason"], "causal_claim_permitted": terminal["causalClaimPermitted"],
+        "terminal_receipt": terminal["receipt"],
+        "url": f"{settings.PUBLIC_URL}/sessions/{session_id}/#outcome",
     }
 
 

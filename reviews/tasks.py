@@ -9,7 +9,8 @@ import urllib.request
 from celery import Task, shared_task
 from django.core.mail import send_mail
 
-from governor.models import Membership, Role
+from governor.domain.lifecycle import OUTCOME_TERMINAL
+from governor.models import Event, Membership, Role, Session
 from governor.services.reviews import reviews_expire_due
 from reviews import notifications
 from reviews.models import Review, Status
@@ -59,6 +60,36 @@ def post_webhook(self: Task[[str], int], review_id: str) -> int:
             return int(response.status)
     except OSError as exc:
         raise self.retry(exc=exc) from exc
+
+
+@shared_task(bind=True, max_retries=6, retry_backoff=True, retry_backoff_max=600,
+             retry_jitter=True)
+def notify_outcome(self: Task[[str, str], int], session_id: str, outcome_id: str) -> int:
+    """An outcome terminal: e-mail the project's reviewers and post the signed webhook."""
+    session = Session.objects.select_related("project").get(pk=session_id)
+    terminal = (Event.objects.filter(session=session, type=OUTCOME_TERMINAL)
+                .order_by("-seq").values_list("data", flat=True).first())
+    if not terminal or terminal.get("outcomeContractId") != outcome_id:
+        return 0
+    project = session.project
+    payload = notifications.outcome_payload(str(session.pk), project.slug, terminal)
+    emails = sorted({m.user.email for m in Membership.objects.select_related("user")
+                     .filter(project=project, role=Role.REVIEWER) if m.user.email})
+    if emails and not self.request.retries:  # a webhook retry sends no second e-mail
+        send_mail(subject=f"[{project.slug}] outcome {terminal['status']}",
+                  message=f"{terminal['reason']}\n\nSee it: {payload['url']}\n"
+                          f"Terminal receipt: {terminal['receipt']}\n",
+                  from_email=None, recipient_list=emails)
+    if project.webhook_url:
+        body, headers = notifications.signed_request(project.webhook_secret, payload)
+        request = urllib.request.Request(project.webhook_url, data=body,  # noqa: S310
+                                         headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=10):  # noqa: S310
+                pass
+        except OSError as exc:
+            raise self.retry(exc=exc) from exc
+    return len(emails)
 
 
 @shared_task

@@ -11,10 +11,19 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from governor.domain.outcomes import STORED_FIELDS as OUTCOME_STORED_FIELDS
+from governor.domain.outcomes import OutcomeProfileError, validate_outcome_profile
 from governor.domain.profiles import TIMEOUT_MS_RANGE, ProfileError, validate_profile
 from governor.models import Project, Role
+from governor.services.outcome_contracts import outcome_profile_store
 from governor.services.profiles import profile_store
-from verification.models import ProfileVersion, VerificationRun, VerifierProfile
+from verification.models import (
+    OutcomeProfile,
+    OutcomeProfileVersion,
+    ProfileVersion,
+    VerificationRun,
+    VerifierProfile,
+)
 
 
 def operated_projects(request: HttpRequest) -> QuerySet[Project]:
@@ -181,3 +190,152 @@ class VerificationRunAdmin(admin.ModelAdmin[VerificationRun]):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+OUTCOME_JSON_FIELDS = ("argv", "env", "metrics", "target", "guardrails")
+
+
+class OutcomeProfileForm(forms.ModelForm[OutcomeProfile]):
+    argv = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}),
+                           help_text='JSON array: the probe command and its arguments, e.g. '
+                                     '["/usr/bin/python3", "/srv/probes/conversion.py"]. It must '
+                                     'print exactly one JSON object: {"dataAsOf": <epoch ms>, '
+                                     '"metrics": {<name>: <number>, …}, "sampleSize": <n>}.')
+    env = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False,
+                          help_text='JSON object of fixed variables, e.g. {"WINDOW": "7d"}. '
+                                    "Names that look like credentials are refused.")
+    metrics = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}),
+                              help_text='JSON array of 1–20 {"name", "unit"}, e.g. '
+                                        '[{"name": "conversion", "unit": "ratio"}]: exactly the '
+                                        "names the probe prints.")
+    target = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}),
+                             help_text='JSON {"id", "metric", "operator", "value"}: operator '
+                                       "gte, lte, eq, or delta-gte / delta-lte (compared with "
+                                       "the baseline taken when the contract activated).")
+    guardrails = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False,
+                                 help_text="JSON array of up to 10 predicates shaped like the "
+                                           "target, each of which must hold too.")
+
+    class Meta:
+        model = OutcomeProfile
+        fields = ("project", "profile_id", "description", "argv", "env", "timeout_ms",
+                  "metrics", "target", "guardrails", "minimum_sample_size", "max_data_age_ms",
+                  "not_before_ms", "deadline_ms", "observe_every_ms", "attribution", "network")
+        help_texts = {
+            "profile_id": "The name an agent gives as outcome_profile when it begins a "
+                          "contract; it never sees the command or its environment.",
+            "description": "What the metric means, as agents and reviewers read it.",
+            "timeout_ms": f"Milliseconds before the probe is stopped and fails "
+                          f"({TIMEOUT_MS_RANGE[0]:,}–{TIMEOUT_MS_RANGE[1]:,}).",
+            "minimum_sample_size": "Below this sampleSize an observation judges nothing "
+                                   "(1–1,000,000,000; empty: no minimum).",
+            "max_data_age_ms": "An observation whose dataAsOf is older than this is "
+                               "invalid-output (default 24 h).",
+            "not_before_ms": "Observations before this long after certification judge "
+                             "nothing (default 0; at most the deadline).",
+            "deadline_ms": "How long after certification the outcome must be reached "
+                           "(default 7 days, at most 180).",
+            "observe_every_ms": "How often the server observes, with no agent needed "
+                                "(1 minute – 7 days; default 1 hour).",
+            "attribution": "correlational (the default): a result is only said to be "
+                           "correlated with the work. direct or experiment: the operator "
+                           "vouches that the probe measures this work's effect.",
+            "network": "none (the default): the probe has no network at all, like every "
+                       "verifier. host: the probe shares the worker's network so it can reach "
+                       "a metrics system — it can then reach anything the worker can.",
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in OUTCOME_JSON_FIELDS:
+            value = self.initial.get(name)
+            if value is not None and not isinstance(value, str):
+                self.initial[name] = json.dumps(value)
+
+    def _json(self, name: str, empty: Any) -> Any:
+        text = (self.cleaned_data.get(name) or "").strip()
+        if not text:
+            return empty
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not valid JSON: {exc.msg}") from None
+
+    def clean_argv(self) -> Any:
+        return self._json("argv", [])
+
+    def clean_env(self) -> Any:
+        return self._json("env", {})
+
+    def clean_metrics(self) -> Any:
+        return self._json("metrics", [])
+
+    def clean_target(self) -> Any:
+        return self._json("target", {})
+
+    def clean_guardrails(self) -> Any:
+        return self._json("guardrails", [])
+
+    validated: dict[str, Any] | None = None
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if self.errors:
+            return cleaned
+        raw = {name: cleaned.get(name) for name in OUTCOME_STORED_FIELDS}
+        raw["id"] = cleaned.get("profile_id")
+        if raw.get("minimum_sample_size") is None:
+            raw.pop("minimum_sample_size", None)
+        try:
+            self.validated = validate_outcome_profile(raw)
+        except OutcomeProfileError as exc:
+            for error in exc.errors:
+                field = {"id": "profile_id"}.get(error["path"].split("/")[0],
+                                                 error["path"].split("/")[0])
+                self.add_error(field if field in self.fields else None,
+                               f"{error['path']}: {error['message']}")
+        return cleaned
+
+
+class OutcomeProfileVersionInline(admin.TabularInline[OutcomeProfileVersion, OutcomeProfile]):
+    model = OutcomeProfileVersion
+    extra = 0
+    can_delete = False
+    readonly_fields = ("receipt", "definition", "created_at")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(OutcomeProfile)
+class OutcomeProfileAdmin(admin.ModelAdmin[OutcomeProfile]):
+    form = OutcomeProfileForm
+    list_display = ("profile_id", "project", "attribution", "network", "deadline_ms", "receipt")
+    list_filter = (("project", admin.RelatedOnlyFieldListFilter), "attribution", "network")
+    readonly_fields = ("receipt",)
+    inlines = [OutcomeProfileVersionInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[OutcomeProfile]:
+        return super().get_queryset(request).filter(project__in=operated_projects(request))
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest,
+                                 **kwargs: Any) -> Any:
+        if db_field.name == "project":
+            kwargs["queryset"] = operated_projects(request)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: OutcomeProfile, form: Any,
+                   change: bool) -> None:
+        assert form.validated is not None
+        saved, _ = outcome_profile_store(project=form.cleaned_data["project"],
+                                         validated=form.validated)
+        obj.pk = saved.pk
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_active and operated_projects(request).exists()
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_module_permission(request)
+
+    has_add_permission = has_view_permission
+    has_change_permission = has_view_permission

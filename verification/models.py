@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db import models
 
+from governor.domain.outcomes import STORED_FIELDS as OUTCOME_STORED_FIELDS
 from governor.domain.profiles import STORED_FIELDS, ProfileDefinition
 from governor.models import JSONTextField, Project, Session
 
@@ -140,3 +141,98 @@ class VerificationRun(models.Model):
     def as_dict(self) -> dict[str, Any]:
         return {"id": str(self.id), "profile": self.profile.profile_id, "state": self.state,
                 "result": self.result}
+
+
+class ProbeNetwork(models.TextChoices):
+    NONE = "none", "none: no network (the default)"
+    HOST = "host", "host: the probe shares the worker's network"
+
+
+class OutcomeProfile(models.Model):
+    """An operator's probe of a business metric, and how an outcome contract judges it. The
+    agent can only name it; `receipt` covers everything that changes what it measures or how
+    it is judged, and every receipt it had stays readable in `OutcomeProfileVersion`."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE,
+                                related_name="outcome_profiles")
+    profile_id = models.CharField("id", max_length=128)
+    description = models.CharField(max_length=500)
+    argv = JSONTextField()
+    env = JSONTextField(default=dict, blank=True)
+    timeout_ms = models.PositiveIntegerField(default=120_000)
+    metrics = JSONTextField()
+    target = JSONTextField()
+    guardrails = JSONTextField(default=list, blank=True)
+    minimum_sample_size = models.PositiveIntegerField(null=True, blank=True)
+    max_data_age_ms = models.BigIntegerField(default=24 * 3600 * 1000)
+    not_before_ms = models.BigIntegerField(default=0)
+    deadline_ms = models.BigIntegerField(default=7 * 24 * 3600 * 1000)
+    observe_every_ms = models.BigIntegerField(default=3600 * 1000)
+    attribution = models.CharField(max_length=16, default="correlational", choices=[
+        ("direct", "direct"), ("correlational", "correlational"), ("experiment", "experiment")])
+    network = models.CharField(max_length=8, choices=ProbeNetwork.choices,
+                               default=ProbeNetwork.NONE)
+    receipt = models.CharField(max_length=71, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "profile_id"],
+                                               name="outcome_profile_id_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug}/{self.profile_id}"
+
+    def as_input(self) -> dict[str, Any]:
+        """The profile as operator input (`validate_outcome_profile` reads it)."""
+        stored = {name: getattr(self, name) for name in OUTCOME_STORED_FIELDS}
+        if stored["minimum_sample_size"] is None:
+            del stored["minimum_sample_size"]
+        return {"id": self.profile_id, **stored}
+
+    def definition(self) -> dict[str, Any]:
+        stored: dict[str, Any] = self.versions.get(receipt=self.receipt).definition
+        return stored
+
+
+class OutcomeProfileVersion(models.Model):
+    profile = models.ForeignKey(OutcomeProfile, on_delete=models.CASCADE,
+                                related_name="versions")
+    receipt = models.CharField(max_length=71)
+    definition = JSONTextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["profile", "receipt"],
+                                               name="outcome_profile_version_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.profile} {self.receipt[:19]}"
+
+
+class OutcomeContract(models.Model):
+    """The schedule of one outcome contract (its record is the session's log): bound when its
+    delivery contract activates, started when it is certified, observed until a terminal.
+    `next_observe_at` is claimed with a compare-and-set update, so two schedulers or two
+    workers never observe the same due time twice."""
+
+    id = models.CharField(primary_key=True, max_length=80)
+    session = models.ForeignKey(Session, on_delete=models.PROTECT,
+                                related_name="outcome_contracts")
+    profile = models.ForeignKey(OutcomeProfile, on_delete=models.PROTECT,
+                                related_name="contracts")
+    delivery_contract_id = models.CharField(max_length=80)
+    binding = JSONTextField(help_text="The agent's view of the profile as bound, with its "
+                                      "receipt.")
+    definition = JSONTextField(help_text="The bound profile definition the probe runs.")
+    baseline = JSONTextField(null=True, blank=True,
+                             help_text="The probe result taken when the contract activated.")
+    baseline_taken = models.BooleanField(default=False)
+    started_at_ms = models.BigIntegerField(null=True, blank=True)
+    deadline_at_ms = models.BigIntegerField(null=True, blank=True)
+    next_observe_at_ms = models.BigIntegerField(null=True, blank=True, db_index=True)
+    agent_observed_at_ms = models.BigIntegerField(default=0)
+    status = models.CharField(max_length=16, default="bound")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"

@@ -92,6 +92,9 @@ FIXED_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": SANDBOX_TMP, "LANG"
 # Debian alternatives that /usr/bin links point through. No passwd, shadow, hosts or keys.
 HOST_ETC = ("/etc/alternatives", "/etc/ld.so.cache")
 HOST_SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib64")
+# What a probe with `network: host` (an operator's choice) also needs to resolve and reach a
+# metrics system: name resolution and the CA certificates. Verifier profiles never get these.
+HOST_NETWORK_ETC = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl/certs")
 REPORT = "/governor-report"  # a report profile's private, writable directory (§14.6)
 ROOTFS_MOUNT_POINTS = ("/proc", "/dev", SANDBOX_TMP, WORKSPACE)
 READ_CHUNK = 65_536
@@ -276,11 +279,17 @@ def sandbox_mounts(definition: Mapping[str, Any], workspace: str,
             elif os.path.isdir(path):
                 mounts.append(Mount("ro-bind", path, path))
         mounts += [Mount("ro-bind", path, path) for path in HOST_ETC if os.path.exists(path)]
+        if definition.get("network") == "host":
+            mounts += [Mount("ro-bind", path, path) for path in HOST_NETWORK_ETC
+                       if os.path.exists(path)]
     writable = definition["sandboxMode"] == "workspace-write"
     return [*mounts, Mount("proc", "/proc"), Mount("dev", "/dev"),
             Mount("tmpfs", SANDBOX_SHM, size=TMPFS_BYTES),
             Mount("tmpfs", SANDBOX_TMP, size=TMPFS_BYTES),
             Mount("bind" if writable else "ro-bind", WORKSPACE, workspace),
+            # An outcome probe's operator-set data directory (GOVERNOR_OUTCOME_DATA_DIR).
+            *[Mount("ro-bind", target, source)
+              for source, target in definition.get("readOnlyBinds", [])],
             *([Mount("bind", REPORT, report)] if report else []),
             Mount("remount-ro", "/dev"), Mount("remount-ro", "/")]
 
@@ -306,6 +315,8 @@ def bwrap_argv(definition: Mapping[str, Any], workspace: str, *, bwrap: str = BW
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--disable-userns",
             "--die-with-parent", "--as-pid-1", "--new-session", "--hostname", "sandbox",
             "--cap-drop", "ALL", "--clearenv"]
+    if definition.get("network") == "host":  # an outcome probe the operator let out (§15.1)
+        argv.insert(argv.index("--unshare-user") + 1, "--share-net")
     for name, value in sorted(sandbox_env(definition).items()):
         argv += ["--setenv", name, value]
     for mount in sandbox_mounts(definition, workspace, report):

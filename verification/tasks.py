@@ -6,7 +6,7 @@ import logging
 
 from celery import shared_task
 
-from governor.services import runs
+from governor.services import outcome_contracts, runs
 
 log = logging.getLogger(__name__)
 
@@ -25,3 +25,15 @@ def expire_lost_runs() -> int:
     if ended:
         log.info("ended %d lost verification runs as infrastructure failures", ended)
     return ended
+
+
+@shared_task(acks_late=True)
+def outcome_baseline(outcome_contract_id: str) -> None:
+    outcome_contracts.outcome_baseline_take(contract_id=outcome_contract_id)
+
+
+@shared_task
+def observe_due_outcomes() -> int:
+    """Beat sends this every GOVERNOR_OUTCOME_TICK_SECONDS; two beats or two workers at once
+    observe each due time once (the claim is a compare-and-set in the database)."""
+    return outcome_contracts.outcomes_observe_due()

@@ -15,6 +15,7 @@ from governor.api import (
     drafts,
     errors,
     keys,
+    outcomes,
     sessions,
     verification,
 )
@@ -42,6 +43,7 @@ api.add_router("", sessions.router)
 api.add_router("", keys.router)
 api.add_router("", contracts.router)
 api.add_router("", verification.router)
+api.add_router("", outcomes.router)
 api.add_router("", drafts.router)
 api.add_router("", blobs.router)
 api.add_router("", certifications.router)

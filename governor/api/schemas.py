@@ -182,6 +182,9 @@ class ProposalIn(Strict):
         description="the protected paths this task must change (patterns): shown first to the "
                     "reviewer and counted only once a person approved the evidence plan; "
                     "refused when review is off")
+    outcome_profile: str = omittable(
+        description="an outcome profile id (GET /outcome-profiles): after delivery is "
+                    "certified the server watches whether its goal is reached")
 
 
 class BeginIn(ProposalIn):
@@ -433,6 +436,37 @@ class ProfileOut(Out):
 
 class ProfilesOut(Out):
     profiles: list[ProfileOut]
+
+
+class OutcomeProfileOut(Out):
+    """The agent's view of an outcome profile: never its command, environment or network."""
+
+    id: str
+    description: str
+    metrics: list[dict[str, str]]
+    target: dict[str, Any]
+    guardrails: list[dict[str, Any]]
+    minimumSampleSize: int | None
+    windows: dict[str, int]
+    attribution: Literal["direct", "correlational", "experiment"]
+    causalClaimPermitted: bool
+    receipt: str
+    summary: str
+
+
+class OutcomeProfilesOut(Out):
+    profiles: list[OutcomeProfileOut]
+
+
+class OutcomeStatusOut(Out):
+    status: Literal["none", "bound", "dropped", "observing", "achieved", "missed",
+                    "inconclusive", "expired"]
+    contract: dict[str, Any] | None = Field(
+        description="the reliability/outcome-contract record (profile, baseline, window)")
+    observations: list[dict[str, Any]]
+    terminal: dict[str, Any] | None = None
+    profile: dict[str, Any] | None = None
+    message: str | None = None
 
 
 class RunQueued(Out):

@@ -54,7 +54,7 @@ PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://reliability-governor.dev/attestation/v1"
 HEAD_PREDICATE_TYPE = "https://reliability-governor.dev/export-head/v1"
-PREDICATE_KINDS = ("contract", "terminal")
+PREDICATE_KINDS = ("contract", "terminal", "outcome-terminal")
 WORKSPACE_SUBJECT = "workspace"
 GIT_TREE = "gitTree"  # in-toto's DigestSet key for a git tree id
 TERMINAL_STATUSES = ("certified", "exhausted", "abstained")
@@ -68,6 +68,9 @@ _CONTRACT_PREDICATE_KEYS = {"kind", "eventSeq", "contractReceipt", "profileRecei
 _TERMINAL_PREDICATE_KEYS = _CONTRACT_PREDICATE_KEYS | {"status", "reason", "terminalReceipt"}
 _TERMINAL_OPTIONAL_KEYS = {"attemptReceipt", "runReceipts", "startTree", "changesDigest"}
 _HEAD_PREDICATE_KEYS = {"seq", "project", "harness"}
+_OUTCOME_PREDICATE_KEYS = _CONTRACT_PREDICATE_KEYS | {
+    "status", "reason", "terminalReceipt", "outcomeContractReceipt", "causalClaimPermitted"}
+OUTCOME_STATUSES = ("achieved", "missed", "inconclusive", "expired")
 
 
 class AttestationError(ValueError):
@@ -241,6 +244,30 @@ def build_statement(
     return statement
 
 
+def build_outcome_statement(*, session_id: str, chain_head: str, event_seq: int,
+                            terminal: Mapping[str, Any], delivery_contract_receipt: str,
+                            profile_receipt: str) -> dict[str, Any]:
+    """The in-toto Statement of an outcome terminal (`reliability/outcome-terminal`): about the
+    delivery contract whose outcome it judged, naming the outcome contract's receipt and the
+    outcome profile's."""
+    statement = {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": subject_name(session_id, str(terminal["contractId"])),
+                     "digest": {"sha256": chain_head}}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "kind": "outcome-terminal", "eventSeq": event_seq,
+            "contractReceipt": delivery_contract_receipt, "profileReceipts": [profile_receipt],
+            "status": terminal["status"], "reason": terminal["reason"],
+            "terminalReceipt": terminal["receipt"],
+            "outcomeContractReceipt": terminal["outcomeContractReceipt"],
+            "causalClaimPermitted": terminal["causalClaimPermitted"],
+        },
+    }
+    check_statement(statement)
+    return statement
+
+
 def build_head_statement(
     *, session_id: str, seq: int, head: str, project: str, harness: Mapping[str, Any] | None
 ) -> dict[str, Any]:
@@ -331,6 +358,8 @@ def _check_predicate(predicate: Any) -> None:
         raise AttestationError(f"predicate: kind must be one of {list(PREDICATE_KINDS)}")
     if predicate["kind"] == "contract":
         expected = _CONTRACT_PREDICATE_KEYS
+    elif predicate["kind"] == "outcome-terminal":
+        expected = _OUTCOME_PREDICATE_KEYS
     else:
         expected = _TERMINAL_PREDICATE_KEYS | (_TERMINAL_OPTIONAL_KEYS & set(predicate))
     if set(predicate) != expected:
@@ -346,6 +375,13 @@ def _check_predicate(predicate: Any) -> None:
         raise AttestationError("predicate: profileReceipts must be a list")
     for index, profile_receipt in enumerate(profiles):
         _check_receipt(profile_receipt, f"profileReceipts/{index}")
+    if predicate["kind"] == "outcome-terminal":
+        if predicate["status"] not in OUTCOME_STATUSES:
+            raise AttestationError(f"predicate: status must be one of {list(OUTCOME_STATUSES)}")
+        _check_receipt(predicate["terminalReceipt"], "terminalReceipt")
+        _check_receipt(predicate["outcomeContractReceipt"], "outcomeContractReceipt")
+        if type(predicate["causalClaimPermitted"]) is not bool:
+            raise AttestationError("predicate: causalClaimPermitted must be true or false")
     if predicate["kind"] == "terminal":
         if predicate["status"] not in TERMINAL_STATUSES:
             raise AttestationError(f"predicate: status must be one of {list(TERMINAL_STATUSES)}")

@@ -119,7 +119,7 @@ INTENT_LISTS = {
 }
 BODY_FIELDS = frozenset(
     {"objective", "claims", "checks", "max_attempts", "intent", "draft_receipt",
-     "protected_changes"}
+     "protected_changes", "outcome_profile"}
 )
 
 # §8: ids the server prepends to a code contract. The whole check-id prefix is reserved so an
@@ -154,6 +154,8 @@ class Proposal:
     draft_receipt: str | None = None
     kind: str = "general"
     protected_changes: list[str] = field(default_factory=list)  # §14.4, opened by a person
+    outcome_profile: str | None = None  # the outcome profile named at begin
+    outcome: dict[str, Any] | None = None  # its binding (the agent's view with its receipt)
 
     def plan(self) -> dict[str, Any]:
         """Objective, claims and checks: what §9 compares canonically with a draft."""
@@ -593,6 +595,13 @@ def validate_proposal(
         protected_changes = patterns_problem(errors, "protected_changes",
                                              body["protected_changes"]) or []
 
+    outcome_profile = None
+    if body.get("outcome_profile") is not None:
+        outcome_profile = string_field(errors, "outcome_profile", body["outcome_profile"])
+        if outcome_profile is not None and not PROFILE_ID_RE.match(outcome_profile):
+            errors.add("outcome_profile", f"{outcome_profile!r} is not an outcome profile id "
+                                          "(kebab-case)")
+
     if errors.items:
         raise ContractError(errors.items)
     return Proposal(
@@ -603,6 +612,7 @@ def validate_proposal(
         intent=intent,
         draft_receipt=draft_receipt,
         protected_changes=sorted(set(protected_changes)),
+        outcome_profile=outcome_profile,
     )
 
 
@@ -757,6 +767,8 @@ def contract_document(
         document["startTree"] = start_tree
     if baselines is not None:
         document["baselines"] = baselines
+    if proposal.outcome is not None:
+        document["outcomeProfile"] = proposal.outcome
     document["receipt"] = contract_receipt(document)
     return cast(ContractDocument, document)
 

@@ -43,6 +43,7 @@ class ContractDocument(TypedDict):
     authorship: NotRequired[dict[str, Any]]
     startTree: NotRequired[TreeRef | None]
     baselines: NotRequired[dict[str, str]]
+    outcomeProfile: NotRequired[dict[str, Any]]  # the outcome profile bound at begin
     receipt: str
 
 

@@ -36,6 +36,10 @@ CONTRACT_DRAFT = "reliability/contract-draft"
 INTENT_REVIEW = "reliability/intent-review"
 CONTRACT_REVIEW = "reliability/contract-review"
 DELIVERY_REVIEW = "reliability/delivery-review"
+# Outcome contracts (governor/domain/outcomes.py): not folded into the delivery lifecycle.
+OUTCOME_CONTRACT = "reliability/outcome-contract"
+OUTCOME_OBSERVATION = "reliability/outcome-observation"
+OUTCOME_TERMINAL = "reliability/outcome-terminal"
 GOVERNOR_EVENT_TYPES = frozenset(
     {CONTRACT, ATTEMPT, TERMINAL, CODE_VERIFICATION, CONTRACT_DRAFT, INTENT_REVIEW, CONTRACT_REVIEW,
      DELIVERY_REVIEW}

@@ -5,7 +5,7 @@
                        receipt("intent-proposal", it)
     evidence proposal  {stage: "evidence", sessionId, contractId, contractKind, objective, claims,
                         checks, maxAttempts, authorship, coverage (with `baselines`),
-                        protectedChanges?, profileReceipts?, approvedIntent: {proposal,
+                        protectedChanges?, profileReceipts?, outcome?, approvedIntent: {proposal,
                         proposalReceipt, reviewReceipt}}
                        receipt("contract-proposal", it)
     review decision    {proposalReceipt, decision, decidedBy, feedbackBytes, feedbackReceipt?,
@@ -33,6 +33,7 @@ from typing import Any, cast
 from governor.domain.canonical import receipt
 from governor.domain.documents import ReviewDecisionDocument
 from governor.domain.fields import FieldsInvalid
+from governor.domain.outcomes import summary_words
 from governor.domain.treediff import word_diff
 
 MAX_FEEDBACK_CHARS = 2000
@@ -65,7 +66,8 @@ def evidence_proposal(*, session_id: str, contract_id: str, kind: str, objective
                       intent_proposal: dict[str, Any], intent_proposal_receipt: str,
                       intent_review_receipt: str,
                       protected_changes: list[str] | None = None,
-                      profile_receipts: dict[str, str] | None = None) -> dict[str, Any]:
+                      profile_receipts: dict[str, str] | None = None,
+                      outcome: dict[str, Any] | None = None) -> dict[str, Any]:
     """The evidence plan a person approves. The coverage assessment carries every check's
     baseline (§14.5), `protectedChanges` (§14.4) the protected paths this task opens, and
     `profileReceipts` the receipt of each verifier profile its checks name as the reviewer is
@@ -81,6 +83,8 @@ def evidence_proposal(*, session_id: str, contract_id: str, kind: str, objective
         proposal["protectedChanges"] = list(protected_changes)
     if profile_receipts:
         proposal["profileReceipts"] = dict(sorted(profile_receipts.items()))
+    if outcome is not None:  # the outcome profile bound at begin, and the sentence shown
+        proposal["outcome"] = {**outcome, "summary": summary_words(outcome)}
     return proposal
 
 

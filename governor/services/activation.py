@@ -14,6 +14,7 @@ from governor.lib.errors import Conflict, Invalid
 from governor.models import Event, Origin, Project, Session, SessionState
 from governor.services.attestations import attest
 from governor.services.events import governor_event_append
+from governor.services.outcome_contracts import outcome_contract_bind
 from governor.services.profiles import profile_receipts
 from governor.services.trees import TreeUnavailable, session_tree_reference
 
@@ -93,6 +94,7 @@ def contract_activate(
                                   data=document)
     attest(session=session, event=event, contract=document,
            profile_receipts=_profiles_used(session.project, document))
+    outcome_contract_bind(session=session, contract=document)
     return document
 
 

@@ -4,7 +4,7 @@ becomes active in `governor/services/activation.py`."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from governor.domain import attempts, coverage, drafting, lifecycle, messages
@@ -36,6 +36,7 @@ from governor.services.events import (
     governor_event_append,
     session_locked,
 )
+from governor.services.outcome_contracts import outcome_binding, outcome_words
 from governor.services.profiles import (
     profile_environments,
     profile_protected_paths,
@@ -93,6 +94,8 @@ def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = Fal
                       details=[{"path": "protected_changes",
                                 "message": "protected paths can only be opened by a person's "
                                            "review"}])
+    if proposal.outcome_profile is not None:
+        proposal = replace(proposal, outcome=outcome_binding(project, proposal.outcome_profile))
     protected = set(project.protected_paths) | profile_protected_paths(project, _profiles_named(
         proposal.checks))
     return domain.inject_protected_paths(proposal, sorted(protected),
@@ -250,6 +253,15 @@ def _terminal_answer(folded: lifecycle.LifecycleState) -> AttemptResult:
                          results=results)
 
 
+def _with_outcome(session: Session, result: AttemptResult) -> AttemptResult:
+    """A certified delivery that watches an outcome says so: delivery-certified, the outcome
+    status, and not to claim the business goal."""
+    words = outcome_words(session, result.terminal)
+    if words:
+        result.message = f"{result.message}\n\n{words}" if result.message else words
+    return result
+
+
 def _no_contract(session: Session, action: str) -> Conflict:
     """Nothing to `action`: none was proposed, or one waits for a person's review."""
     pending = review_pending(session)
@@ -264,6 +276,10 @@ def _no_contract(session: Session, action: str) -> Conflict:
 def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> AttemptResult:
     """Evaluate every check now and record the attempt; end the contract when it decides. A
     snapshot session's checks read the snapshot `tree` names (its latest, §11.3)."""
+    return _with_outcome(session, _attempt_record(session=session, trigger=trigger, tree=tree))
+
+
+def _attempt_record(*, session: Session, trigger: str, tree: Any = None) -> AttemptResult:
     _refuse_imported(session)
     tree_named(session, tree)
     reviews.review_expire_due(session)  # a delivery review whose time passed waits no more
@@ -361,6 +377,10 @@ def _turn_stop(session: Session, tree: Any) -> dict[str, Any]:
         review_pending=(not session.imported and not contract_open
                         and review_pending(session) is not None))
     if allowed is not None:
+        if not session.imported and not allowed["message"]:
+            folded = lifecycle_of(SessionState.objects.defer("trace").get(session=session))
+            terminal = folded["terminal"]["data"] if folded["terminal"] else None
+            allowed["message"] = outcome_words(session, terminal)
         return allowed
     outcome = attempt_record(session=session, trigger="turn-stop", tree=tree)
     if outcome.decision == "delivery-pending":  # it may stop, but claim nothing yet

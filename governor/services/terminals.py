@@ -14,6 +14,7 @@ from governor.models import Session, SessionState
 from governor.selectors.sessions import lifecycle_of
 from governor.services.attestations import attest
 from governor.services.events import governor_event_append
+from governor.services.outcome_contracts import outcome_contract_drop, outcome_contract_start
 
 DELIVERY_REQUIRED = "required"
 
@@ -53,6 +54,10 @@ def terminal_write(*, session: Session, state: SessionState, contract: ContractD
            start_tree=start["id"] if certified and start else None,
            changes_digest=evidence.changes_digest if certified else None)
     _count(session.project.slug, status, len(lifecycle_of(state)["attempts"]))
+    if certified:
+        outcome_contract_start(session=session, state=state, delivery=contract)
+    else:
+        outcome_contract_drop(session=session, delivery_contract_id=contract["contractId"])
     return terminal
 
 

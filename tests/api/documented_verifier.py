@@ -26,8 +26,12 @@ RECEIPT_KINDS = {
     "reliability/contract-draft": "contract-draft",
     "reliability/intent-review": "intent-review",
     "reliability/contract-review": "contract-review",
+    "reliability/outcome-contract": "outcome-contract",
+    "reliability/outcome-observation": "outcome-observation",
+    "reliability/outcome-terminal": "outcome-terminal",
     "reliability/outcome-report": "outcome-report",
 }
+ATTESTED = ("reliability/contract", "reliability/terminal", "reliability/outcome-terminal")
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 
 
@@ -118,6 +122,7 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
     events = [obj for obj in objects if obj["kind"] == "event"]
     prev, by_seq, contract_receipts = GENESIS, {}, {}
     run_receipts: dict[str, int] = {}
+    outcome_contracts: dict[str, dict[str, Any]] = {}
     attempt_trees: dict[str, Any] = {}
     certified_trees = []
     start_trees: dict[str, Any] = {}
@@ -141,7 +146,9 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
             run_receipts[data["receipt"]] = seq
         if event["type"] == "reliability/attempt":
             attempt_trees[data["receipt"]] = data.get("tree")
-        if event["type"] in ("reliability/contract", "reliability/terminal"):
+        if event["type"] == "reliability/outcome-contract":
+            outcome_contracts[data["outcomeContractId"]] = data
+        if event["type"] in ATTESTED:
             event["contractReceipt"] = contract_receipts.get(data["contractId"])
     attested = set()
     for line in (obj for obj in objects if obj["kind"] == "attestation"):
@@ -151,6 +158,15 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
         data = event["data"]
         expected = {"kind": event["type"].removeprefix("reliability/"), "eventSeq": event["seq"],
                     "contractReceipt": event["contractReceipt"]}
+        if predicate["kind"] == "outcome-terminal":
+            bound = outcome_contracts.get(data["outcomeContractId"], {})
+            expected |= {"status": data["status"], "reason": data["reason"],
+                         "terminalReceipt": data["receipt"],
+                         "outcomeContractReceipt": bound.get("receipt"),
+                         "causalClaimPermitted": data["causalClaimPermitted"],
+                         "profileReceipts": [bound.get("profileReceipt")]}
+            if data["outcomeContractReceipt"] != bound.get("receipt"):
+                found.append(f"seq {event['seq']}: names another outcome contract")
         if predicate["kind"] == "terminal":
             expected |= {"status": data["status"], "reason": data["reason"],
                          "terminalReceipt": data["receipt"]}
@@ -181,7 +197,7 @@ def problems(text: str, keys: dict[str, Ed25519PublicKey]) -> list[str]:
             found.append(f"seq {event['seq']}: attestation does not match")
         attested.add(event["seq"])
     for event in events:
-        must = (event["type"] in ("reliability/contract", "reliability/terminal")
+        must = (event["type"] in ATTESTED
                 and event["origin"] == "governor" and not event.get("imported"))
         if must and event["seq"] not in attested:
             found.append(f"seq {event['seq']}: not attested")

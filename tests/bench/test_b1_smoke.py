@@ -21,7 +21,7 @@ def test_b1_runs_every_case_in_both_arms_and_passes_its_gates(tmp_path: Path) ->
     # shared with any other run of the suite on the machine.
     result = b1_faults.measure(trials=1, broker="filesystem://")
     assert list(result["per_case"]) == [case.name for case in CASES]
-    assert len(CASES) == 22 and sum(case.classic for case in CASES) == 9
+    assert len(CASES) == 23 and sum(case.classic for case in CASES) == 9
     for name, arms in result["per_case"].items():
         for arm, stats in arms.items():
             assert stats["runs"] == 1 and stats["errors"] == 0, (name, arm, stats)

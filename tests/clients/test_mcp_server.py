@@ -28,7 +28,8 @@ from tests.live import ADMIN_PASSWORD, Live
 
 TOOLS = {"reliability_assess", "reliability_begin", "reliability_begin_code",
          "reliability_verify", "reliability_status", "reliability_abstain",
-         "reliability_code_profiles", "reliability_code_verify"}
+         "reliability_code_profiles", "reliability_code_verify", "reliability_outcome_profiles",
+         "reliability_outcome_observe", "reliability_outcome_status"}
 
 Scenario = Callable[[ClientSession, Any], Awaitable[None]]
 

@@ -141,8 +141,9 @@ def test_the_conversation_is_read_in_one_query(
         trace.tool("read_file", f'{{"n": {step}}}')
     assert agent.append(session_id, trace.flush()).status_code == 200
     # session, user, the session, status (state ×2, pending and latest review ×3), membership,
-    # one page of events, the conversation, the session's reviews, the reported outcomes, and
-    # the live part (its version: next seq and runs' states; the runs)
-    with django_assert_num_queries(15):
+    # one page of events, the conversation, the session's reviews, and the live part (its
+    # version: next seq and runs' states; the runs), the reported outcomes (their events), and
+    # the outcome panel (the session's outcome contract: none here)
+    with django_assert_num_queries(16):
         html = timeline(rita, session_id)
     assert conversation_of(html).count("read_file") == steps

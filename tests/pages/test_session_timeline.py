@@ -241,6 +241,7 @@ def test_timeline_query_count_does_not_grow_with_events(
     # one page of events, the conversation, the session's reviews, the changes (the two kept
     # trees, their blobs' sizes), each attempt's changes (the kept manifests, one query), and
     # the live part (its version: next seq and runs' states; the runs), the reported outcomes
-    # (their events; with none, no reporters' names to read)
-    with django_assert_num_queries(18):
+    # (their events; with none, no reporters' names to read), and the outcome panel (the
+    # session's outcome contract: none here)
+    with django_assert_num_queries(19):
         timeline(rita, session_id)

@@ -22,6 +22,10 @@ const CHECKS = {
     + 'Each check\'s baseline (does it already pass before your work?) comes back in the assessment: a critical claim needs a check that fails now.',
   items: { type: 'object' },
 }
+const OUTCOME_PROFILE = {
+  type: 'string',
+  description: 'An outcome profile id from reliability_outcome_profiles: once delivery is certified the server watches whether the business goal is reached. Certification is not the goal achieved: never claim it before reliability_outcome_status says achieved.',
+}
 const PROTECTED_CHANGES = {
   type: 'array',
   items: { type: 'string' },
@@ -48,7 +52,7 @@ export const NEXT = {
 /** The contract body of assess and begin: only the fields that were given. */
 function contractBody(args) {
   const body = { objective: args.objective, claims: args.claims ?? [], checks: args.checks ?? [] }
-  for (const key of ['max_attempts', 'intent', 'draft_receipt', 'protected_changes']) if (args[key] !== undefined) body[key] = args[key]
+  for (const key of ['max_attempts', 'intent', 'draft_receipt', 'protected_changes', 'outcome_profile']) if (args[key] !== undefined) body[key] = args[key]
   return body
 }
 
@@ -91,13 +95,13 @@ export function governorTools({ reviewWaitSeconds }) {
     {
       name: 'reliability_begin',
       description: 'Propose a completion contract. With review off it is active at once; with review required this waits for the reviewer up to wait_seconds, then returns the decision or the pending state.',
-      parameters: object({ objective: OBJECTIVE, claims: CLAIMS, checks: CHECKS, max_attempts: MAX_ATTEMPTS, intent: INTENT, draft_receipt: DRAFT_RECEIPT, protected_changes: PROTECTED_CHANGES, wait_seconds: WAIT }, ['objective', 'claims', 'checks']),
+      parameters: object({ objective: OBJECTIVE, claims: CLAIMS, checks: CHECKS, max_attempts: MAX_ATTEMPTS, intent: INTENT, draft_receipt: DRAFT_RECEIPT, protected_changes: PROTECTED_CHANGES, outcome_profile: OUTCOME_PROFILE, wait_seconds: WAIT }, ['objective', 'claims', 'checks']),
       run: (args, session) => begin('contracts', args, session),
     },
     {
       name: 'reliability_begin_code',
       description: 'Propose a code contract: the project\'s required verifier profiles are added as checks under a critical claim; add your own claims and checks for the rest. Waits for review like reliability_begin.',
-      parameters: object({ objective: OBJECTIVE, claims: CLAIMS, checks: CHECKS, max_attempts: MAX_ATTEMPTS, intent: INTENT, draft_receipt: DRAFT_RECEIPT, protected_changes: PROTECTED_CHANGES, wait_seconds: WAIT }, ['objective']),
+      parameters: object({ objective: OBJECTIVE, claims: CLAIMS, checks: CHECKS, max_attempts: MAX_ATTEMPTS, intent: INTENT, draft_receipt: DRAFT_RECEIPT, protected_changes: PROTECTED_CHANGES, outcome_profile: OUTCOME_PROFILE, wait_seconds: WAIT }, ['objective']),
       run: (args, session) => begin('code-contracts', args, session),
     },
     {
@@ -149,6 +153,24 @@ export function governorTools({ reviewWaitSeconds }) {
         }
         return run
       },
+    },
+    {
+      name: 'reliability_outcome_profiles',
+      description: 'The outcome profiles you may name as outcome_profile when you begin: the business metric, its target and guardrails, the window and the attribution. The probe\'s command is the operator\'s, never yours.',
+      parameters: object({}),
+      run: (_args, { client }) => client.request('GET', '/outcome-profiles'),
+    },
+    {
+      name: 'reliability_outcome_observe',
+      description: 'Ask the server to observe the outcome now (at most once a minute; the server also observes on its own schedule). Returns the outcome status.',
+      parameters: object({}),
+      run: (_args, { id, client }) => client.request('POST', `/sessions/${id}/outcome/observations`, { body: {} }),
+    },
+    {
+      name: 'reliability_outcome_status',
+      description: 'The outcome after delivery: observing, achieved, missed, inconclusive or expired, with the observations and the signed terminal. Claim a business result only as the terminal states it ("correlated with" unless its attribution permits more).',
+      parameters: object({}),
+      run: (_args, { id, client }) => client.request('GET', `/sessions/${id}/outcome`),
     },
   ]
 }

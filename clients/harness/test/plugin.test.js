@@ -205,11 +205,12 @@ test('a governor refusal reaches the agent as the tool error, with the governor\
   assert.ok(Array.isArray((await profiles.execute({}, { agent: { session } })).profiles))
 })
 
-test('the agent gets the nine governor tools under their original names', () => {
+test('the agent gets the twelve governor tools under their original names', () => {
   assert.deepEqual(governor().tools().map((tool) => tool.name).sort(), [
     'reliability_abstain', 'reliability_assess', 'reliability_begin', 'reliability_begin_code',
-    'reliability_code_profiles', 'reliability_code_verify', 'reliability_draft', 'reliability_status',
-    'reliability_verify'])
+    'reliability_code_profiles', 'reliability_code_verify', 'reliability_draft',
+    'reliability_outcome_observe', 'reliability_outcome_profiles', 'reliability_outcome_status',
+    'reliability_status', 'reliability_verify'])
 })
 
 test('a bad configuration is refused at load, naming the field and the reason', () => {

@@ -10,14 +10,17 @@ import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from governor.domain.outcomes import OutcomeProfileError
 from governor.domain.profiles import ProfileError
 from governor.models import Project
+from governor.services.outcome_contracts import outcome_profile_save
 from governor.services.profiles import profile_as_input, profile_save
-from verification.models import VerifierProfile
+from verification.models import OutcomeProfile, VerifierProfile
 
 
 class Command(BaseCommand):
-    help = 'Load or dump a project\'s verifier profiles: {"profiles": [...]} as JSON or YAML.'
+    help = ('Load or dump a project\'s verifier and outcome profiles: {"profiles": [...], '
+            '"outcome_profiles": [...]} (either list may be left out) as JSON or YAML.')
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["load", "dump"])
@@ -35,8 +38,13 @@ class Command(BaseCommand):
         if options["action"] == "dump":
             profiles = [profile_as_input(p) for p in
                         VerifierProfile.objects.filter(project=project).order_by("profile_id")]
-            text = (yaml.safe_dump({"profiles": profiles}, sort_keys=False) if fmt == "yaml"
-                    else json.dumps({"profiles": profiles}, indent=2) + "\n")
+            document: dict[str, Any] = {"profiles": profiles}
+            outcomes = [p.as_input() for p in
+                        OutcomeProfile.objects.filter(project=project).order_by("profile_id")]
+            if outcomes:
+                document["outcome_profiles"] = outcomes
+            text = (yaml.safe_dump(document, sort_keys=False) if fmt == "yaml"
+                    else json.dumps(document, indent=2) + "\n")
             if path:
                 Path(path).write_text(text)
             else:
@@ -45,18 +53,27 @@ class Command(BaseCommand):
         if not path:
             raise CommandError("load needs a FILE")
         document = self._read(Path(path), fmt)
-        if not isinstance(document, dict) or set(document) != {"profiles"} or not isinstance(
-                document["profiles"], list):
-            raise CommandError(f'{path}: expected exactly {{"profiles": [...]}}')
+        if (not isinstance(document, dict) or not document
+                or not set(document) <= {"profiles", "outcome_profiles"}
+                or not all(isinstance(value, list) for value in document.values())):
+            raise CommandError(f'{path}: expected {{"profiles": [...], "outcome_profiles": '
+                               '[...]}} (either list may be left out)')
         changed = 0
         with transaction.atomic():  # all profiles or none
-            for index, raw in enumerate(document["profiles"]):
+            for index, raw in enumerate(document.get("profiles", [])):
                 try:
                     _, did_change = profile_save(project=project, raw=raw)
                 except ProfileError as exc:
                     raise CommandError(f"{path}: profiles/{index}: {exc}") from None
                 changed += did_change
-        self.stdout.write(f"{len(document['profiles'])} profile(s) in {path}, {changed} changed")
+            for index, raw in enumerate(document.get("outcome_profiles", [])):
+                try:
+                    _, did_change = outcome_profile_save(project=project, raw=raw)
+                except OutcomeProfileError as exc:
+                    raise CommandError(f"{path}: outcome_profiles/{index}: {exc}") from None
+                changed += did_change
+        count = len(document.get("profiles", [])) + len(document.get("outcome_profiles", []))
+        self.stdout.write(f"{count} profile(s) in {path}, {changed} changed")
 
     def _read(self, path: Path, fmt: str) -> Any:
         try:

@@ -148,6 +148,16 @@ def cmd_profiles(agent: AgentSession, args: argparse.Namespace) -> Any:
     return {"profiles": agent.client.code_profiles()}
 
 
+def cmd_outcome_profiles(agent: AgentSession, args: argparse.Namespace) -> Any:
+    return {"profiles": agent.client.outcome_profiles()}
+
+
+def cmd_outcome(agent: AgentSession, args: argparse.Namespace) -> Any:
+    if args.observe:
+        return agent.client.outcome_observe(agent.ensure())
+    return agent.client.outcome_status(agent.ensure())
+
+
 def cmd_run(agent: AgentSession, args: argparse.Namespace) -> Any:
     run = agent.request_verification(args.profile)
     _progress(f"run {run['id']} of {args.profile} {run['state']}")
@@ -265,6 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
     abstain = add("abstain", cmd_abstain, "end the contract without success, with a reason")
     abstain.add_argument("reason")
     add("profiles", cmd_profiles, "the project's trusted verifier profiles")
+    add("outcome-profiles", cmd_outcome_profiles,
+        "the project's outcome profiles (begin with outcome_profile to watch one)")
+    outcome = add("outcome", cmd_outcome, "the outcome watched after delivery: status, "
+                                          "observations, terminal")
+    outcome.add_argument("--observe", action="store_true",
+                         help="observe now first (at most once a minute)")
     run = add("run", cmd_run, "run a trusted verifier profile and wait for its result")
     run.add_argument("profile")
     run.add_argument("--wait", type=int, default=DEFAULT_WAIT_SECONDS)

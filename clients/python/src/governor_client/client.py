@@ -40,6 +40,8 @@ from governor_client.types import (
     Kind,
     LoggedEvent,
     Outcome,
+    OutcomeProfile,
+    OutcomeStatus,
     Profile,
     ProjectInfo,
     PublicKey,
@@ -333,6 +335,19 @@ class GovernorClient:
     def code_profiles(self) -> list[Profile]:
         answer = self._json("GET", "/code-profiles", retry=Retry.REPEATABLE)
         return cast(list[Profile], answer["profiles"])
+
+    def outcome_profiles(self) -> list[OutcomeProfile]:
+        answer = self._json("GET", "/outcome-profiles", retry=Retry.REPEATABLE)
+        return cast(list[OutcomeProfile], answer["profiles"])
+
+    def outcome_observe(self, session_id: str) -> OutcomeStatus:
+        """Observe the outcome now (the server allows one a minute: 429 with Retry-After)."""
+        return cast(OutcomeStatus, self._json(
+            "POST", f"/sessions/{session_id}/outcome/observations", retry=Retry.UNSENT))
+
+    def outcome_status(self, session_id: str) -> OutcomeStatus:
+        return cast(OutcomeStatus, self._json("GET", f"/sessions/{session_id}/outcome",
+                                              retry=Retry.REPEATABLE))
 
     def request_verification(self, session_id: str, profile: str, *,
                              tree: str | None = None) -> RunQueued:

@@ -89,6 +89,10 @@ ProtectedChanges = Annotated[list[str] | None, Field(description=(
     "Protected paths (tests and their configuration, from GET /project and the profiles) this "
     "task must change, as patterns: shown to the reviewer first; only a person's review can "
     "open them, so refused when review is off."))]
+OutcomeProfileId = Annotated[str | None, Field(description=(
+    "An outcome profile id from reliability_outcome_profiles: once delivery is certified the "
+    "server watches whether the business goal is reached. Certification is not the goal "
+    "achieved: never claim it before reliability_outcome_status says achieved."))]
 DraftReceipt = Annotated[str | None, Field(description="Only when the project drafts contracts "
                                                        "with an auxiliary model: the draft's "
                                                        "receipt.")]
@@ -99,11 +103,13 @@ ReviewWait = Annotated[int, Field(ge=0, le=MAX_TOOL_WAIT_SECONDS, description=(
 def _body(objective: str, claims: list[dict[str, Any]], checks: list[dict[str, Any]],
           max_attempts: int | None, intent: dict[str, Any] | None,
           draft_receipt: str | None = None,
-          protected_changes: list[str] | None = None) -> dict[str, Any]:
+          protected_changes: list[str] | None = None,
+          outcome_profile: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"objective": objective, "claims": claims, "checks": checks}
     for key, value in (("max_attempts", max_attempts), ("intent", intent),
                        ("draft_receipt", draft_receipt),
-                       ("protected_changes", protected_changes)):
+                       ("protected_changes", protected_changes),
+                       ("outcome_profile", outcome_profile)):
         if value is not None:
             body[key] = value
     return body
@@ -179,13 +185,13 @@ def build_server(agent: AgentSession, *, review_wait: int = DEFAULT_REVIEW_WAIT_
         objective: Objective, claims: Claims, checks: Checks, ctx: Context,
         max_attempts: MaxAttempts = None, intent: Intent = None,
         draft_receipt: DraftReceipt = None, protected_changes: ProtectedChanges = None,
-        wait_seconds: ReviewWait = review_wait,
+        outcome_profile: OutcomeProfileId = None, wait_seconds: ReviewWait = review_wait,
     ) -> dict[str, Any]:
         """Propose a completion contract. With review off it is active at once; with review
         required this waits (with progress) for the reviewer up to wait_seconds, then returns
         the decision or the pending state."""
         body = _body(objective, claims, checks, max_attempts, intent, draft_receipt,
-                     protected_changes)
+                     protected_changes, outcome_profile)
         return await tools.begin("general", body, wait_seconds, ctx)
 
     @server.tool()
@@ -193,13 +199,13 @@ def build_server(agent: AgentSession, *, review_wait: int = DEFAULT_REVIEW_WAIT_
         objective: Objective, ctx: Context, claims: Claims | None = None,
         checks: Checks | None = None, max_attempts: MaxAttempts = None, intent: Intent = None,
         draft_receipt: DraftReceipt = None, protected_changes: ProtectedChanges = None,
-        wait_seconds: ReviewWait = review_wait,
+        outcome_profile: OutcomeProfileId = None, wait_seconds: ReviewWait = review_wait,
     ) -> dict[str, Any]:
         """Propose a code contract: the project's required verifier profiles are added as
         checks (code-profile-<id>) under a critical claim; add your own claims and checks for
         the rest. Waits for review like reliability_begin."""
         body = _body(objective, claims or [], checks or [], max_attempts, intent, draft_receipt,
-                     protected_changes)
+                     protected_changes, outcome_profile)
         return await tools.begin("code", body, wait_seconds, ctx)
 
     if drafting:
@@ -272,6 +278,26 @@ def build_server(agent: AgentSession, *, review_wait: int = DEFAULT_REVIEW_WAIT_
             await ctx.report_progress(min(time.monotonic() - started, wait_seconds),
                                       wait_seconds, f"{profile}: {run['state']}")
         return dict(run)
+
+    @server.tool()
+    async def reliability_outcome_profiles() -> dict[str, Any]:
+        """The outcome profiles you may name as outcome_profile when you begin: the business
+        metric, its target and guardrails, the window and the attribution. The probe's command
+        is the operator's, never yours."""
+        return {"profiles": await _call(agent.client.outcome_profiles)}
+
+    @server.tool()
+    async def reliability_outcome_observe() -> dict[str, Any]:
+        """Ask the server to observe the outcome now (at most once a minute; the server also
+        observes on its own schedule). Returns the outcome status."""
+        return dict(await _call(agent.client.outcome_observe, agent.ensure()))
+
+    @server.tool()
+    async def reliability_outcome_status() -> dict[str, Any]:
+        """The outcome after delivery: observing, achieved, missed, inconclusive or expired,
+        with the observations and the signed terminal. Claim a business result only as the
+        terminal states it ("correlated with" unless its attribution permits more)."""
+        return dict(await _call(agent.client.outcome_status, agent.ensure()))
 
     return server
 

@@ -71,6 +71,7 @@ class ContractBody(TypedDict):
     intent: NotRequired[Intent | None]
     draft_receipt: NotRequired[str]
     protected_changes: NotRequired[list[str]]  # protected paths only a person's review opens
+    outcome_profile: NotRequired[str]  # watched after delivery is certified
 
 
 class BeginBody(ContractBody):
@@ -116,6 +117,16 @@ class SessionInfo(TypedDict):
     created_at: str
 
 
+class LineComment(TypedDict):
+    """A reviewer's comment on one line of the delivered change (a delivery revision)."""
+
+    path: str
+    side: Literal["old", "new"]
+    line: int
+    body: str
+    userId: int  # noqa: N815 - wire name
+
+
 class Review(TypedDict):
     id: str
     stage: Literal["intent", "evidence", "delivery"]
@@ -126,6 +137,7 @@ class Review(TypedDict):
     decision: str | None
     decision_receipt: str | None
     feedback: str | None
+    comments: NotRequired[list[LineComment]]
 
 
 class TreeRef(TypedDict):
@@ -223,6 +235,38 @@ class Profile(TypedDict):
 
 class ProfileList(TypedDict):
     profiles: list[Profile]
+
+
+class OutcomeProfile(TypedDict):
+    """An outcome profile as an agent sees it: never its command or environment."""
+
+    id: str
+    description: str
+    metrics: list[dict[str, str]]
+    target: dict[str, Any]
+    guardrails: list[dict[str, Any]]
+    minimumSampleSize: int | None
+    windows: dict[str, int]
+    attribution: Literal["direct", "correlational", "experiment"]
+    causalClaimPermitted: bool
+    receipt: str
+    summary: str
+
+
+class OutcomeProfileList(TypedDict):
+    profiles: list[OutcomeProfile]
+
+
+class OutcomeStatus(TypedDict):
+    """GET /sessions/{id}/outcome: observing until a signed outcome terminal."""
+
+    status: Literal["none", "bound", "dropped", "observing", "achieved", "missed",
+                    "inconclusive", "expired"]
+    contract: dict[str, Any] | None
+    observations: list[dict[str, Any]]
+    terminal: NotRequired[dict[str, Any] | None]
+    profile: NotRequired[dict[str, Any] | None]
+    message: NotRequired[str | None]
 
 
 class RunRequest(TypedDict):

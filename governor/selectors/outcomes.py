@@ -1,0 +1,90 @@
+"""Reads of outcome contracts: the agent's view of the profiles, the status, the timeline panel."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from governor.domain import lifecycle
+from governor.domain.outcome_chart import outcome_charts
+from governor.domain.outcomes import agent_view, status_words, summary_words
+from governor.lib.errors import Conflict
+from governor.models import Event, Project, Session
+from verification.models import OutcomeContract, OutcomeProfile
+
+BOUND, OBSERVING, DROPPED = "bound", "observing", "dropped"
+
+
+def outcome_profiles_view(project: Project) -> list[dict[str, Any]]:
+    """Each outcome profile as an agent sees it (never argv, env or network), with the
+    sentence a reviewer reads."""
+    views = []
+    for profile in OutcomeProfile.objects.filter(project=project).order_by("profile_id"):
+        view = agent_view(profile.definition(), profile.description, profile.receipt)
+        views.append({**view, "summary": summary_words(view)})
+    return views
+
+
+def outcome_document(session: Session, row: OutcomeContract) -> dict[str, Any]:
+    for data in (Event.objects.filter(session=session, type=lifecycle.OUTCOME_CONTRACT)
+                 .order_by("-seq").values_list("data", flat=True)):
+        if data.get("outcomeContractId") == row.pk:
+            return dict(data)
+    raise Conflict(f"outcome contract {row.pk} has no record in the log")
+
+
+def outcome_observations(session: Session, outcome_id: str) -> list[dict[str, Any]]:
+    rows = (Event.objects.filter(session=session, type=lifecycle.OUTCOME_OBSERVATION)
+            .order_by("seq").values_list("data", flat=True))
+    return [data for data in rows if data.get("outcomeContractId") == outcome_id]
+
+
+def outcome_status(*, session: Session) -> dict[str, Any]:
+    """`{status, contract, observations, terminal?}` of the session's latest outcome contract:
+    status `none` without one, `bound` until its delivery is certified."""
+    row = (OutcomeContract.objects.filter(session=session).order_by("-created_at").first())
+    if row is None:
+        return {"status": "none", "contract": None, "observations": []}
+    if row.status in (BOUND, DROPPED):
+        return {"status": row.status, "contract": None, "observations": [],
+                "profile": row.binding}
+    contract = outcome_document(session, row)
+    answer: dict[str, Any] = {"status": row.status, "contract": contract,
+                              "observations": outcome_observations(session, row.pk)}
+    terminal = (Event.objects.filter(session=session, type=lifecycle.OUTCOME_TERMINAL)
+                .order_by("-seq").values_list("data", flat=True).first())
+    if terminal and terminal.get("outcomeContractId") == row.pk:
+        answer["terminal"] = terminal
+    answer["message"] = status_words(row.status, contract)
+    return answer
+
+
+def _utc(ms: int) -> tuple[str, str]:
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S"), moment.isoformat()
+
+
+def outcome_panel(session: Session) -> dict[str, Any] | None:
+    """The timeline's outcome panel: the status, the sentence, the window, a chart per metric
+    and the observations (None when the session watches no outcome)."""
+    status = outcome_status(session=session)
+    if status["status"] == "none":
+        return None
+    contract = status["contract"]
+    view = contract["profile"] if contract else status["profile"]
+    panel: dict[str, Any] = {
+        "status": status["status"], "summary": summary_words(view),
+        "attribution": view["attribution"], "causal": view["causalClaimPermitted"],
+        "contract": contract, "terminal": status.get("terminal"), "charts": [],
+        "observations": [],
+    }
+    if contract:
+        opens, deadline = _utc(contract["notBeforeAt"]), _utc(contract["deadlineAt"])
+        panel["window"] = {"opens": opens[0], "opens_iso": opens[1], "deadline": deadline[0],
+                           "deadline_iso": deadline[1]}
+        panel["charts"] = outcome_charts(contract, status["observations"])
+        panel["observations"] = [
+            {**row, "observed": _utc(row["observedAt"])[0],
+             "values": sorted(((row.get("result") or {}).get("metrics") or {}).items())}
+            for row in status["observations"]]
+    return panel

@@ -1,0 +1,282 @@
+"""Outcome contracts (governor/domain/outcomes.py): the operator's profiles saved with every
+receipt kept, bound at begin, a baseline probe when the delivery contract activates, started
+when it is certified, observed on schedule (and on request) until a signed outcome terminal.
+
+The clock is a parameter (`now_ms`) everywhere a window is judged, so tests move it rather than
+wait. Probes run outside the session's lock: a claim on the schedule row (a compare-and-set of
+`next_observe_at_ms`, or of `agent_observed_at_ms` for the agent's one-a-minute limit) makes
+sure a due time is observed once, whichever beat or worker gets there first."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from governor.domain import attestation, lifecycle
+from governor.domain import outcomes as domain
+from governor.domain.documents import ContractDocument
+from governor.lib.errors import Conflict, Invalid, RetryLater
+from governor.lib.notify import announce_on_commit, session_topic
+from governor.lib.probes import probe_run
+from governor.lib.queue import task_send_on_commit
+from governor.models import Attestation, Project, Session, SessionState
+from governor.selectors.outcomes import outcome_document, outcome_observations, outcome_status
+from governor.services import keys
+from governor.services.events import governor_event_append, now_ms, session_locked
+from verification.models import OutcomeContract, OutcomeProfile, OutcomeProfileVersion
+
+log = logging.getLogger(__name__)
+
+BOUND, OBSERVING, DROPPED = "bound", "observing", "dropped"
+Probe = Callable[[dict[str, Any], int], dict[str, Any]]
+
+
+# --- profiles ---------------------------------------------------------------------------------
+
+
+def outcome_profile_save(*, project: Project, raw: Any) -> tuple[OutcomeProfile, bool]:
+    return outcome_profile_store(project=project, validated=domain.validate_outcome_profile(raw))
+
+
+def outcome_profile_store(*, project: Project, validated: dict[str, Any]
+                          ) -> tuple[OutcomeProfile, bool]:
+    """Create or update an outcome profile from `validate_outcome_profile`'s output; (profile,
+    changed). Every receipt it had stays readable with its definition."""
+    definition = domain.outcome_definition(validated)
+    receipt = domain.outcome_profile_receipt(definition)
+    fields = {**{name: validated[name] for name in domain.STORED_FIELDS}, "receipt": receipt}
+    with transaction.atomic():
+        profile = (OutcomeProfile.objects.select_for_update()
+                   .filter(project=project, profile_id=validated["id"]).first())
+        if profile is None:
+            profile = OutcomeProfile.objects.create(project=project, profile_id=validated["id"],
+                                                    **fields)
+            changed = True
+        else:
+            changed = any(getattr(profile, name) != value for name, value in fields.items())
+            for name, value in fields.items():
+                setattr(profile, name, value)
+            profile.save()
+        OutcomeProfileVersion.objects.get_or_create(profile=profile, receipt=receipt,
+                                                    defaults={"definition": definition})
+    return profile, changed
+
+
+def outcome_binding(project: Project, name: Any) -> dict[str, Any]:
+    """The agent's view of the profile `name` as a begin binds it, or a refusal naming it."""
+    profile = (OutcomeProfile.objects.filter(project=project, profile_id=name).first()
+               if type(name) is str else None)
+    if profile is None:
+        known = sorted(OutcomeProfile.objects.filter(project=project)
+                       .values_list("profile_id", flat=True))
+        raise Invalid(f"outcome_profile: {name!r} is not an outcome profile of this project "
+                      f"(known: {', '.join(known) or 'none'})",
+                      details=[{"path": "outcome_profile",
+                                "message": f"unknown outcome profile {name!r}"}])
+    return domain.agent_view(profile.definition(), profile.description, profile.receipt)
+
+
+# --- binding, baseline, start -----------------------------------------------------------------
+
+
+def outcome_contract_bind(*, session: Session, contract: ContractDocument) -> None:
+    """When a delivery contract naming an outcome profile activates (inside its transaction):
+    the schedule row, and the baseline probe queued once it commits."""
+    binding = contract.get("outcomeProfile")
+    if not binding:
+        return
+    profile = OutcomeProfile.objects.get(project=session.project, profile_id=binding["id"])
+    version = profile.versions.get(receipt=binding["receipt"])
+    row = OutcomeContract.objects.create(
+        id=f"outcome-{contract['contractId'].removeprefix('contract-')}", session=session,
+        profile=profile, delivery_contract_id=contract["contractId"], binding=binding,
+        definition=version.definition)
+
+    def unqueued(exc: Exception) -> None:
+        log.warning("outcome %s: the baseline probe could not be queued (%s); the outcome "
+                    "contract will have no baseline", row.pk, exc)
+
+    task_send_on_commit("verification.tasks.outcome_baseline", row.pk, on_failure=unqueued)
+
+
+def _probe(row: OutcomeContract, now: int) -> dict[str, Any]:
+    sandbox = domain.probe_definition(row.definition)
+    data_dir = settings.GOVERNOR_OUTCOME_DATA_DIR
+    if data_dir:
+        sandbox["readOnlyBinds"] = [[data_dir, "/outcome-data"]]
+    return probe_run(row.definition, sandbox, now_ms=now)
+
+
+def outcome_baseline_take(*, contract_id: str, now: int | None = None,
+                          probe: Probe | None = None) -> None:
+    """The baseline probe, once (claimed by flipping `baseline_taken`), and only before the
+    delivery is certified: a measurement after it would be no baseline."""
+    if not OutcomeContract.objects.filter(pk=contract_id, baseline_taken=False,
+                                          status=BOUND).update(baseline_taken=True):
+        return
+    row = OutcomeContract.objects.get(pk=contract_id)
+    at = now_ms() if now is None else now
+    result = probe(row.definition, at) if probe else _probe(row, at)
+    row.baseline = {**result, "takenAt": at}
+    row.save(update_fields=["baseline"])
+
+
+def outcome_contract_start(*, session: Session, state: SessionState,
+                           delivery: ContractDocument, now: int | None = None) -> None:
+    """At certification (inside its lock): the window starts now; `reliability/outcome-contract`
+    records the bound profile, the baseline and the window."""
+    row = OutcomeContract.objects.filter(session=session,
+                                         delivery_contract_id=delivery["contractId"],
+                                         status=BOUND).first()
+    if row is None:
+        return
+    at = now_ms() if now is None else now
+    baseline = row.baseline if row.baseline and row.baseline.get("passed") else None
+    document = domain.outcome_contract_payload(
+        outcome_contract_id=row.pk, delivery_contract=dict(delivery), view=row.binding,
+        baseline=baseline, started_at=at)
+    governor_event_append(session=session, state=state, type=lifecycle.OUTCOME_CONTRACT,
+                          data=document)
+    row.status, row.started_at_ms = OBSERVING, at
+    row.deadline_at_ms = document["deadlineAt"]
+    row.next_observe_at_ms = at  # the first scheduled observation right away, then every …
+    row.save(update_fields=["status", "started_at_ms", "deadline_at_ms", "next_observe_at_ms"])
+
+
+def outcome_contract_drop(*, session: Session, delivery_contract_id: str) -> None:
+    """A delivery contract that ended without certification has no outcome to watch."""
+    OutcomeContract.objects.filter(session=session, delivery_contract_id=delivery_contract_id,
+                                   status=BOUND).update(status=DROPPED)
+
+
+# --- observation ------------------------------------------------------------------------------
+
+
+def _current_row(session: Session) -> OutcomeContract:
+    row = (OutcomeContract.objects.filter(session=session).exclude(status=DROPPED)
+           .order_by("-created_at").first())
+    if row is None:
+        raise Conflict("this session has no outcome contract (begin with outcome_profile)")
+    if row.status == BOUND:
+        raise Conflict("the outcome is not observed yet: observation starts once delivery is "
+                       "certified")
+    return row
+
+
+def outcome_observe(*, session: Session, trigger: str, now: int | None = None,
+                    probe: Probe | None = None) -> dict[str, Any]:
+    """Observe now, for the agent (at most once a minute: 429 with the seconds to wait) or a
+    reviewer. Answers the outcome status (with the new observation)."""
+    row = _current_row(session)
+    at = now_ms() if now is None else now
+    if row.status != OBSERVING:
+        raise Conflict(f"the outcome is already {row.status}: nothing more is observed")
+    if trigger == "agent":
+        last = row.agent_observed_at_ms
+        wait_ms = last + domain.AGENT_OBSERVE_INTERVAL_MS - at
+        claimed = wait_ms <= 0 and OutcomeContract.objects.filter(
+            pk=row.pk, agent_observed_at_ms=last).update(agent_observed_at_ms=at)
+        if not claimed:
+            seconds = max(1, -(-max(wait_ms, 1) // 1000))
+            raise RetryLater(f"the agent may ask for one outcome observation a minute; try "
+                             f"again in {seconds} s", retry_after=seconds)
+    _observe(session, row, trigger, at, probe)
+    return outcome_status(session=session)
+
+
+def outcomes_observe_due(*, now: int | None = None, probe: Probe | None = None,
+                         limit: int = 100) -> int:
+    """The periodic task: every outcome contract whose observation is due, claimed by moving
+    its next due time on with a compare-and-set (a second scheduler or worker that read the
+    same due time updates nothing and skips it); the number observed."""
+    at = now_ms() if now is None else now
+    count = 0
+    due = list(OutcomeContract.objects.filter(status=OBSERVING, next_observe_at_ms__lte=at)
+               .values_list("pk", "next_observe_at_ms")[:limit])
+    for pk, due_at in due:
+        assert due_at is not None
+        row = OutcomeContract.objects.get(pk=pk)
+        every = row.binding["windows"]["observeEveryMs"]
+        assert row.deadline_at_ms is not None
+        following = None if due_at >= row.deadline_at_ms else min(
+            max(due_at + every, at + 1), row.deadline_at_ms)
+        if not OutcomeContract.objects.filter(pk=pk, status=OBSERVING,
+                                              next_observe_at_ms=due_at).update(
+                next_observe_at_ms=following):
+            continue
+        try:
+            _observe(row.session, row, "schedule", at, probe)
+        except Conflict as exc:  # recorded as unbound; the others are still due
+            log.warning("outcome %s: %s", pk, exc)
+        count += 1
+    return count
+
+
+def _observe(session: Session, row: OutcomeContract, trigger: str, at: int,
+             probe: Probe | None) -> None:
+    current = OutcomeProfile.objects.filter(pk=row.profile_id).values_list(
+        "receipt", flat=True).first()
+    bound = current == row.binding["receipt"]
+    assert row.deadline_at_ms is not None
+    result = None
+    if bound:
+        result = probe(row.definition, at) if probe else _probe(row, at)
+    with session_locked(session) as state:
+        fresh = OutcomeContract.objects.select_for_update().get(pk=row.pk)
+        if fresh.status != OBSERVING:
+            return
+        contract = outcome_document(session, fresh)
+        earlier = outcome_observations(session, row.pk)
+        evaluation = domain.judge(contract, result, at, earlier)
+        document = domain.observation_payload(
+            contract=contract, number=len(earlier) + 1, trigger=trigger, observed_at=at,
+            profile_receipt=current or "", result=result, evaluation=evaluation)
+        governor_event_append(session=session, state=state,
+                              type=lifecycle.OUTCOME_OBSERVATION, data=document)
+        if evaluation["status"] in domain.TERMINAL_STATUSES:
+            _terminal(session, state, fresh, contract, evaluation["status"], evaluation,
+                      document["receipt"])
+    if not bound:
+        raise Conflict("refused: the outcome profile was edited after it was bound (its "
+                       f"receipt is {current}, the contract bound {row.binding['receipt']}); "
+                       "the observation is recorded as unbound and judges nothing")
+
+
+def _terminal(session: Session, state: SessionState, row: OutcomeContract,
+              contract: dict[str, Any], status: str, evaluation: dict[str, Any] | None,
+              observation_receipt: str | None) -> None:
+    terminal = domain.outcome_terminal_payload(
+        contract=contract, status=status,
+        reason=domain.terminal_reason(status, evaluation, contract),
+        observation_receipt=observation_receipt)
+    event = governor_event_append(session=session, state=state, type=lifecycle.OUTCOME_TERMINAL,
+                                  data=terminal)
+    statement = attestation.build_outcome_statement(
+        session_id=str(session.pk), chain_head=event.hash, event_seq=event.seq,
+        terminal=terminal, delivery_contract_receipt=contract["deliveryContractReceipt"],
+        profile_receipt=contract["profileReceipt"])
+    key = keys.key_active()
+    Attestation.objects.create(event=event, keyid=key.keyid, envelope=attestation.sign(
+        statement, private_key=keys.private_key(key), keyid=key.keyid))
+    row.status, row.next_observe_at_ms = status, None
+    row.save(update_fields=["status", "next_observe_at_ms"])
+    announce_on_commit(session_topic(session.pk))
+    task_send_on_commit("reviews.tasks.notify_outcome", str(session.pk), row.pk,
+                        on_failure=lambda exc: log.warning(
+                            "outcome %s: notification not queued (%s)", row.pk, exc))
+
+
+def outcome_words(session: Session, terminal: Any) -> str:
+    """What a certified delivery's answer adds: `delivery-certified` with the outcome status,
+    and not to claim the business goal ("" when the contract watches no outcome)."""
+    if not isinstance(terminal, dict) or terminal.get("status") != "certified":
+        return ""
+    row = OutcomeContract.objects.filter(
+        session=session, delivery_contract_id=terminal.get("contractId")).first()
+    if row is None or row.status in (BOUND, DROPPED):
+        return ""
+    return domain.status_words(row.status, outcome_document(session, row))
