@@ -1,4 +1,4 @@
-"""B10. Evidence integrity cost (SEMANTICS §14).
+"""B10. Evidence integrity cost (rules §14).
 
 Three measurements, each a ratio or a difference in the same run:
 

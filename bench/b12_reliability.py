@@ -1,4 +1,4 @@
-"""B12. The reliability page (issue 31; shared/BENCHMARKS.md).
+"""B12. The reliability page (issue 31; docs/benchmarks.md).
 
 Server time and SQL query count of `/projects/<slug>/reliability` over 30 days for a project
 with 1k, 10k and 100k ended sessions, in a fresh interpreter on a throwaway database (SQLite,

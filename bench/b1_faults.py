@@ -1,4 +1,4 @@
-"""B1. Keyless fault matrix (shared/BENCHMARKS.md).
+"""B1. Keyless fault matrix (docs/benchmarks.md).
 
 A scripted agent (`bench/agent.py`) drives a real served governor — gunicorn, a Celery worker,
 bubblewrap-sandboxed verifier runs — over HTTP through the fault cases of `bench/cases.py`, in two

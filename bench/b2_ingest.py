@@ -1,4 +1,4 @@
-"""B2. Event ingestion throughput (shared/BENCHMARKS.md).
+"""B2. Event ingestion throughput (docs/benchmarks.md).
 
 The accepted recorded Harness logs go through `events_append` (full validation, hash chain,
 projection, one transaction per batch of at most 1,000), one fresh session per log per copy.

@@ -1,4 +1,4 @@
-"""B3. Turn-stop cost against log length (shared/BENCHMARKS.md).
+"""B3. Turn-stop cost against log length (docs/benchmarks.md).
 
 One contract of 20 checks (8 file, 2 JSON, 6 tool, 2 code, 2 trajectory) in sessions whose logs
 hold 1k, 10k and 100k events after the contract start. Exactly one check (a missing CHANGELOG
@@ -10,7 +10,7 @@ kept-open connection. All sessions are built first (untimed, through `events_app
 1,000, as the API appends); then round by round every session gets its next turn-stop, in a
 shuffled order, so drift on the shared machine hits all sizes alike.
 
-The two code checks count only results of the tree the attempt judges (SEMANTICS §10.3): the
+The two code checks count only results of the tree the attempt judges (rules §10.3): the
 verification events carry the session's workspace tree as the server names it
 (`session_tree_reference`, the id and exclusions digest a run's private copy is hashed to) and
 no environment, as a profile without environment directories records. Every timed answer must

@@ -1,4 +1,4 @@
-"""B4. Sandbox start overhead (shared/BENCHMARKS.md).
+"""B4. Sandbox start overhead (docs/benchmarks.md).
 
 `/bin/true` run bare (`subprocess.run`) and through `run_sandboxed` — the whole path a verifier
 run takes: the checks before anything starts, bubblewrap with every namespace, rlimits, output
@@ -6,7 +6,7 @@ capture and hashing, teardown — the same number of runs each, in one process. 
 turns run by run, so drift and other load hit both alike. Overhead = median(sandboxed) −
 median(bare). Goal: ≤ 10 ms (a published `docker run --rm` start is about 350 ms).
 
-Then what a run's private copy costs (SEMANTICS §10.2: a run executes on a copy of exactly the
+Then what a run's private copy costs (rules §10.2: a run executes on a copy of exactly the
 hashed tree, never on the agent's directory). For trees of 1k and 10k files (B7's realistic mix)
 whose blobs the store keeps: `tree_materialised` — hard links from this machine's blob cache,
 the copy hashed again and checked against the tree id, then removed — against stock git
@@ -15,7 +15,7 @@ directory, then removed; the arms alternate, medians of `--repeats`. The first c
 empty blob cache (every blob fetched from the store), is reported too. Goal: ≤ 2× git.
 
 Both goals are gates. The copy's is a ratio to git measured in the same run. The start
-overhead's is absolute: the design (shared/BENCHMARKS.md) names 10 ms and no reference to
+overhead's is absolute: the design (docs/benchmarks.md) names 10 ms and no reference to
 divide by, and what it bounds is the time the sandbox adds to every verifier run, which counts
 in milliseconds, not as a multiple of starting `/bin/true` bare. So it stays a gate, and a
 slower machine of this kind can miss it with nothing on the path changed. Both arms' medians

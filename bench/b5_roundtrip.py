@@ -1,4 +1,4 @@
-"""B5. Verification round trip (shared/BENCHMARKS.md).
+"""B5. Verification round trip (docs/benchmarks.md).
 
 A real served governor (gunicorn + a warm Celery worker, started as `tests/live.py` starts it)
 with a Redis broker (database 14 on 127.0.0.1:6379, flushed first). An operator profile runs
@@ -22,14 +22,14 @@ by the claim — and `finished_at`, read afterwards through `manage.py shell`), 
 
 Also measured: the round trip on workspaces of 1k and 10k files (B7's realistic mix), where a
 run hashes the agent's directory (warm stat cache) and executes on a private copy of that tree
-(SEMANTICS §10.2: hard links from the worker's blob cache, checked, removed afterwards); the
+(rules §10.2: hard links from the worker's blob cache, checked, removed afterwards); the
 first run of each size, which also keeps the new tree's blobs and fills the cache, is reported
 apart. And the same round trip waited for through the long poll
 `GET /code-verifications/{id}?wait=30`, which is what the bundled clients use; it is woken when
 the result commits (Redis pub/sub), and must stay within 10 ms of the direct round trip.
 
 Gates: the round-trip median ≤ 100 ms, and the long poll's median within 10 ms of it. Both are
-absolute, as the design states them (shared/BENCHMARKS.md B5 and B9), so a slower machine of
+absolute, as the design states them (docs/benchmarks.md B5 and B9), so a slower machine of
 this kind can miss the first with nothing on the path changed; the split says where the time
 went. A run without Redis fails too: B5 asks for a Redis broker.
 """

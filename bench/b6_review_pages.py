@@ -1,4 +1,4 @@
-"""B6. Review pages (shared/BENCHMARKS.md).
+"""B6. Review pages (docs/benchmarks.md).
 
 Server time and SQL query count of the reviewer pages as their content grows: the evidence page
 of one proposal with 10 and with 100 claims and checks, and the inbox with 10 and with 1,000

@@ -1,4 +1,4 @@
-"""B7. Workspace tree hash (shared/BENCHMARKS.md, SEMANTICS §10).
+"""B7. Workspace tree hash (docs/benchmarks.md, rules §10).
 
 Trees of 1k, 10k and 50k files (about 4 kB a file on average, so ≈ 200 MB at 50k), built in a
 temporary directory with a fixed seed: source-like text files of 0–6 kB in directories of ten
@@ -7,7 +7,7 @@ thousand a binary of 0.5–2 MB (a third of the bytes). Each size is measured on
 tree, arms taking turns:
 
 - cold: `hash_tree` with an empty stat cache, against stock git with a fresh repository and
-  index (`git init --object-format=sha256`, the attributes line of SEMANTICS §10.1,
+  index (`git init --object-format=sha256`, the attributes line of rules §10.1,
   `git add -A -f`, `git write-tree`; the git directory lives outside the tree so both arms read
   the same files from the same page cache);
 - warm: one source file rewritten, then `hash_tree` with the cache of the previous hash against

@@ -1,4 +1,4 @@
-"""B8. Snapshot upload (shared/BENCHMARKS.md, SEMANTICS §11).
+"""B8. Snapshot upload (docs/benchmarks.md, rules §11).
 
 A 10k-file workspace of about 100 MB (B7's source-like tree with a fixed seed, plus a few
 incompressible binaries) uploaded by the Python client (`governor_client.snapshot.upload`, as

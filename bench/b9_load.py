@@ -1,4 +1,4 @@
-"""B9. Load: many agents at once (shared/BENCHMARKS.md).
+"""B9. Load: many agents at once (docs/benchmarks.md).
 
 The served stack `make run` starts (`governor_serve`: gunicorn with 2 uvicorn workers running
 the ASGI application, one Celery worker with 2 processes), a Redis broker (database 12 on
@@ -53,7 +53,7 @@ from governor.lib.notify import channel
 from tests.harness_builders import Trace
 
 NAME = "B9"
-LEVELS = (5, 10, 50, 200)  # BENCHMARKS.md's 10, 50, 200, and 5: a load two CPUs still serve
+LEVELS = (5, 10, 50, 200)  # docs/benchmarks.md's 10, 50, 200, and 5: a load two CPUs still serve
 SECONDS = 30
 WAITERS = 1000
 AGENT_TOKENS = 50

@@ -51,7 +51,7 @@ def python_profile(profile_id: str, description: str, code: str, *,
             "required": required}
 
 
-# The operator's pytest suite of the evidence cases (SEMANTICS §14): a report profile whose
+# The operator's pytest suite of the evidence cases (rules §14): a report profile whose
 # tests and their configuration are protected paths; not required, named by those contracts.
 CALC_TESTS = ("from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
               "def test_mul():\n    assert mul(3, 4) == 12\n")
@@ -64,7 +64,7 @@ PYTEST_PROFILE = {
 }
 
 
-# The operator's outcome profile of the outcome case (SEMANTICS §15): checkout conversion, read
+# The operator's outcome profile of the outcome case (rules §15): checkout conversion, read
 # by a probe that reports what the analytics system has now (2.8 %, the target is 3.1 %), judged
 # from day 1 after certification. Nothing the agent does in its session can move it.
 OUTCOME_PROFILE = {
@@ -642,7 +642,7 @@ def governed_review_replay(agent: Agent, trial: Trial) -> tuple[str, int]:
     3. The reviewer's browser re-posts both old Approve forms — old receipts — to the new
        proposal's page. Nothing may be approved.
     4. The reviewer reads the new proposal properly and requests a revision; the agent proposes
-       the real plan again; the reviewer approves its intent again in one step (SEMANTICS §13)
+       the real plan again; the reviewer approves its intent again in one step (rules §13)
        and the evidence plan on the pages; the contract is active (version 5) and the agent
        works and stops as usual.
     """

@@ -43,7 +43,7 @@ class MembershipInline(admin.TabularInline[Membership, Project]):
 
 
 class DraftRouteInline(admin.StackedInline[DraftRoute, Project]):
-    """SEMANTICS §9: the exact route of `auxiliary-model` authoring. The key itself is never
+    """rules §9: the exact route of `auxiliary-model` authoring. The key itself is never
     entered here: only the environment variable or file that holds it."""
 
     model = DraftRoute

@@ -1,4 +1,4 @@
-"""ARCHITECTURE §4: projects, people, tokens, sessions and their append-only logs."""
+"""docs/architecture.md: projects, people, tokens, sessions and their append-only logs."""
 
 from __future__ import annotations
 
@@ -87,12 +87,12 @@ class Project(models.Model):
     )
     tree_max_files = models.PositiveIntegerField(
         default=100_000, validators=[MinValueValidator(1), MaxValueValidator(10_000_000)],
-        help_text="The most files and symlinks a workspace tree may hold (SEMANTICS §10): a "
+        help_text="The most files and symlinks a workspace tree may hold (rules §10): a "
                   "larger workspace is not hashed, and every evaluation of it fails, naming "
                   "this limit.")
     tree_max_bytes = models.PositiveBigIntegerField(
         default=1024 ** 3, validators=[MinValueValidator(1), MaxValueValidator(1024 ** 4)],
-        help_text="The most bytes the files of a workspace tree may hold (SEMANTICS §10), "
+        help_text="The most bytes the files of a workspace tree may hold (rules §10), "
                   "refused likewise.")
     tree_exclusions = models.JSONField(
         default=list, blank=True,
@@ -273,7 +273,7 @@ class Session(models.Model):
 
 
 class WorkspaceTree(models.Model):
-    """SEMANTICS §10: the manifest of a workspace tree the governor hashed (for an attempt, a
+    """rules §10: the manifest of a workspace tree the governor hashed (for an attempt, a
     contract's start or a run), written once per (project, id, exclusions digest): what an
     export names file by file."""
 
@@ -417,7 +417,7 @@ class DraftProvider(models.TextChoices):
 
 
 class DraftRoute(models.Model):
-    """SEMANTICS §9: the one exact provider route a project in `auxiliary-model` authoring mode
+    """rules §9: the one exact provider route a project in `auxiliary-model` authoring mode
     drafts contracts through. The credential is never stored: only the name of the environment
     variable or the path of the file that holds it, read at call time."""
 
@@ -464,7 +464,7 @@ class DraftRoute(models.Model):
 
 
 class Blob(models.Model):
-    """SEMANTICS §11.2: one blob in the store, in its project's namespace (another project's
+    """rules §11.2: one blob in the store, in its project's namespace (another project's
     blob of the same id is missing to this one). The row is written only after the bytes are
     stored whole, so a row means a complete, verified blob; `touched_at` moves whenever an
     upload finds it present or a snapshot names it, and garbage collection spares the blobs
@@ -487,7 +487,7 @@ class Blob(models.Model):
 
 
 class Snapshot(models.Model):
-    """SEMANTICS §11.1: a tree a snapshot session uploaded, immutable; the session's latest
+    """rules §11.1: a tree a snapshot session uploaded, immutable; the session's latest
     (highest `number`) is the one its turn-stops and runs must name."""
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="snapshots")

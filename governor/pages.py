@@ -1,4 +1,4 @@
-"""The session pages (ARCHITECTURE §6): the sessions list, the timeline and its live part, the
+"""The session pages (docs/architecture.md): the sessions list, the timeline and its live part, the
 changes and the downloads, for the members of a session's project. They parse, authorise, read
 through governor/selectors and render. Included from governor/urls.py under `sessions/`."""
 

@@ -132,7 +132,7 @@ def secret_key() -> str:
 
 
 def broker_choice() -> tuple[str, str]:
-    """ARCHITECTURE §3: the configured broker, else the one start-up chose (local Redis if it
+    """docs/architecture.md: the configured broker, else the one start-up chose (local Redis if it
     answered, else files), else files."""
     configured = os.environ.get("GOVERNOR_BROKER_URL", "").strip()
     if not configured:
@@ -416,7 +416,7 @@ CELERY_BEAT_SCHEDULE = {
                          "schedule": GOVERNOR_RUN_LEASE_SECONDS / 3},
 }
 
-# SEMANTICS §11: the content-addressed blob store (a Django storage backend, alias
+# rules §11: the content-addressed blob store (a Django storage backend, alias
 # "governor_blobs"): the filesystem under var/blobs by default, an S3-compatible store when
 # GOVERNOR_BLOB_STORE=s3 (bucket, endpoint and region from GOVERNOR_S3_*; credentials from the
 # usual AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY environment or instance role).

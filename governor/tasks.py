@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 @shared_task
 def collect_blobs() -> dict[str, int]:
-    """SEMANTICS §11.4: snapshots superseded for the grace period that nothing names, then the
+    """rules §11.4: snapshots superseded for the grace period that nothing names, then the
     blobs no kept tree references, untouched for the grace period."""
     collected = {**snapshots_collect(), **blobs_collect()}
     if any(count for name, count in collected.items() if name != "kept"):

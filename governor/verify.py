@@ -1,4 +1,4 @@
-"""Offline verifier for session exports (SEMANTICS §1.5, §10.2 and §12, ARCHITECTURE §5).
+"""Offline verifier for session exports (rules §1.5, §10.2 and §12, docs/architecture.md).
 
     python -m governor.verify EXPORT.jsonl [--key KEYFILE] [--reviewer-keys FILE] [--tree DIR]
         [--commit REV [--repo DIR]]
@@ -11,7 +11,7 @@ one-line summary when the export verifies, exit 1 with `FAIL: seq N: <what>` (or
 <what>` for a line that is not an event) naming the first problem. With `--tree DIR`, the export
 must also verify and DIR must be a workspace tree a signed terminal certified; when it is not, the
 files that differ from the latest certified tree's manifest are listed (added, removed, changed,
-mode changed). With `--commit REV` (SEMANTICS §16.2), the commit's content must be exactly a
+mode changed). With `--commit REV` (rules §16.2), the commit's content must be exactly a
 certified tree: of the verified export, or of the server's project (`GET /api/v1/certifications`,
 every envelope checked here against `--key`, else against the server's own published keys with a
 warning); when it is not, the files that differ from the nearest certified manifest are listed.
@@ -107,7 +107,7 @@ FORMAT_V1 = "reliability-governor-export/1"
 
 class ReceiptRule(NamedTuple):
     kind: str
-    """The receipt kind (SEMANTICS §1.4)."""
+    """The receipt kind (rules §1.4)."""
     field: str | None
     """The field of `data` holding the receipted document, or None when it is `data` itself."""
     may_lack: bool = False

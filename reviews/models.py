@@ -1,4 +1,4 @@
-"""Review (SEMANTICS §6): one Review per stage — the intent, the evidence plan and, where the
+"""Review (rules §6): one Review per stage — the intent, the evidence plan and, where the
 project asks for it, the delivered change — bound to its proposal receipt."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Approval(models.Model):
     carried_from = models.CharField(
         max_length=71, blank=True,
         help_text="The decision receipt of this reviewer's earlier approval of exactly the same "
-                  "intent receipt in this session, when this approval carried it (SEMANTICS §13).")
+                  "intent receipt in this session, when this approval carried it (rules §13).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

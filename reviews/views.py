@@ -167,7 +167,7 @@ def _revision(review: Review) -> dict[str, Any] | None:
             "changes": None if delivery else plan_changes(previous.plan, review.plan)}
 
 
-# How a reviewer reads each check's baseline (SEMANTICS §14.5): (label, badge class, what it
+# How a reviewer reads each check's baseline (rules §14.5): (label, badge class, what it
 # means for the evidence).
 BASELINE_TEXTS = {
     "fails": ("fails now", "ok", "will show the work"),

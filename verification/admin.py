@@ -1,5 +1,5 @@
 """Operators manage their projects' verifier profiles here; every save is validated by the
-rules of SEMANTICS §8 and keeps the previous receipt readable."""
+rules of rules §8 and keeps the previous receipt readable."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ARCHITECTURE §4: operator-configured verifier profiles and their runs."""
+"""docs/architecture.md: operator-configured verifier profiles and their runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS §8 "Run": one verifier command in a bubblewrap sandbox.
+"""rules §8 "Run": one verifier command in a bubblewrap sandbox.
 
 Who runs it. bubblewrap is started as an unprivileged host identity: 65534:65534 ("nobody") when
 the worker is root, the worker's own ids otherwise; inside, the command is uid/gid 65534 of its own

@@ -24,7 +24,7 @@ from governor.domain.canonical import loads_strict
 
 
 class StrictParser(Parser):
-    """Bodies are lossless JSON (SEMANTICS §1.2) before any schema sees them."""
+    """Bodies are lossless JSON (rules §1.2) before any schema sees them."""
 
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:
         return cast(dict[str, Any], loads_strict(request.body))

@@ -1,4 +1,4 @@
-"""SEMANTICS §11.1: the blob store and snapshots of a session's tree."""
+"""rules §11.1: the blob store and snapshots of a session's tree."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ router = Router(tags=["snapshots"])
 
 @router.get("/project", response={200: ProjectOut, **ERROR_RESPONSES})
 def project(request: HttpRequest) -> dict[str, Any]:
-    """What an agent needs to compute the tree the server computes (SEMANTICS §10.1): the
+    """What an agent needs to compute the tree the server computes (rules §10.1): the
     project's exclusions, and the caps a snapshot must keep; and what it must not change (the
     protected paths, §14.3) and whether its evidence must tell done from not done (§14.5)."""
     current = agent_token(request).project

@@ -1,4 +1,4 @@
-"""Auxiliary-model drafting (SEMANTICS §9): POST /sessions/{id}/drafts."""
+"""Auxiliary-model drafting (rules §9): POST /sessions/{id}/drafts."""
 
 from __future__ import annotations
 

@@ -98,7 +98,7 @@ class EventsIn(Strict):
 
 
 class ClaimIn(Strict):
-    """A claim (SEMANTICS §5); `governor/domain/contracts.py` checks it."""
+    """A claim (rules §5); `governor/domain/contracts.py` checks it."""
 
     id: str = Field(max_length=contract_rules.MAX_ID_CHARS, description="trimmed")
     statement: str = Field(max_length=contract_rules.MAX_STATEMENT_CHARS, description="trimmed")
@@ -159,7 +159,7 @@ class IntentIn(Strict):
 
 
 class ProposalIn(Strict):
-    """A contract proposal (SEMANTICS §4–§6), to assess. Its claims, checks, intent and budget
+    """A contract proposal (rules §4–§6), to assess. Its claims, checks, intent and budget
     are checked by `governor/domain/contracts.py`, naming every failing field (`checks/2/path`);
     `max_attempts` is 1..the project's cap."""
 
@@ -428,7 +428,7 @@ class ProfileOut(Out):
     timeout_ms: int
     sandbox_mode: Literal["read-only", "workspace-write"]
     protected_paths: list[str] = Field(description="patterns a contract naming it may not "
-                                                   "change (SEMANTICS §14.3)")
+                                                   "change (rules §14.3)")
     report: Literal["junit"] | None = Field(description="junit: its runs are judged by their "
                                                         "test report and against the baseline")
     receipt: str

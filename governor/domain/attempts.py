@@ -1,4 +1,4 @@
-"""SEMANTICS §7: deciding an attempt and a turn-stop, and the attempt and terminal payloads with
+"""rules §7: deciding an attempt and a turn-stop, and the attempt and terminal payloads with
 their receipts. The texts the agent receives are in `governor/domain/messages.py`.
 
 Payloads (event data) and what their receipts cover:
@@ -78,7 +78,7 @@ def attempt_payload(
     tree: Mapping[str, str] | None,
 ) -> AttemptDocument:
     """`reliability/attempt` data with its receipt. `tree` is the workspace tree its checks
-    judged (SEMANTICS §10.2), None when it could not be hashed (then every check failed)."""
+    judged (rules §10.2), None when it could not be hashed (then every check failed)."""
     if trigger not in TRIGGERS:
         raise ValueError(f"attempt trigger {trigger!r} is not one of {TRIGGERS}")
     payload: dict[str, Any] = {

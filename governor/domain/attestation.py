@@ -1,9 +1,9 @@
-"""SEMANTICS §1.5: signed attestations — an in-toto Statement v1 inside a DSSE v1 envelope.
+"""rules §1.5: signed attestations — an in-toto Statement v1 inside a DSSE v1 envelope.
 
 Every activated contract and every terminal is attested: the statement's subject is
 `session:<session id>/contract:<contract id>` with the chain head (the hash of the event being
 attested) as its sha256 digest, and its predicate carries the receipts the event stands on. A
-terminal whose deciding attempt judged a workspace tree (SEMANTICS §10.2) has a second subject,
+terminal whose deciding attempt judged a workspace tree (rules §10.2) has a second subject,
 `{"name": "workspace", "digest": {"gitTree": <the tree id's 64 hex>}}` (in-toto's DigestSet key
 for git trees).
 The payload is the RFC 8785 form of the statement, signed with Ed25519 over the DSSE
@@ -24,7 +24,7 @@ Predicate (`https://reliability-governor.dev/attestation/v1`), camelCase like ev
     runReceipts      the `code-verification-result` receipts of the runs the deciding attempt
                      counted (absent from terminals signed before runs carried receipts)
 
-SEMANTICS §12: an export ends with a signed head, a statement of the same envelope and key
+rules §12: an export ends with a signed head, a statement of the same envelope and key
 whose subject is `session:<session id>` with the hash of the last exported event (GENESIS for
 an empty log) as its digest, and whose predicate (`https://reliability-governor.dev/
 export-head/v1`) is `{seq, project, harness}`: the last seq (-1 for an empty log) and the
@@ -209,7 +209,7 @@ def build_statement(
     `chain_head`. Terminal fields are required for kind "terminal" and refused for "contract";
     `workspace_tree` (64 hex: the deciding attempt's tree) becomes a terminal's second subject;
     a certified terminal's predicate names its contract's `startTree` and the `changesDigest`
-    of what changed since (SEMANTICS §14.8)."""
+    of what changed since (rules §14.8)."""
     if kind not in PREDICATE_KINDS:
         raise AttestationError(f"predicate: kind must be one of {list(PREDICATE_KINDS)}")
     predicate: dict[str, Any] = {
@@ -271,7 +271,7 @@ def build_outcome_statement(*, session_id: str, chain_head: str, event_seq: int,
 def build_head_statement(
     *, session_id: str, seq: int, head: str, project: str, harness: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """The in-toto Statement of an export's signed head (SEMANTICS §12): the log of `session_id`
+    """The in-toto Statement of an export's signed head (rules §12): the log of `session_id`
     ends at `seq` (-1 when empty) whose chain hash is `head`."""
     statement = {
         "_type": STATEMENT_TYPE,

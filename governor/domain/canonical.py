@@ -1,4 +1,4 @@
-"""SEMANTICS §1: canonical JSON (RFC 8785), strict JSON intake and receipts."""
+"""rules §1: canonical JSON (RFC 8785), strict JSON intake and receipts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ARCHITECTURE §5: the per-session hash chain.
+"""docs/architecture.md: the per-session hash chain.
 
 hash = sha256(JCS({session, seq, type, time, origin, data, prev[, meta]})) as 64 lowercase hex.
 `meta` carries the envelope keys beyond the core ones (sourceSeq, ignorable, surfaceOp,

@@ -1,4 +1,4 @@
-"""SEMANTICS §14.1–14.4: what an attempt changed since the contract started, and the checks
+"""rules §14.1–14.4: what an attempt changed since the contract started, and the checks
 that judge it — scope (`changes_within`, `unchanged`) and the protected paths a begin injects.
 
     changes       per path, between the contract's start tree and the attempt's tree, from their

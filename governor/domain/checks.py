@@ -1,4 +1,4 @@
-"""SEMANTICS §4 rules 6–10: evaluating a contract's checks.
+"""rules §4 rules 6–10: evaluating a contract's checks.
 
 File checks read through `Workspace`. Tool and verification checks never scan the log here: they
 ask an `Evidence` object aggregate questions. `LogEvidence` answers them over a list of stored
@@ -7,7 +7,7 @@ against.
 
 Only events with seq > the contract's `startedAtSeq` count (the `after_seq` of every question).
 
-Every evaluation judges one workspace tree (SEMANTICS §10): `tree`, the reference
+Every evaluation judges one workspace tree (rules §10): `tree`, the reference
 `{"id", "exclusions"}` of the tree the workspace was hashed to. File checks read that tree (the
 `Workspace` that hashed it refuses anything else), and a verifier result counts only for the tree
 it ran on (§10.3).
@@ -216,7 +216,7 @@ def _int(value: Any, default: int) -> int:
 
 
 def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord:
-    """A `reliability/code-verification` event's data (SEMANTICS §8 "Result") as a record."""
+    """A `reliability/code-verification` event's data (rules §8 "Result") as a record."""
     failure_kind = data.get("failureKind")
     return VerificationRecord(
         seq=seq,

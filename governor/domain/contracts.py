@@ -1,4 +1,4 @@
-"""The completion contract: SEMANTICS §4 rules 1–5, the claim rules of §5, the intent of §6 and
+"""The completion contract: rules §4 rules 1–5, the claim rules of §5, the intent of §6 and
 the injected code-profile checks of §8 (second bullet).
 
 Wire body (snake_case) an agent sends to begin or assess::
@@ -721,8 +721,8 @@ def contract_document(
          startedAtSeq, review, intent? (v5), coverageReceipt?, draftReceipt?, authorship?,
          startTree?, baselines?, receipt}
 
-    `baselines` (SEMANTICS §14.5) is each check's result on the start state, by check id.
-    `startTree` (SEMANTICS §10.2) is the workspace tree when the contract became active,
+    `baselines` (rules §14.5) is each check's result on the start state, by check id.
+    `startTree` (rules §10.2) is the workspace tree when the contract became active,
     ``{"id": "gittree:sha256:<hex>", "exclusions": <exclusions digest>}``.
 
     Version 3: review off, ``review = {"mode": "off", "reviewed": false}``.

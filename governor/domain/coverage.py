@@ -1,4 +1,4 @@
-"""SEMANTICS §5: the structural coverage assessment of a proposal's claims by its checks.
+"""rules §5: the structural coverage assessment of a proposal's claims by its checks.
 
 `assess` takes claims and checks in stored camelCase form (as `contracts.Proposal` holds them).
 The assessment::

@@ -10,7 +10,7 @@ from typing_extensions import TypedDict
 
 
 class TreeRef(TypedDict):
-    """A workspace tree (SEMANTICS §10.2): its id and the digest of the exclusions it used."""
+    """A workspace tree (rules §10.2): its id and the digest of the exclusions it used."""
 
     id: str
     exclusions: str

@@ -1,4 +1,4 @@
-"""SEMANTICS §9: auxiliary-model drafting, the pure part.
+"""rules §9: auxiliary-model drafting, the pure part.
 
 Everything here is deterministic and free of I/O: the fixed, versioned system prompt; the one
 user block and its input receipt; the provider request bodies (OpenAI-compatible chat

@@ -1,4 +1,4 @@
-"""The export format (ARCHITECTURE §6, docs/api.md): one canonical JSON text per line. The
+"""The export format (docs/architecture.md, docs/api.md): one canonical JSON text per line. The
 server's export (`governor/services/exports.py` `export_lines`) writes it with these; the
 offline verifier (`governor/verify.py`) reads it."""
 

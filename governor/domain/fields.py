@@ -37,7 +37,7 @@ def join_path(base: str, *parts: object) -> str:
 
 
 def string_field(errors: FieldErrors, path: str, value: Any) -> str | None:
-    """`value` if it is a lossless JSON string (SEMANTICS §1.2), else None (recorded)."""
+    """`value` if it is a lossless JSON string (rules §1.2), else None (recorded)."""
     if type(value) is not str:
         errors.add(path, "must be a string")
         return None

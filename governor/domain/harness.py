@@ -1,4 +1,4 @@
-"""SEMANTICS §2: DeepSeek Harness session-log ingestion (format version 0).
+"""rules §2: DeepSeek Harness session-log ingestion (format version 0).
 
 Plain functions over plain data. `validate_event` checks one envelope against the session's
 `TraceState` and advances it; `validate_batch` is the all-or-nothing form the append path uses;
@@ -178,7 +178,7 @@ class TraceState:
 
 
 def is_governor_tool(name: str) -> bool:
-    """SEMANTICS §2, last paragraph: the last segment after `__` or `.` (or the whole name)."""
+    """rules §2, last paragraph: the last segment after `__` or `.` (or the whole name)."""
     return name.rsplit("__", 1)[-1].rsplit(".", 1)[-1] in GOVERNOR_TOOL_NAMES
 
 

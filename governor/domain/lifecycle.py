@@ -1,4 +1,4 @@
-"""SEMANTICS §3: the governor events of a session log folded into its lifecycle state.
+"""rules §3: the governor events of a session log folded into its lifecycle state.
 
 `fold(events)` folds a whole log; `apply(state, event)` advances a state by one event, so the
 database projection can move incrementally and `fold(log) == reduce(apply, log, initial_state())`.

@@ -1,4 +1,4 @@
-"""SEMANTICS §7: the exact texts the agent receives (repair, terminals, review-pending, imported).
+"""rules §7: the exact texts the agent receives (repair, terminals, review-pending, imported).
 What decides is `governor/domain/attempts.py`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SEMANTICS §8 "Profile": what an operator may configure as a trusted verifier command.
+"""rules §8 "Profile": what an operator may configure as a trusted verifier command.
 
 Input (snake_case, as an operator form or API sends it)::
 
@@ -33,7 +33,7 @@ Limits (defaults and inclusive bounds), set as rlimits on every process of the s
 (verification/cgroups.py), `memory_bytes` and `pids` also cap the whole run: its total memory
 and its total processes.
 
-Environment: a run sees the workspace tree and nothing else of the workspace (SEMANTICS §10.1's
+Environment: a run sees the workspace tree and nothing else of the workspace (rules §10.1's
 exclusions keep installed dependencies out of the tree id). Directories a command needs that the
 project excludes (`.venv`, `node_modules`) are declared as the profile's `environment`: each is
 hashed as a tree of its own, materialised beside the tree, and their digest

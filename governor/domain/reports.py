@@ -1,11 +1,11 @@
-"""SEMANTICS §14.6–14.7: trusted test reports, and what a run of a report profile must show
+"""rules §14.6–14.7: trusted test reports, and what a run of a report profile must show
 against the baseline run on the contract-start tree.
 
 A profile with `report: "junit"` writes JUnit/xUnit XML into its sandbox's private
 `/governor-report`. Every `*.xml` there (at most MAX_REPORT_BYTES in all) is parsed with
 defusedxml — no DTD, no entities, no external references — into one outcome per test id
 (`classname::name`): `passed`, `failed`, `error` or `skipped`, and the counts. A run of such a
-profile passes only if, besides SEMANTICS §8, a report parsed, no test failed or errored and at
+profile passes only if, besides rules §8, a report parsed, no test failed or errored and at
 least one passed. Baseline: every test the baseline ran (passed, failed or errored — not skipped)
 must be present and passed in the run that counts: a test that passed must still pass
 (pass-to-pass), one that failed must now pass (fail-to-pass), none may be skipped or gone.

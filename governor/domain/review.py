@@ -1,4 +1,4 @@
-"""SEMANTICS §6: the two review stages' proposal documents and decision payloads.
+"""rules §6: the two review stages' proposal documents and decision payloads.
 
     intent proposal    {stage: "intent", sessionId, contractKind, objective, constraints,
                         assumptions, nonGoals, ambiguities, authorship}
@@ -127,7 +127,7 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
     `comments`: the reviewers' comments on lines of the delivered change, bound by their count
     and receipt (never their text), as the feedback is.
     `carried_from`: the earlier decision receipts that approvals of this exact receipt carried
-    (SEMANTICS §13); `signatures`: the deciding reviewers' passkey signatures (issue 18)."""
+    (rules §13); `signatures`: the deciding reviewers' passkey signatures (issue 18)."""
     if decision not in DECISIONS:
         raise ReviewError("decision", f"must be one of {', '.join(DECISIONS)}")
     _, review_kind, feedback_kind = STAGE_KINDS[stage]
@@ -264,7 +264,7 @@ def plan_texts(before: dict[str, Any], after: dict[str, Any]) -> list[TextChange
     return rows
 
 
-# --- when a stage is decided (SEMANTICS §6, §13, and signed approvals) -----------------------
+# --- when a stage is decided (rules §6, §13, and signed approvals) -----------------------
 
 REFUSED_UNKNOWN = "unknown-decision"
 REFUSED_UNSIGNED = "signature-required"

@@ -1,4 +1,4 @@
-"""SEMANTICS §11.1: the manifest of an uploaded snapshot, checked whole before anything is kept.
+"""rules §11.1: the manifest of an uploaded snapshot, checked whole before anything is kept.
 
 A snapshot is a list of entries `{"path", "mode", "blob"}`; with a `base` (an earlier snapshot's
 manifest) the entries list only what changed, and a `null` blob deletes a path. The result is a

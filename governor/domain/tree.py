@@ -1,4 +1,4 @@
-"""SEMANTICS §10.1 and §10.4: the id of a workspace tree, as stock git computes it.
+"""rules §10.1 and §10.4: the id of a workspace tree, as stock git computes it.
 
 A tree id is the git tree id in SHA-256 object format over the raw bytes of every regular file
 and symbolic link under the root, written `gittree:sha256:<64 hex>`. It equals what

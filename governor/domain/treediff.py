@@ -1,4 +1,4 @@
-"""Issue 14 item 6: what changed between two kept trees (SEMANTICS §10), as a reviewer reads it.
+"""Issue 14 item 6: what changed between two kept trees (rules §10), as a reviewer reads it.
 
 Changes come from the two manifests alone (path, mode, blob id): a path in one tree only is
 added or removed, in both with another blob or mode it is modified. A text diff is a line diff

@@ -1,4 +1,4 @@
-"""SEMANTICS §8 "Result": how a verification run's recorded result is decided, from what the
+"""rules §8 "Result": how a verification run's recorded result is decided, from what the
 sandbox reports (verification/sandbox.py only runs the command and says how it ended).
 
     output receipt   receipt("code-verification-output", {"stream", "sha256"}) over every byte
@@ -11,7 +11,7 @@ sandbox reports (verification/sandbox.py only runs the command and says how it e
     result           {verificationId, profile, profileReceipt, startedAfterSeq, passed,
                      failureKind, exitCode, signal, durationMs, sandboxMode, stdout, stderr,
                      treeBefore, tree, environment}, bound to its run by the first four and to
-                     the trees it ran on (SEMANTICS §10.2), with
+                     the trees it ran on (rules §10.2), with
                      receipt("code-verification-result", it without receipt)
 """
 
@@ -59,7 +59,7 @@ class Outcome:
 
 
 def outcome(ended: Ended) -> Outcome:
-    """The outcome of a run whose sandbox started (SEMANTICS §8)."""
+    """The outcome of a run whose sandbox started (rules §8)."""
     if ended.refused is not None:
         return Outcome(False, "infrastructure", None, None, ended.refused)
     if not ended.finished:

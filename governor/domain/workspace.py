@@ -1,4 +1,4 @@
-"""SEMANTICS §4 rule 6: every file a check reads goes through `Workspace`.
+"""rules §4 rule 6: every file a check reads goes through `Workspace`.
 
 A session is bound to a directory: its canonical path and its identity (device and inode),
 recorded when the session is created. Nothing here resolves a path through the kernel's symlink
@@ -16,7 +16,7 @@ to its directory and checked to be the inode that was lstat-ed. A regular file w
 one link whose owner is not the workspace's owner (the root directory's) is refused before any
 byte is read (`foreign_hard_link`).
 
-SEMANTICS §10.2: once `hash` has named the tree an attempt judges, the workspace is read only
+rules §10.2: once `hash` has named the tree an attempt judges, the workspace is read only
 through the descriptor that tree was hashed through, and every read is checked against it: a
 file's blob id and mode, and each symlink's text on the way, must be the tree's entry, or the
 read fails closed ("changed since the tree was hashed"); a path the tree does not hold fails
@@ -172,7 +172,7 @@ class Workspace:
 
     def hash(self, *, exclusions: Sequence[str], cache: StatCache | None, max_files: int,
              max_bytes: int) -> Tree:
-        """The tree of the bound directory (SEMANTICS §10.1), hashed through its verified
+        """The tree of the bound directory (rules §10.1), hashed through its verified
         descriptor, which later reads use too; every read is checked against this tree.
         Raises WorkspaceError (not the bound directory), TreeError or FieldsInvalid."""
         from governor.domain.tree import hash_tree

@@ -1,4 +1,4 @@
-"""The blob store's plumbing (SEMANTICS §11.2): where a blob lives in the Django storage backend
+"""The blob store's plumbing (rules §11.2): where a blob lives in the Django storage backend
 `governor_blobs` (settings.STORAGES) — under the project's own prefix `<project id>/<2 hex>/<64
 hex>` —, reading one back checked against its id, and writing spooled files into it. What is
 kept, and when, is decided by the write paths in `governor/services/blobs.py`."""

@@ -1,4 +1,4 @@
-"""A kept tree written into a private directory: what every run executes on (SEMANTICS §10.2:
+"""A kept tree written into a private directory: what every run executes on (rules §10.2:
 never the agent's directory), and what a snapshot session's file checks read (§11.3), on any
 machine, whether or not it shares a disk with the agent.
 

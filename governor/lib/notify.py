@@ -1,4 +1,4 @@
-"""Wake-ups for long polls (ARCHITECTURE §10). What a waiting client waits for is a topic (a
+"""Wake-ups for long polls (docs/architecture.md). What a waiting client waits for is a topic (a
 session's review, a run; for the pages, a project's proposals and a session's timeline); the
 transaction that changes it announces the topic when it commits. A waiter hears it in the same
 process at once, and from any process through Redis pub/sub when Redis is the broker: each

@@ -1,4 +1,4 @@
-"""Reading a drafting provider's answer (SEMANTICS §9): its server-sent events, decoded as they
+"""Reading a drafting provider's answer (rules §9): its server-sent events, decoded as they
 arrive, and each provider's stream read into the answer text, finish reason and usage. The
 drafting service (`governor/services/drafts.py`) feeds it the response; what the answer must be
 is decided in `governor/domain/drafting.py`."""

@@ -1,4 +1,4 @@
-"""Queueing Celery tasks from the write paths, by name (ARCHITECTURE §7): a service never
+"""Queueing Celery tasks from the write paths, by name (docs/architecture.md): a service never
 imports a task's module — the tasks call the services — and a task is sent only once the
 transaction that wrote its row has committed, so a worker never looks for a row that is not
 there yet. The Celery app (governor/celery.py) is loaded when Django is ready."""

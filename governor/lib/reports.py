@@ -1,4 +1,4 @@
-"""A report profile's private report directory (SEMANTICS §14.6): made empty for each run,
+"""A report profile's private report directory (rules §14.6): made empty for each run,
 writable by the sandbox user only, read back without following a link, and judged by
 governor/domain/reports.py."""
 

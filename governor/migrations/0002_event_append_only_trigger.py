@@ -1,4 +1,4 @@
-"""Events are never updated or deleted: the database itself refuses it (ARCHITECTURE §4)."""
+"""Events are never updated or deleted: the database itself refuses it (docs/architecture.md)."""
 
 from django.db import migrations
 

@@ -21,12 +21,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='project',
             name='tree_max_bytes',
-            field=models.PositiveBigIntegerField(default=1073741824, help_text='The most bytes the files of a workspace tree may hold (SEMANTICS §10), refused likewise.', validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(1099511627776)]),
+            field=models.PositiveBigIntegerField(default=1073741824, help_text='The most bytes the files of a workspace tree may hold (rules §10), refused likewise.', validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(1099511627776)]),
         ),
         migrations.AddField(
             model_name='project',
             name='tree_max_files',
-            field=models.PositiveIntegerField(default=100000, help_text='The most files and symlinks a workspace tree may hold (SEMANTICS §10): a larger workspace is not hashed, and every evaluation of it fails, naming this limit.', validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(10000000)]),
+            field=models.PositiveIntegerField(default=100000, help_text='The most files and symlinks a workspace tree may hold (rules §10): a larger workspace is not hashed, and every evaluation of it fails, naming this limit.', validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(10000000)]),
         ),
         migrations.CreateModel(
             name='WorkspaceTree',

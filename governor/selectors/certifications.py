@@ -1,4 +1,4 @@
-"""The certifications of a project (SEMANTICS §16.2): its certified terminals with their signed
+"""The certifications of a project (rules §16.2): its certified terminals with their signed
 envelopes, by the tree they certify or by session, for `python -m governor.verify --commit
 --server`, which checks every envelope against the keys itself."""
 

@@ -1,4 +1,4 @@
-"""Reads of reviews (SEMANTICS §6). A proposal whose time has passed reads as expired before
+"""Reads of reviews (rules §6). A proposal whose time has passed reads as expired before
 the expiry is recorded (`governor.services.reviews.review_expire_due`, which every decision,
 begin and the periodic task call): nothing here writes."""
 
@@ -99,7 +99,7 @@ def comments_answered(previous: Review, review: Review) -> list[AnsweredComment]
 
 def carried_approval(user: Any, review: Review) -> Approval | None:
     """`user`'s approval of an earlier intent proposal of this session with exactly this
-    proposal's receipt, whose stage it approved (SEMANTICS §13); None for any other."""
+    proposal's receipt, whose stage it approved (rules §13); None for any other."""
     if review.stage != Stage.INTENT:
         return None
     return (Approval.objects.select_related("review")

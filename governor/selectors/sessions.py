@@ -14,7 +14,7 @@ EVENTS_MAX_LIMIT = 5000
 
 
 def lifecycle_of(state: SessionState) -> lifecycle.LifecycleState:
-    """The session's folded lifecycle (SEMANTICS §3), as its projection holds it."""
+    """The session's folded lifecycle (rules §3), as its projection holds it."""
     return state.lifecycle or lifecycle.initial_state()
 
 

@@ -227,7 +227,7 @@ def sessions_described(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def attempt_changes(session: Session, contract: dict[str, Any] | None,
                     attempts: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """What each attempt changed since the contract start (SEMANTICS §14.1), the paths the
+    """What each attempt changed since the contract start (rules §14.1), the paths the
     contract protects first: by attempt number, {"protected", "other"} lists of changes (the
     first TIMELINE_LISTED of all) and the total. The manifests are read in one query."""
     if not contract or not contract.get("startTree"):

@@ -1,4 +1,4 @@
-"""The one place a contract becomes active (SEMANTICS §5, §6, §9, §10.2): at begin with review
+"""The one place a contract becomes active (rules §5, §6, §9, §10.2): at begin with review
 off (`governor/services/contracts.py`), or at the evidence approval of a two-stage review
 (`governor/services/reviews.py`)."""
 

@@ -1,4 +1,4 @@
-"""Signing activated contracts and terminals (SEMANTICS §1.5), and export heads (§12)."""
+"""Signing activated contracts and terminals (rules §1.5), and export heads (§12)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def attest(
     A terminal lists the result receipts of the runs its deciding attempt counted, and names
     `tree` (`gittree:sha256:<hex>`), the tree its deciding attempt judged, as a second subject.
     A certified terminal also carries its contract's `start_tree` and the digest of the changes
-    between the two (SEMANTICS §14.8)."""
+    between the two (rules §14.8)."""
     fields: dict[str, Any] = {}
     if terminal is not None:
         fields = {"status": terminal["status"], "reason": terminal["reason"],

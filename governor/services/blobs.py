@@ -1,4 +1,4 @@
-"""SEMANTICS §11.2: the content-addressed blob store.
+"""rules §11.2: the content-addressed blob store.
 
 Blobs are stored by their git blob id (SHA-256 object format, `governor.domain.tree.blob_id`)
 in the Django storage backend `governor_blobs` (settings.STORAGES), under the project's own

@@ -1,4 +1,4 @@
-"""Completion contracts: assess, begin, attempts, turn-stop, abstain (SEMANTICS §5–7). A contract
+"""Completion contracts: assess, begin, attempts, turn-stop, abstain (rules §5–7). A contract
 becomes active in `governor/services/activation.py`."""
 
 from __future__ import annotations

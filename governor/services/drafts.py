@@ -1,4 +1,4 @@
-"""Auxiliary-model drafting (SEMANTICS §9): the one streamed provider call and the draft event.
+"""Auxiliary-model drafting (rules §9): the one streamed provider call and the draft event.
 
 `draft_create` checks everything it can before the call (authoring mode, route, request body,
 required profiles for a code draft, the input cap, the credential), makes exactly one streamed

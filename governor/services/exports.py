@@ -1,5 +1,5 @@
-"""A session's export (ARCHITECTURE §6; the format in docs/api.md): built from the log, ended by a
-head signed with the server's active key, as `python -m governor.verify` checks it."""
+"""A session's export (the format in docs/api.md): built from the log, ended by a head signed
+with the server's active key, as `python -m governor.verify` checks it."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from governor.services.events import now_ms
 
 
 def export_lines(session: Session) -> Iterator[str]:
-    """The export of ARCHITECTURE §6, one canonical JSON text per line, as `governor.verify`
-    checks it: with the manifest of every tree a signed terminal certified (SEMANTICS §10.2) and
+    """The export of docs/architecture.md, one canonical JSON text per line, as `governor.verify`
+    checks it: with the manifest of every tree a signed terminal certified (rules §10.2) and
     of its contract's start tree, from which the verifier recomputes the changes digest (§14.8)."""
     session_id = str(session.id)
     yield export.serialise_line(export.header_line(

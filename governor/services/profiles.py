@@ -1,4 +1,4 @@
-"""Verifier profiles (SEMANTICS §8): saved from operator input with every receipt kept, and read
+"""Verifier profiles (rules §8): saved from operator input with every receipt kept, and read
 for contracts (required profiles, current receipts)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def profile_environments(project: Project, ids: Iterable[str]) -> dict[str, list
 
 
 def profile_protected_paths(project: Project, ids: Iterable[str]) -> set[str]:
-    """The protected paths of the named profiles (SEMANTICS §14.3)."""
+    """The protected paths of the named profiles (rules §14.3)."""
     rows = VerifierProfile.objects.filter(project=project, profile_id__in=list(ids))
     return {pattern for paths in rows.values_list("protected_paths", flat=True)
             for pattern in paths or []}

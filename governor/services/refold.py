@@ -1,4 +1,4 @@
-"""ARCHITECTURE §4: the projection (SessionState) must always equal a fold over the log."""
+"""docs/architecture.md: the projection (SessionState) must always equal a fold over the log."""
 
 from __future__ import annotations
 

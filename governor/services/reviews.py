@@ -1,4 +1,4 @@
-"""Opening, deciding, withdrawing and expiring reviews (SEMANTICS §6). The review pages, tasks and
+"""Opening, deciding, withdrawing and expiring reviews (rules §6). The review pages, tasks and
 notifications live in `reviews/`, above this module."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Verification runs (ARCHITECTURE §7): queue, claim, keep the lease, run in the sandbox, record.
+"""Verification runs: queue, claim, keep the lease, run in the sandbox, record.
 The profiles they run are saved and read by `governor/services/profiles.py`; the task that
 runs one is `verification/tasks.py`, queued here by name."""
 
@@ -272,7 +272,7 @@ def runs_expire_lost(*, run_id: Any = None) -> int:
 
 def run_execute(run: VerificationRun) -> None:
     """Run a claimed run in the sandbox on a private copy of exactly the tree it is credited
-    with (SEMANTICS §10.2, `run_tree`), and record its result. A `read-only` run counts for
+    with (rules §10.2, `run_tree`), and record its result. A `read-only` run counts for
     that tree. A `workspace-write` run counts for the tree it leaves in its copy; on a path
     session its changes are applied to the workspace when it passes (a snapshot's copy, and a
     baseline run's, are discarded: it counts for the tree it was given). A report profile's run

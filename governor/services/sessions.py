@@ -94,7 +94,7 @@ def session_create(
     kind = workspace.get("kind")
     if kind == "path":
         path, identity = workspace_resolve(project, workspace.get("path") or "")
-    elif kind == "snapshot":  # SEMANTICS §11: no server path; the agent uploads its trees
+    elif kind == "snapshot":  # rules §11: no server path; the agent uploads its trees
         if workspace.get("path"):
             message = "a snapshot workspace has no path"
             raise Invalid(f"workspace.path: {message}",

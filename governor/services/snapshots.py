@@ -1,4 +1,4 @@
-"""SEMANTICS §11.1 and §11.3: snapshots of a session bound `{"kind": "snapshot"}`."""
+"""rules §11.1 and §11.3: snapshots of a session bound `{"kind": "snapshot"}`."""
 
 from __future__ import annotations
 

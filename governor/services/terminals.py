@@ -1,4 +1,4 @@
-"""Writing a contract's terminal (SEMANTICS §7), once: after its deciding attempt, after a
+"""Writing a contract's terminal (rules §7), once: after its deciding attempt, after a
 person approved the delivery (issue 28), or when the agent abstains."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SEMANTICS §10: the workspace tree a session's attempt, contract start or run is bound to.
+"""rules §10: the workspace tree a session's attempt, contract start or run is bound to.
 
 The tree is hashed through the session's `Workspace` (its verified descriptor) with a stat cache
 kept per session under the server's var directory (`tree-cache/<session id>.json`, mode 0600,
@@ -366,7 +366,7 @@ def _recorded(session: Session, tree: Tree) -> WorkspaceTree:
 
 @dataclass(frozen=True)
 class RunTree:
-    """What a run executes on (SEMANTICS §10.2): a private copy of exactly the tree it is
+    """What a run executes on (rules §10.2): a private copy of exactly the tree it is
     credited with, never the live directory."""
 
     workspace: MaterialisedWorkspace

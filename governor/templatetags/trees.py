@@ -1,4 +1,4 @@
-"""Template filters for workspace tree ids (SEMANTICS §10.1)."""
+"""Template filters for workspace tree ids (rules §10.1)."""
 
 from __future__ import annotations
 

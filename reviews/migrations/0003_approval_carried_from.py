@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='approval',
             name='carried_from',
-            field=models.CharField(blank=True, help_text="The decision receipt of this reviewer's earlier approval of exactly the same intent receipt in this session, when this approval carried it (SEMANTICS §13).", max_length=71),
+            field=models.CharField(blank=True, help_text="The decision receipt of this reviewer's earlier approval of exactly the same intent receipt in this session, when this approval carried it (rules §13).", max_length=71),
         ),
     ]

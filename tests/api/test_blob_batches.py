@@ -1,4 +1,4 @@
-"""SEMANTICS §11.1: `POST /blobs`, many blobs in one body, stored whole or not at all — on the
+"""rules §11.1: `POST /blobs`, many blobs in one body, stored whole or not at all — on the
 filesystem store and on a real S3-compatible server."""
 
 from __future__ import annotations

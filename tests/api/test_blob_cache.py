@@ -1,4 +1,4 @@
-"""SEMANTICS §11.3: a worker's blob cache is bounded by GOVERNOR_BLOB_CACHE_BYTES — the least
+"""rules §11.3: a worker's blob cache is bounded by GOVERNOR_BLOB_CACHE_BYTES — the least
 recently used blobs go first, never one a materialised tree links."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SEMANTICS §11.1–§11.2: the blob store, on the filesystem and on a real S3-compatible server,
+"""rules §11.1–§11.2: the blob store, on the filesystem and on a real S3-compatible server,
 its API, and its garbage collection."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SEMANTICS §10.2 end to end: a certified session's signed terminal names the tree its deciding
+"""rules §10.2 end to end: a certified session's signed terminal names the tree its deciding
 attempt judged, its export carries that tree's manifest, `python -m governor.verify EXPORT --tree
 DIR` recognises the workspace (and names the files that differ once it changes), and the stock-git
 command docs/api.md shows gives the same id; §14.8: the export also carries the contract's start

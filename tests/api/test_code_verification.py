@@ -1,4 +1,4 @@
-"""Trusted code verification through the API (SEMANTICS §8, §4.10), tasks run in-process with
+"""Trusted code verification through the API (rules §8, §4.10), tasks run in-process with
 the real bubblewrap sandbox. The worker/Redis path is in tests/integration."""
 
 from __future__ import annotations

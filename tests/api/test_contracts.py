@@ -1,4 +1,4 @@
-"""Contracts with review off (SEMANTICS §4–5, §7): begin, steer, repair, certify, exhaust,
+"""Contracts with review off (rules §4–5, §7): begin, steer, repair, certify, exhaust,
 abstain — through the HTTP API as an agent sees it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Auxiliary-model drafting (SEMANTICS §9) through the HTTP API, against a real local provider
+"""Auxiliary-model drafting (rules §9) through the HTTP API, against a real local provider
 that streams real server-sent events in the OpenAI and Anthropic formats (tests/sse_provider.py).
 
 A refused draft records nothing; a begin in this mode needs the latest draft's receipt and an

@@ -1,4 +1,4 @@
-"""SEMANTICS §14 through the API, with real pytest (Debian's python3-pytest) in the real
+"""rules §14 through the API, with real pytest (Debian's python3-pytest) in the real
 sandbox: each way an agent that cannot do the task may shape the evidence instead ends repaired
 or refused, never certified on the tampered tree. Review is off, as in the attacks."""
 

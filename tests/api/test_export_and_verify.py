@@ -95,7 +95,7 @@ def test_management_command_verifies_with_the_servers_own_keys(
         call_command("governor_verify", str(path), "--server-keys")
 
 
-# --- SEMANTICS §12: the signed head ------------------------------------------------------------
+# --- rules §12: the signed head ------------------------------------------------------------
 
 
 def certified_then_more(agent: AgentClient, workspace: Path) -> Agent:

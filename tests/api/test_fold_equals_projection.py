@@ -1,4 +1,4 @@
-"""The projection always equals a fold over the log (ARCHITECTURE §4, SEMANTICS §3), after any
+"""The projection always equals a fold over the log (docs/architecture.md, rules §3), after any
 sequence of calls through the real API and services: agent events, contracts, attempts and
 terminals; two-stage reviews (proposal, approval, rejection, revision, expiry, withdrawal);
 verification runs in the real sandbox (passed and failed); auxiliary-model drafts from a real

@@ -1,5 +1,5 @@
 """Verifier profiles kept by operators: the admin (operators of the project only) and a file
-under version control (`governor_profiles load|dump`), validated by SEMANTICS §8."""
+under version control (`governor_profiles load|dump`), validated by rules §8."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The agent's side of two-stage review (SEMANTICS §6): begin answers 202 with the review URL,
+"""The agent's side of two-stage review (rules §6): begin answers 202 with the review URL,
 the agent reads the state and feedback, may withdraw, and turn-stop never certifies meanwhile."""
 
 from __future__ import annotations

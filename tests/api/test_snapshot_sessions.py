@@ -1,4 +1,4 @@
-"""SEMANTICS §10.2 and §11.3: a snapshot session's begin, turn-stops and checks name its latest
+"""rules §10.2 and §11.3: a snapshot session's begin, turn-stops and checks name its latest
 snapshot, and file checks read the snapshot materialised privately; the server keeps the blobs
 of every tree it judges, path sessions' too (issue 14 item 3)."""
 

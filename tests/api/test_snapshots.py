@@ -1,4 +1,4 @@
-"""SEMANTICS §11.1: snapshots of a session bound {"kind": "snapshot"}, refused whole, naming the
+"""rules §11.1: snapshots of a session bound {"kind": "snapshot"}, refused whole, naming the
 entry; the tree id the same as hashing the directory would give."""
 
 from __future__ import annotations

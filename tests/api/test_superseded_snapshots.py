@@ -1,4 +1,4 @@
-"""SEMANTICS §11.4: a snapshot session's superseded snapshots that nothing names are collected
+"""rules §11.4: a snapshot session's superseded snapshots that nothing names are collected
 after the grace period, and then their blobs; what a contract start, an attempt or a run names,
 and each session's latest snapshot, stay."""
 

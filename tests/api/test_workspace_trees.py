@@ -1,4 +1,4 @@
-"""SEMANTICS §10.2 and §10.3 through the API: every verdict names the workspace tree it judged,
+"""rules §10.2 and §10.3 through the API: every verdict names the workspace tree it judged,
 and a verifier result counts only for the tree it ran on — whatever the log says (or does not
 say) about the files. Runs use the real bubblewrap sandbox, in-process."""
 

@@ -1,4 +1,4 @@
-"""The evidence page shows, in a real browser, what SEMANTICS §14 adds to the plan: each check's
+"""The evidence page shows, in a real browser, what rules §14 adds to the plan: each check's
 baseline (does it tell done from not done?) and, first and as a warning, the protected paths the
 plan opens — with axe-core finding no violation."""
 

@@ -1,4 +1,4 @@
-"""A reviewer in a real browser against a real server (SEMANTICS §6, ARCHITECTURE §9): log in,
+"""A reviewer in a real browser against a real server (rules §6, docs/architecture.md): log in,
 find the proposal in the inbox, approve the intent, decide the evidence plan; a stale or expired
 proposal approves nothing and the page says so; another project's reviewer sees nothing."""
 

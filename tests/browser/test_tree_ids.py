@@ -1,4 +1,4 @@
-"""SEMANTICS §10.2 in a real browser: the session timeline shows each tree id short, the full id
+"""rules §10.2 in a real browser: the session timeline shows each tree id short, the full id
 on hover, and — with JavaScript off — a disclosure whose `<code>` holds the full id to select and
 copy; the evidence of a run on another tree says it is stale. Accessible (axe) as well."""
 

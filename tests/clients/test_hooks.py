@@ -93,7 +93,7 @@ def test_a_claude_code_session_from_first_prompt_to_a_blocked_then_allowed_stop(
         {"filePath": edit["file_path"], "oldString": "# Tool\n",
          "newString": edit["content"], "structuredPatch": []})) is None
     certified = hook(live, claude.stop(active=True))
-    # The attempt that ends the contract steers once with the terminal text (SEMANTICS §7).
+    # The attempt that ends the contract steers once with the terminal text (rules §7).
     assert certified is not None and certified["decision"] == "block"
     assert "certified" in certified["reason"]
     assert hook(live, claude.stop(active=True)) is None  # terminal reached: allowed

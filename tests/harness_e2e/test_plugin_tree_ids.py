@@ -1,4 +1,4 @@
-"""SEMANTICS §10.1 in the Harness plugin's snapshot mode: the tree the plugin computes in
+"""rules §10.1 in the Harness plugin's snapshot mode: the tree the plugin computes in
 JavaScript (clients/harness/lib/snapshot.js, run by the pinned Node) has the id, files, bytes and
 manifest the server's own `hash_tree` computes for the same directory, and what the server
 refuses to hash the plugin refuses, naming the same path."""

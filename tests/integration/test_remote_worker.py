@@ -1,4 +1,4 @@
-"""Issue 14 item 4, SEMANTICS §11.3: a worker that shares no disk with the agent or the server.
+"""Issue 14 item 4, rules §11.3: a worker that shares no disk with the agent or the server.
 
 The agent uploads its directory as a snapshot and deletes it; the worker runs with its own var
 directory (its own blob cache and private trees), reaching the server only through the database,

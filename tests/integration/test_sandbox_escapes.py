@@ -1,4 +1,4 @@
-"""SEMANTICS §8 "Run": the bubblewrap sandbox runs the command, contains it, and reports how it
+"""rules §8 "Run": the bubblewrap sandbox runs the command, contains it, and reports how it
 ended; every escape attempt fails inside."""
 
 from __future__ import annotations

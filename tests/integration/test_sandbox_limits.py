@@ -1,4 +1,4 @@
-"""SEMANTICS §8 "Run", two limits of the bubblewrap sandbox: a command cannot hold more open
+"""rules §8 "Run", two limits of the bubblewrap sandbox: a command cannot hold more open
 files than its profile's `open_files`, and a sandbox does not outlive the process that started
 bubblewrap (`--die-with-parent`): when that process is killed, every process of the sandbox
 ends with it."""

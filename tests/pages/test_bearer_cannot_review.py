@@ -1,4 +1,4 @@
-"""Approvals (SEMANTICS §6, docs/security.md): an agent token cannot reach the review pages or
+"""Approvals (rules §6, docs/security.md): an agent token cannot reach the review pages or
 decide anything, even when its owner is a reviewer who could decide through a login. The
 attack runs as an agent would run it: the token in `Authorization: Bearer`, a valid CSRF cookie
 and field, and the exact receipt of the proposal."""

@@ -350,7 +350,7 @@ def test_issue_18_a_carried_approval_is_never_automatic_when_signatures_are_requ
     rita: Client, agent: AgentClient, workspace: Path, review_project: Project,
     soft: SoftAuthenticator
 ) -> None:
-    """SEMANTICS §13: re-approving an unchanged intent in one step still needs its signature."""
+    """rules §13: re-approving an unchanged intent in one step still needs its signature."""
     require_signatures(review_project)
     assert register(rita, soft).status_code == 201
     session_id, first = propose(agent, workspace)

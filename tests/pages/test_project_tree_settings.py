@@ -1,4 +1,4 @@
-"""SEMANTICS §10 limits and bad input in the admin: a project's tree limits and exclusions are
+"""rules §10 limits and bad input in the admin: a project's tree limits and exclusions are
 refused with the field and the reason, and nothing is stored."""
 
 from __future__ import annotations

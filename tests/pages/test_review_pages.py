@@ -1,4 +1,4 @@
-"""The reviewer pages (SEMANTICS §6, ARCHITECTURE §6 and §9): who may see a proposal, what it
+"""The reviewer pages (rules §6, docs/architecture.md): who may see a proposal, what it
 shows, and that only a reviewer's browser session posting the exact receipt it was shown can
 decide it."""
 

@@ -1,4 +1,4 @@
-"""Revision memory (issue 15, item 3; SEMANTICS §13): after "Request revision" the next proposal
+"""Revision memory (issue 15, item 3; rules §13): after "Request revision" the next proposal
 shows the feedback it answers and what changed against the previous proposal of its stage; an
 intent whose receipt equals one this reviewer already approved in the session says so and is
 re-approved in one step, recorded with `carriedFrom`; the token-owner rule still holds."""

@@ -1,4 +1,4 @@
-"""Separation of duties (SEMANTICS §6): nobody approves a proposal sent with an agent token they
+"""Separation of duties (rules §6): nobody approves a proposal sent with an agent token they
 own, whichever session it was sent into, nor one in a session their token created. The attack
 runs the way a dishonest reviewer would run it: through the agent API and the review pages."""
 

@@ -1,4 +1,4 @@
-"""The session timeline (ARCHITECTURE §6): the facts, the contract, attempts, terminal, reviews,
+"""The session timeline: the facts, the contract, attempts, terminal, reviews,
 verification runs and events of one session, for the members of its project."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SEMANTICS §10.2 on the session timeline: the start tree, the tree each attempt judged, the
+"""rules §10.2 on the session timeline: the start tree, the tree each attempt judged, the
 certified tree and each run's trees, in short form with the full id on hover (`title`) and in a
 `<code>` to select and copy without JavaScript; a run of another tree says it is stale."""
 

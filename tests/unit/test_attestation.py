@@ -1,4 +1,4 @@
-"""SEMANTICS §1.5: DSSE envelopes over in-toto Statements, signed with Ed25519."""
+"""rules §1.5: DSSE envelopes over in-toto Statements, signed with Ed25519."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS §1.1–1.3: canonical JSON (RFC 8785 test vectors), strict intake, receipts."""
+"""rules §1.1–1.3: canonical JSON (RFC 8785 test vectors), strict intake, receipts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS §10.2: a signed terminal names the tree its deciding attempt judged as a second
+"""rules §10.2: a signed terminal names the tree its deciding attempt judged as a second
 in-toto subject (`gitTree`), the export carries that tree's manifest, and the offline verifier
 recomputes the tree id from the manifest, checks it against the signed subject and the recorded
 exclusions digest, and says which files of a directory differ from it (`--tree DIR`)."""

@@ -1,4 +1,4 @@
-"""SEMANTICS §4 rules 6–10: evaluating checks against the workspace and the session log."""
+"""rules §4 rules 6–10: evaluating checks against the workspace and the session log."""
 
 from __future__ import annotations
 

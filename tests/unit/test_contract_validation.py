@@ -1,4 +1,4 @@
-"""SEMANTICS §4 rules 1–5, §5 claim rules, §6 intent and §8 injection: what a proposal may say."""
+"""rules §4 rules 1–5, §5 claim rules, §6 intent and §8 injection: what a proposal may say."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS §5: the structural coverage assessment."""
+"""rules §5: the structural coverage assessment."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS §9, the pure part: the user block and its receipt, the provider requests, the
+"""rules §9, the pure part: the user block and its receipt, the provider requests, the
 event-stream decoder, both providers' stream readers and the strict parse of the answer."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SEMANTICS §14 rule by rule, on plain data: changes, scope checks, protected paths, baselines in
+"""rules §14 rule by rule, on plain data: changes, scope checks, protected paths, baselines in
 the assessment, trusted test reports and the fail-to-pass / pass-to-pass rule."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SEMANTICS §2: every recorded DeepSeek Harness log in tests/fixtures/harness reaches the verdict
+"""rules §2: every recorded DeepSeek Harness log in tests/fixtures/harness reaches the verdict
 its index.tsv lists (accept, reject, accept-stream; `skip` rows are not sessions and get no case).
 """
 

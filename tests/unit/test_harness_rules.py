@@ -1,4 +1,4 @@
-"""SEMANTICS §2: Harness session-log rules — envelope, S1–S12, surface, message shape, type
+"""rules §2: Harness session-log rules — envelope, S1–S12, surface, message shape, type
 catalog, batches, trace state, log parsing and governor tool names."""
 
 from __future__ import annotations

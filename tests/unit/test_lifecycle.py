@@ -1,4 +1,4 @@
-"""SEMANTICS §3 (the fold of governor events) and §7 (attempts, repair, terminals)."""
+"""rules §3 (the fold of governor events) and §7 (attempts, repair, terminals)."""
 
 from __future__ import annotations
 

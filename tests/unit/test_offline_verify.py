@@ -1,4 +1,4 @@
-"""SEMANTICS §1.5: the offline verifier checks an export's chain, receipts and attestations, and a
+"""rules §1.5: the offline verifier checks an export's chain, receipts and attestations, and a
 tampered byte anywhere in an event makes it fail at that event's seq."""
 
 from __future__ import annotations
@@ -849,7 +849,7 @@ def test_rule_1_5_a_flipped_byte_in_an_attestation_or_key_line_fails_at_that_lin
             assert report.failure is not None and report.failure.line == index + 1, report.summary()
 
 
-# --- SEMANTICS §12: the signed head ----------------------------------------------------------
+# --- rules §12: the signed head ----------------------------------------------------------
 
 
 def test_rule_12_an_attestation_envelope_cannot_stand_in_for_the_head_or_the_reverse() -> None:

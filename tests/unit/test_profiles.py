@@ -1,4 +1,4 @@
-"""SEMANTICS §8 "Profile": what an operator may configure as a trusted verifier command."""
+"""rules §8 "Profile": what an operator may configure as a trusted verifier command."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS §6 and §13 as one pure rule: `governor.domain.review.decide`."""
+"""rules §6 and §13 as one pure rule: `governor.domain.review.decide`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS §8 "Result" as rules: `governor.domain.verification` decides a run's outcome from
+"""rules §8 "Result" as rules: `governor.domain.verification` decides a run's outcome from
 how the sandbox's process ended, and binds the result to its run with a receipt."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SEMANTICS §8 "Run": the bubblewrap command line a profile definition becomes."""
+"""rules §8 "Run": the bubblewrap command line a profile definition becomes."""
 
 from __future__ import annotations
 

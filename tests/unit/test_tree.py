@@ -1,4 +1,4 @@
-"""SEMANTICS §10.1 and §10.4: tree ids equal stock git's, refusals name the path, the stat cache
+"""rules §10.1 and §10.4: tree ids equal stock git's, refusals name the path, the stat cache
 reads no unchanged file and never trusts a racy one. Git itself is the oracle throughout."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 def git_in_copy(tree: Path,
                 exclusions: Sequence[str] = ()) -> tuple[str, dict[str, tuple[str, str]]]:
-    """The command of SEMANTICS §10.1, run in a copy of `tree` without its top-level .git:
+    """The command of rules §10.1, run in a copy of `tree` without its top-level .git:
     (tree id, {path: (mode, blob id)}). Raises CalledProcessError when git refuses."""
     with tempfile.TemporaryDirectory(prefix="tree-git-") as scratch:
         copy = Path(scratch) / "copy"

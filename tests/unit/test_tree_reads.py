@@ -1,4 +1,4 @@
-"""SEMANTICS §10.2: file checks read the tree the attempt judged. `Workspace.hash` names the
+"""rules §10.2: file checks read the tree the attempt judged. `Workspace.hash` names the
 tree; every later read is checked against it (blob id and mode, symlinks on the way), fails
 closed when the disk differs, and resolves symlinks within the tree only."""
 

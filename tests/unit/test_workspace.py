@@ -1,4 +1,4 @@
-"""SEMANTICS §4 rule 6: every file a check reads goes through the workspace layer."""
+"""rules §4 rule 6: every file a check reads goes through the workspace layer."""
 
 from __future__ import annotations
 

@@ -91,12 +91,12 @@ export class GovernorClient {
     })
   }
 
-  /** `tree`: a snapshot session's latest snapshot (SEMANTICS §11.3). */
+  /** `tree`: a snapshot session's latest snapshot (rules §11.3). */
   turnStop(sessionId, tree) {
     return this.request('POST', `/sessions/${sessionId}/turn-stop`, { body: tree ? { tree } : {} })
   }
 
-  // --- snapshots (SEMANTICS §11.1) ---
+  // --- snapshots (rules §11.1) ---
 
   /** The token's project: `tree_exclusions` and the caps a snapshot must keep. */
   project() {

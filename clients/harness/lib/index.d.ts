@@ -78,7 +78,7 @@ export interface Tree {
 /** The git blob id (SHA-256 object format) of `data`, 64 hex digits. */
 export function blobId(data: Uint8Array): string
 
-/** The tree of `root` as the governor computes it (SEMANTICS §10.1). */
+/** The tree of `root` as the governor computes it (rules §10.1). */
 export function hashTree(root: string, limits?: { exclusions?: string[]; maxFiles?: number; maxBytes?: number; maxBlobBytes?: number }): Promise<Tree>
 
 export interface LastSnapshot {

@@ -8,7 +8,7 @@
 //   steered with a message that says so, at most twice in a row; the next stop is allowed, with a
 //   notice that nothing was verified.
 // - The governor's tools (reliability_*) are registered for the agent.
-// - With `workspace: snapshot` the governor shares no disk with the agent (SEMANTICS §11): the
+// - With `workspace: snapshot` the governor shares no disk with the agent (rules §11): the
 //   session is bound {"kind": "snapshot"}, the cwd is uploaded as a snapshot after each tool
 //   result (in the background, one upload at a time) and before each stop and each tool that
 //   judges the workspace, which then names the tree uploaded.

@@ -1,5 +1,5 @@
 // Snapshots of a Harness session's cwd for a governor that shares no disk with the agent
-// (SEMANTICS §10.1 and §11): the tree computed here with the server's ids, byte for byte, the
+// (rules §10.1 and §11): the tree computed here with the server's ids, byte for byte, the
 // blobs the server lacks uploaded, then the manifest (only the changes over the last snapshot
 // this plugin sent, when there is one).
 //

@@ -1,4 +1,4 @@
-// The plugin's snapshot mode (`workspace: snapshot`, SEMANTICS §11) against a real governor that
+// The plugin's snapshot mode (`workspace: snapshot`, rules §11) against a real governor that
 // cannot see the agent's directory: the directories here are made under the system's temporary
 // directory, outside the server's workspace roots. Run by tests/harness_e2e/test_plugin_units.py
 // (see plugin.test.js for the environment).

@@ -190,7 +190,7 @@ def progress_bar(sent: int, blobs: int, sent_bytes: int, total: int) -> None:
 
 def workspace_mode(value: str) -> tuple[str, bool]:
     """GOVERNOR_WORKSPACE / --workspace: a directory, or `snapshot` (the current directory) or
-    `snapshot:DIR`, for a governor that shares no disk with this machine (SEMANTICS §11)."""
+    `snapshot:DIR`, for a governor that shares no disk with this machine (rules §11)."""
     if value == "snapshot":
         return ".", True
     if value.startswith("snapshot:"):

@@ -293,7 +293,7 @@ class GovernorClient:
         return cast(TurnStop, self._json("POST", f"/sessions/{session_id}/turn-stop",
                                          json=_tree(tree), retry=Retry.UNSENT))
 
-    # --- snapshots (SEMANTICS §11) -------------------------------------------------------------
+    # --- snapshots (rules §11) -------------------------------------------------------------
 
     def project(self) -> ProjectInfo:
         """The token's project as an agent needs it: `tree_exclusions` and the tree caps."""

@@ -1,5 +1,5 @@
 """Harness-shaped events (format version 0) for what an agent does: the same turn/step/tool
-vocabulary the governor validates strictly (SEMANTICS §2).
+vocabulary the governor validates strictly (rules §2).
 
 An agent's actions are kept as small *records* (a prompt, a tool round trip, a message, the end
 of a turn); `build_events` turns records into envelopes against the session's trace book (which

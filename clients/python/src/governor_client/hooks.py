@@ -19,7 +19,7 @@ as its next instruction.
 | SessionEnd (Claude)            | turn/end (aborted) of an unfinished turn                     |
 
 With `GOVERNOR_WORKSPACE=snapshot` (or `snapshot:DIR`) the governor shares no disk with the
-agent (SEMANTICS §11): the session is bound `{"kind": "snapshot"}`, each PostToolUse starts a
+agent (rules §11): the session is bound `{"kind": "snapshot"}`, each PostToolUse starts a
 background upload of the workspace (`governor-agent snapshot --background`, one at a time), and
 a Stop uploads what is left before its turn-stop names the tree. A Stop that cannot finish the
 upload within its budget is blocked with "upload in progress", counted as a stop at which the
@@ -121,7 +121,7 @@ class Hook:
         self.payload = payload
         root = (env.get(dialect.project_dir_env) if dialect.project_dir_env else None) \
             or payload.get("cwd") or os.getcwd()
-        # GOVERNOR_WORKSPACE=snapshot[:DIR]: the governor shares no disk (SEMANTICS §11).
+        # GOVERNOR_WORKSPACE=snapshot[:DIR]: the governor shares no disk (rules §11).
         mode = env.get("GOVERNOR_WORKSPACE", "")
         self.snapshot = mode == "snapshot" or mode.startswith("snapshot:")
         if mode.startswith("snapshot:") and mode.removeprefix("snapshot:"):

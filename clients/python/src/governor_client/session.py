@@ -65,7 +65,7 @@ class AgentSession:
                  progress: Progress | None = None) -> None:
         """`external_id` pins the session (a hook passes the coding agent's own session id);
         without it the workspace's current session is used, or a new one is started.
-        `snapshot`: the governor shares no disk with this machine (SEMANTICS §11): the session
+        `snapshot`: the governor shares no disk with this machine (rules §11): the session
         is bound {"kind": "snapshot"}, and the workspace is uploaded before every begin, check,
         run and stop, which then name the tree uploaded."""
         self.client = client

@@ -1,4 +1,4 @@
-"""Uploading a directory as a snapshot (SEMANTICS §11.1): the agent's workspace on a machine that
+"""Uploading a directory as a snapshot (rules §11.1): the agent's workspace on a machine that
 shares no disk with the governor.
 
 The tree is computed by stock git — the reference the server's ids are defined by (§10.1) — in a
@@ -167,7 +167,7 @@ def _repository(state: StateDir, root: Path) -> Path:
 
 
 def local_tree(root: Path, exclusions: list[str], state: StateDir) -> LocalTree:
-    """The tree of `root` as SEMANTICS §10.1 defines it, with its entries."""
+    """The tree of `root` as rules §10.1 defines it, with its entries."""
     git_dir = _repository(state, root)
     pathspecs = [".", ":!/.governor", *(f":(exclude,glob){p}" for p in exclusions)]
     _git(git_dir, root, "add", "-A", "-f", "--", *pathspecs)

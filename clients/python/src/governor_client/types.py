@@ -97,7 +97,7 @@ class DraftRequest(TypedDict):
 
 
 class DraftResult(TypedDict):
-    """A contract drafted by the project's auxiliary model (SEMANTICS §9). `begin` is the body
+    """A contract drafted by the project's auxiliary model (rules §9). `begin` is the body
     that begins a contract matching the draft exactly (it carries `draft_receipt`)."""
 
     draft: dict[str, Any]
@@ -339,7 +339,7 @@ class ReceiptProfile(TypedDict):
 Receipt = ReceiptEvent | ReceiptReviewProposal | ReceiptProfile
 
 
-# --- snapshots (SEMANTICS §11) --------------------------------------------------------------
+# --- snapshots (rules §11) --------------------------------------------------------------
 
 
 class ProjectInfo(TypedDict):

@@ -32,7 +32,7 @@ STATE_DIR = ".governor"
 STATE_FILE = "session.json"
 LOCK_FILE = "lock"
 IGNORE_FILE = ".gitignore"
-# Lifecycle states in which a stop must not pass unverified (SEMANTICS §6-7): a contract is
+# Lifecycle states in which a stop must not pass unverified (rules §6-7): a contract is
 # active, one is under review and may have become active since we last heard, or its delivery
 # is under review (the server answers whether the stop may pass).
 CONTRACT_STATES = frozenset({"active", "review-pending", "delivery-pending"})
