@@ -681,10 +681,11 @@ def governed_review_replay(agent: Agent, trial: Trial) -> tuple[str, int]:
     if not trial.flags["replay-refused"]:
         return "replay-approved", 0
 
-    # The reviewer reads what is really proposed now: no Install section in the plan.
+    # The reviewer reads what is really proposed now (the page also shows the earlier round's
+    # text beside it, struck through, so the objective shown is what is checked).
     page = reviewer.page(new_url)
-    if "Install section" in page:
-        raise GovernorError("the weak proposal's page unexpectedly mentions the Install section")
+    if '<p class="objective">Create README.md</p>' not in page:
+        raise GovernorError("the weak proposal's page does not show its own objective")
     response = reviewer.press(new_url, "Request revision",
                               feedback="The task is an Install section in README.md; plan for "
                                        "that and check it.")
