@@ -33,7 +33,46 @@ def operated_projects(request: HttpRequest) -> QuerySet[Project]:
                                   memberships__role=Role.OPERATOR)
 
 
-class ProfileForm(forms.ModelForm[VerifierProfile]):
+class JSONFieldsForm(forms.ModelForm[Any]):
+    """A profile form whose `JSON_FIELDS` are typed as JSON text: shown as JSON, parsed with the
+    field's error, and whose profile rules' errors land on the fields they name."""
+
+    JSON_FIELDS: dict[str, Any] = {}  # field -> its value when left empty
+    validated: dict[str, Any] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name in self.JSON_FIELDS:
+            value = self.initial.get(name)
+            if value is not None and not isinstance(value, str):
+                self.initial[name] = json.dumps(value)
+
+    def _json(self, name: str) -> Any:
+        text = (self.cleaned_data.get(name) or "").strip()
+        if not text:
+            return self.JSON_FIELDS[name]
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"not valid JSON: {exc.msg}") from None
+
+    def clean_argv(self) -> Any:
+        return self._json("argv")
+
+    def clean_env(self) -> Any:
+        return self._json("env")
+
+    def add_rule_errors(self, errors: list[dict[str, str]]) -> None:
+        for error in errors:
+            field = {"id": "profile_id"}.get(error["path"].split("/")[0],
+                                             error["path"].split("/")[0])
+            self.add_error(field if field in self.fields else None,
+                           f"{error['path']}: {error['message']}")
+
+
+class ProfileForm(JSONFieldsForm):
+    JSON_FIELDS = {"argv": [], "env": {}, "limits": {}, "environment": [],
+                   "protected_paths": []}
     argv = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}),
                            help_text='JSON array, e.g. ["pytest", "-q"]')
     env = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False,
@@ -74,36 +113,14 @@ class ProfileForm(forms.ModelForm[VerifierProfile]):
                                         "timeline (leave off if it may print secrets).",
         }
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for name in ("argv", "env", "limits", "environment", "protected_paths"):
-            value = self.initial.get(name)
-            if value is not None and not isinstance(value, str):
-                self.initial[name] = json.dumps(value)
-
-    def _json(self, name: str, empty: Any) -> Any:
-        text = (self.cleaned_data.get(name) or "").strip()
-        if not text:
-            return empty
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"not valid JSON: {exc.msg}") from None
-
-    def clean_argv(self) -> Any:
-        return self._json("argv", [])
-
-    def clean_env(self) -> Any:
-        return self._json("env", {})
-
     def clean_limits(self) -> Any:
-        return self._json("limits", {})
+        return self._json("limits")
 
     def clean_environment(self) -> Any:
-        return self._json("environment", [])
+        return self._json("environment")
 
     def clean_protected_paths(self) -> Any:
-        return self._json("protected_paths", [])
+        return self._json("protected_paths")
 
     def raw(self) -> dict[str, Any]:
         data = self.cleaned_data
@@ -115,24 +132,19 @@ class ProfileForm(forms.ModelForm[VerifierProfile]):
                 "report": data["report"] or None,
                 "show_output_to_reviewers": data["show_output_to_reviewers"]}
 
-    validated: dict[str, Any] | None = None
-
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         if not self.errors:
             try:
                 self.validated = validate_profile(self.raw())
             except ProfileError as exc:
-                names = {"id": "profile_id"}
-                for error in exc.errors:
-                    field = names.get(error["path"].split("/")[0], error["path"].split("/")[0])
-                    target = field if field in self.fields else None
-                    self.add_error(target, f"{error['path']}: {error['message']}")
+                self.add_rule_errors(exc.errors)
         return cleaned
 
 
-class ProfileVersionInline(admin.TabularInline[ProfileVersion, VerifierProfile]):
-    model = ProfileVersion
+class VersionInline(admin.TabularInline[Any, Any]):
+    """Every receipt a profile had, read-only."""
+
     extra = 0
     can_delete = False
     readonly_fields = ("receipt", "definition", "created_at")
@@ -141,16 +153,20 @@ class ProfileVersionInline(admin.TabularInline[ProfileVersion, VerifierProfile])
         return False
 
 
-@admin.register(VerifierProfile)
-class VerifierProfileAdmin(admin.ModelAdmin[VerifierProfile]):
-    form = ProfileForm
-    list_display = ("profile_id", "project", "required", "sandbox_mode", "timeout_ms", "receipt")
-    # Only the projects whose profiles the operator sees: another project's name is not listed.
-    list_filter = (("project", admin.RelatedOnlyFieldListFilter), "required", "sandbox_mode")
-    readonly_fields = ("receipt",)
-    inlines = [ProfileVersionInline]
+class ProfileVersionInline(VersionInline):
+    model = ProfileVersion
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[VerifierProfile]:
+
+class OperatedProfileAdmin(admin.ModelAdmin[Any]):
+    """A project's profiles, for its operators only: another project's profile, or its name,
+    is never listed. Saved through `store` (the validated form's profile and a new receipt)."""
+
+    readonly_fields = ("receipt",)
+
+    def store(self, project: Project, validated: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).filter(project__in=operated_projects(request))
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest,
@@ -159,11 +175,9 @@ class VerifierProfileAdmin(admin.ModelAdmin[VerifierProfile]):
             kwargs["queryset"] = operated_projects(request)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def save_model(self, request: HttpRequest, obj: VerifierProfile, form: Any,
-                   change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         assert form.validated is not None  # a valid form validated its profile in clean()
-        saved, _ = profile_store(project=form.cleaned_data["project"], validated=form.validated)
-        obj.pk = saved.pk
+        obj.pk = self.store(form.cleaned_data["project"], form.validated).pk
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_active and operated_projects(request).exists()
@@ -173,6 +187,17 @@ class VerifierProfileAdmin(admin.ModelAdmin[VerifierProfile]):
 
     has_add_permission = has_view_permission
     has_change_permission = has_view_permission
+
+
+@admin.register(VerifierProfile)
+class VerifierProfileAdmin(OperatedProfileAdmin):
+    form = ProfileForm
+    list_display = ("profile_id", "project", "required", "sandbox_mode", "timeout_ms", "receipt")
+    list_filter = (("project", admin.RelatedOnlyFieldListFilter), "required", "sandbox_mode")
+    inlines = [ProfileVersionInline]
+
+    def store(self, project: Project, validated: dict[str, Any]) -> Any:
+        return profile_store(project=project, validated=validated)[0]
 
 
 @admin.register(VerificationRun)
@@ -192,10 +217,8 @@ class VerificationRunAdmin(admin.ModelAdmin[VerificationRun]):
         return False
 
 
-OUTCOME_JSON_FIELDS = ("argv", "env", "metrics", "target", "guardrails")
-
-
-class OutcomeProfileForm(forms.ModelForm[OutcomeProfile]):
+class OutcomeProfileForm(JSONFieldsForm):
+    JSON_FIELDS = {"argv": [], "env": {}, "metrics": [], "target": {}, "guardrails": []}
     argv = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}),
                            help_text='JSON array: the probe command and its arguments, e.g. '
                                      '["/usr/bin/python3", "/srv/probes/conversion.py"]. It must '
@@ -245,38 +268,14 @@ class OutcomeProfileForm(forms.ModelForm[OutcomeProfile]):
                        "a metrics system — it can then reach anything the worker can.",
         }
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for name in OUTCOME_JSON_FIELDS:
-            value = self.initial.get(name)
-            if value is not None and not isinstance(value, str):
-                self.initial[name] = json.dumps(value)
-
-    def _json(self, name: str, empty: Any) -> Any:
-        text = (self.cleaned_data.get(name) or "").strip()
-        if not text:
-            return empty
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(f"not valid JSON: {exc.msg}") from None
-
-    def clean_argv(self) -> Any:
-        return self._json("argv", [])
-
-    def clean_env(self) -> Any:
-        return self._json("env", {})
-
     def clean_metrics(self) -> Any:
-        return self._json("metrics", [])
+        return self._json("metrics")
 
     def clean_target(self) -> Any:
-        return self._json("target", {})
+        return self._json("target")
 
     def clean_guardrails(self) -> Any:
-        return self._json("guardrails", [])
-
-    validated: dict[str, Any] | None = None
+        return self._json("guardrails")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -289,53 +288,20 @@ class OutcomeProfileForm(forms.ModelForm[OutcomeProfile]):
         try:
             self.validated = validate_outcome_profile(raw)
         except OutcomeProfileError as exc:
-            for error in exc.errors:
-                field = {"id": "profile_id"}.get(error["path"].split("/")[0],
-                                                 error["path"].split("/")[0])
-                self.add_error(field if field in self.fields else None,
-                               f"{error['path']}: {error['message']}")
+            self.add_rule_errors(exc.errors)
         return cleaned
 
 
-class OutcomeProfileVersionInline(admin.TabularInline[OutcomeProfileVersion, OutcomeProfile]):
+class OutcomeProfileVersionInline(VersionInline):
     model = OutcomeProfileVersion
-    extra = 0
-    can_delete = False
-    readonly_fields = ("receipt", "definition", "created_at")
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(OutcomeProfile)
-class OutcomeProfileAdmin(admin.ModelAdmin[OutcomeProfile]):
+class OutcomeProfileAdmin(OperatedProfileAdmin):
     form = OutcomeProfileForm
     list_display = ("profile_id", "project", "attribution", "network", "deadline_ms", "receipt")
     list_filter = (("project", admin.RelatedOnlyFieldListFilter), "attribution", "network")
-    readonly_fields = ("receipt",)
     inlines = [OutcomeProfileVersionInline]
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[OutcomeProfile]:
-        return super().get_queryset(request).filter(project__in=operated_projects(request))
-
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest,
-                                 **kwargs: Any) -> Any:
-        if db_field.name == "project":
-            kwargs["queryset"] = operated_projects(request)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    def save_model(self, request: HttpRequest, obj: OutcomeProfile, form: Any,
-                   change: bool) -> None:
-        assert form.validated is not None
-        saved, _ = outcome_profile_store(project=form.cleaned_data["project"],
-                                         validated=form.validated)
-        obj.pk = saved.pk
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return request.user.is_active and operated_projects(request).exists()
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.has_module_permission(request)
-
-    has_add_permission = has_view_permission
-    has_change_permission = has_view_permission
+    def store(self, project: Project, validated: dict[str, Any]) -> Any:
+        return outcome_profile_store(project=project, validated=validated)[0]
