@@ -28,6 +28,7 @@ PAGE_DIFF_LINES = 5000  # diff lines shown on one page in all; later files are l
 SIZES_PER_QUERY = 10_000  # blob ids per query (SQLite takes 32,766 parameters, PostgreSQL 65,535)
 COLLAPSED_LINES = 300  # a diff longer than this is collapsed behind a "show" control
 DIFF_BLOB_BYTES = 256 * 1024  # larger files are shown by their sizes
+NOT_DIFFED = "not diffed here"  # past the page's caps: listed, and viewed on its own page
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,12 @@ class ShownChange:
     anchor: str = ""
 
     @property
+    def sectioned(self) -> bool:
+        """Whether the page gives it a section of its own (a diff, or why there is none);
+        a file past the page's caps is a row of the file list only."""
+        return self.note != NOT_DIFFED
+
+    @property
     def large(self) -> bool:
         return sum(len(hunk.lines) for hunk in self.hunks or []) > COLLAPSED_LINES
 
@@ -72,6 +79,10 @@ class TreeChanges:
     after: str
     changes: list[ShownChange]
     total: int  # changed paths, shown or not
+
+    @property
+    def sections(self) -> list[ShownChange]:
+        return [shown for shown in self.changes if shown.sectioned]
 
     @property
     def added(self) -> int:
@@ -102,18 +113,15 @@ def _diffed(path: str, before: str, after: str) -> tuple[list[ShownHunk], int, i
 
     hunks, budget, cut = [], DIFF_LINES, 0
     for hunk in diff.hunks:
-        if budget <= 0:
-            cut += len(hunk.lines)
-            continue
-        kept = {id(item) for item in hunk.lines[:budget]}
-        cut += max(0, len(hunk.lines) - budget)
+        kept = hunk.lines[:max(budget, 0)]
+        cut += len(hunk.lines) - len(kept)
         budget -= len(hunk.lines)
-        made = {id(item): line(item) for item in hunk.lines if id(item) in kept}
-        rows = [(made.get(id(a)) if a is not None else None,
-                 made.get(id(b)) if b is not None else None) for a, b in hunk.rows]
-        hunks.append(ShownHunk(hunk.header, [made[id(item)] for item in hunk.lines
-                                             if id(item) in kept],
-                               [row for row in rows if row != (None, None)]))
+        if not kept:
+            continue
+        made = {id(item): line(item) for item in kept}  # in unified order
+        rows = [(made.get(id(a)), made.get(id(b))) for a, b in hunk.rows]
+        hunks.append(ShownHunk(hunk.header, list(made.values()),
+                               [row for row in rows if row[0] is not None or row[1] is not None]))
     return hunks, diff.added, diff.removed, cut
 
 
@@ -180,7 +188,7 @@ def tree_changes(session: Session, before: str, after: str, *, diffed: int = DIF
                 and change.before.blob == change.after.blob:
             note = "renamed, content unchanged"
         elif index >= diffed or page_lines >= PAGE_DIFF_LINES:
-            note = "not diffed here"
+            note = NOT_DIFFED
         elif any(e is not None and e.blob not in sizes for e in (change.before, change.after)):
             note = "content not kept"
         elif any(size is not None and size > DIFF_BLOB_BYTES for size in pair):

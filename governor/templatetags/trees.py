@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from html import escape
 from typing import Any
 from urllib.parse import quote
 
 from django import template
+from django.urls import reverse
+from django.utils.http import RFC3986_SUBDELIMS
 from django.utils.safestring import SafeString, mark_safe
 
 from governor.domain.tree import TREE_ID_PREFIX
@@ -43,11 +46,15 @@ def _mark(kind: str) -> str:
     return ""
 
 
-def _comment_link(shown: Any, line: Any, view: str) -> str:
-    number = f"old line {line.old}" if line.kind == "removed" else f"line {line.new}"
-    return (f' <a class="comment-link" href="?diff={view}&amp;path={quote(shown.change.path)}'
-            f'&amp;comment={line.spot}#comment-form" aria-label="Comment on {number} of '
-            f'{escape(shown.change.path)}">✎</a>')
+def _comment_link(shown: Any, view: str) -> Callable[[Any], str]:
+    """`line -> the link that opens the comment form on it`, for the lines of one file."""
+    quoted, path = quote(shown.change.path), escape(shown.change.path)
+
+    def link(line: Any) -> str:
+        number = f"old line {line.old}" if line.kind == "removed" else f"line {line.new}"
+        return (f' <a class="comment-link" href="?diff={view}&amp;path={quoted}&amp;comment='
+                f'{line.spot}#comment-form" aria-label="Comment on {number} of {path}">✎</a>')
+    return link
 
 
 @register.simple_tag
@@ -56,6 +63,7 @@ def diff_table(shown: Any, view: str, commenting: bool) -> SafeString:
     comments, for a file that has some): built here, as a page of a thousand changed files
     would spend seconds in the template language row by row."""
     anchor, path = shown.anchor, escape(shown.change.path)
+    comment_link = _comment_link(shown, view)
     parts: list[str] = []
     if view == "split":
         parts.append(f'<table class="diff diff-split"><caption class="visually-hidden">'
@@ -79,7 +87,7 @@ def diff_table(shown: Any, view: str, commenting: bool) -> SafeString:
                              else "")
                     number = (str(line.old) if left else
                               f'<a href="#{anchor}-{line.spot}">{line.new}</a>')
-                    link = (_comment_link(shown, line, view)
+                    link = (comment_link(line)
                             if commenting and (not left or kind == "removed") else "")
                     cells.append(f'<td class="num line-{kind}"{ident}>{number}{link}</td>'
                                  f'<td class="mark line-{kind}">{_mark(kind)}</td>'
@@ -97,7 +105,7 @@ def diff_table(shown: Any, view: str, commenting: bool) -> SafeString:
             for line in hunk.lines:
                 old = str(line.old) if line.old else ""
                 new = f'<a href="#{anchor}-{line.spot}">{line.new}</a>' if line.new else ""
-                link = _comment_link(shown, line, view) if commenting else ""
+                link = comment_link(line) if commenting else ""
                 parts.append(f'<tr class="line-{line.kind}" id="{anchor}-{line.spot}">'
                              f'<td class="num">{old}</td><td class="num">{new}{link}</td>'
                              f'<td class="mark">{_mark(line.kind)}</td>'
@@ -105,3 +113,43 @@ def diff_table(shown: Any, view: str, commenting: bool) -> SafeString:
             parts.append("</tbody>")
     parts.append("</table>")
     return mark_safe("".join(parts))  # noqa: S308 - paths escaped, lines escaped by Pygments
+
+
+def _url_of(name: str, session_id: Any, tree: str) -> Callable[[str], str]:
+    """`path -> reverse(name, args=[session_id, tree, path])`, reversed once: a path argument
+    is quoted as `reverse` quotes it (the page of a thousand files would spend its time
+    reversing)."""
+    stem = reverse(name, args=[session_id, tree, "-"]).removesuffix("-")
+    return lambda path: stem + quote(path, safe=RFC3986_SUBDELIMS + "/~:@")
+
+
+def _badge(kind: str) -> str:
+    tone = {"added": "ok", "removed": "bad"}.get(kind, "info")
+    return f'<span class="badge {tone}">{kind}</span>'
+
+
+@register.simple_tag
+def file_list(changes: Any, session_id: Any) -> SafeString:
+    """The table of every changed file (a `TreeChanges`): its path links to its section on the
+    page, or, for a file past the page's caps, to its own view. Built here, as `diff_table`."""
+    views = {tree: _url_of("sessions:tree_view", session_id, tree)
+             for tree in (changes.before, changes.after)}
+    rows = []
+    for shown in changes.changes:
+        change = shown.change
+        name = escape(change.path)
+        if change.kind == "renamed":
+            name = f"{escape(change.before.path)} → {name}"
+        href = (f"#{shown.anchor}" if shown.sectioned else
+                escape(views[changes.after if change.after else changes.before](change.path)))
+        lines = (f'<span class="count-added">+{shown.added}</span> '
+                 f'<span class="count-removed">−{shown.removed}</span>'
+                 if shown.hunks is not None else f'<span class="muted">{escape(shown.note)}</span>')
+        size = " → ".join(f"{n:,} B" for n in shown.sizes if n is not None)
+        rows.append(f'<tr><td>{_badge(change.kind)}</td><td class="mono"><a href="{href}">{name}'
+                    f'</a></td><td class="nowrap">{lines}</td><td class="nowrap small">{size}'
+                    "</td></tr>")
+    return mark_safe(  # noqa: S308 - paths and notes escaped, the rest is ours
+        '<table class="file-list"><caption class="visually-hidden">Changed files</caption>'
+        '<thead><tr><th scope="col">Change</th><th scope="col">File</th><th scope="col">Lines'
+        f'</th><th scope="col">Size</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')

@@ -5,12 +5,18 @@ the rest), and a file of a kept tree fetched by an authorised caller — never r
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.test import Client
+from django.urls import reverse
+from pygments.lexers import TextLexer, get_lexer_for_filename
+from pygments.util import ClassNotFound
 
+from governor.lib.highlight import _lexer_class
+from governor.templatetags.trees import _url_of
 from tests.api.test_contracts import readme_contract
 from tests.api.test_snapshot_sessions import upload_directory
 from tests.conftest import AgentClient
@@ -72,6 +78,11 @@ def test_a_diff_is_capped_and_the_changes_page_diffs_every_file(
     assert "27 files changed" in changes
     assert "Show the diff: a large change, 400 lines added and 400 removed" in changes
     assert "not diffed here" in changes  # the 21st file on
+    # Past the page's caps a file is a row of the list, linked to its own view, with no
+    # section of its own.
+    judged = agent.get(f"/sessions/{session}").json()["terminal"]["tree"]["id"]
+    assert changes.count('<li class="change ') == 20 and 'id="file-27"' not in changes
+    assert f'href="/sessions/{session}/trees/{judged}/view/f24.txt"' in changes
     assert f'href="/sessions/{session}/changes"' in changes
     every = rita.get(f"/sessions/{session}/changes").content.decode()
     assert "not diffed here" not in every and "+24\n" in diff_text(every)
@@ -142,3 +153,23 @@ def test_the_evidence_page_of_a_later_proposal_shows_the_changes_so_far(
     changes = html.split('id="changes"')[1].split("</section>")[0]
     assert "Changes so far in this session" in changes and "4 files changed" in changes
     assert "-two\n+TWO\n" in diff_text(changes)
+
+
+@pytest.mark.parametrize("path", ["a b/c.txt", "100%.md", "é/ü?#x.py", "docs//twice.md",
+                                  "sub;delims=,&+$!'()*.txt", "~user:@.txt"])
+def test_the_file_list_links_each_path_as_reverse_does(path: str) -> None:
+    """The file list reverses a tree's URL once and appends each path quoted: the URL `reverse`
+    gives for that path, whatever the path holds."""
+    session_id, tree = uuid.uuid4(), "gittree:sha256:" + "0" * 64
+    assert _url_of("sessions:tree_view", session_id, tree)(path) == reverse(
+        "sessions:tree_view", args=[session_id, tree, path])
+
+
+@pytest.mark.parametrize("name", ["greet.py", "Makefile", "CMakeLists.txt", "notes.txt",
+                                  "page.html", "Dockerfile", "no-lexer.zzz9", "README"])
+def test_the_remembered_lexer_is_the_one_pygments_chooses_by_name(name: str) -> None:
+    try:
+        chosen: type = type(get_lexer_for_filename(name))
+    except ClassNotFound:
+        chosen = TextLexer
+    assert _lexer_class(name) is chosen
