@@ -5,6 +5,7 @@ each segment escaped as an RFC 6901 token; ``""`` is the root itself."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from governor.domain.canonical import JSONValueError, check_json_value
@@ -28,6 +29,17 @@ class FieldErrors:
 
     def add(self, path: str, message: str) -> None:
         self.items.append({"path": path, "message": message})
+
+    def keys(self, path: str, value: dict[str, Any], known: Collection[str],
+             required: Iterable[str] = ()) -> None:
+        """The keys of the object `value` at `path`: each that is not `known` is an unknown
+        field, each `required` one it lacks is required."""
+        for key in value:
+            if key not in known:
+                self.add(join_path(path, key), "unknown field")
+        for key in required:
+            if key not in value:
+                self.add(join_path(path, key), "required")
 
 
 def join_path(base: str, *parts: object) -> str:

@@ -135,9 +135,7 @@ def _metrics(errors: FieldErrors, value: Any) -> list[dict[str, str]] | None:
         if type(item) is not dict:
             errors.add(path, "must be an object {name, unit}")
             continue
-        for key in item:
-            if key not in ("name", "unit"):
-                errors.add(join_path(path, key), "unknown field")
+        errors.keys(path, item, ("name", "unit"))
         name, unit = item.get("name"), item.get("unit", "")
         if type(name) is not str or not 1 <= len(name) <= MAX_METRIC_NAME_CHARS \
                 or not METRIC_NAME_RE.match(name):
@@ -161,11 +159,7 @@ def _predicate(errors: FieldErrors, path: str, value: Any,
         errors.add(path, "must be an object {id, metric, operator, value}")
         return None
     before = len(errors.items)
-    for key in value:
-        if key not in PREDICATE_FIELDS:
-            errors.add(join_path(path, key), "unknown field")
-    for key in sorted(PREDICATE_FIELDS - set(value)):
-        errors.add(join_path(path, key), "required")
+    errors.keys(path, value, PREDICATE_FIELDS, sorted(PREDICATE_FIELDS))
     predicate_id = value.get("id")
     if "id" in value and (type(predicate_id) is not str or not 1 <= len(predicate_id) <= 128
                           or not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", predicate_id)):
@@ -195,12 +189,7 @@ def validate_outcome_profile(raw: Any) -> dict[str, Any]:
     errors = FieldErrors()
     if type(raw) is not dict:
         raise OutcomeProfileError([{"path": "", "message": "must be an object"}])
-    for key in raw:
-        if key not in FIELDS:
-            errors.add(join_path("", key), "unknown field")
-    for key in REQUIRED_FIELDS:
-        if key not in raw:
-            errors.add(key, "required")
+    errors.keys("", raw, FIELDS, REQUIRED_FIELDS)
     metrics = _metrics(errors, raw["metrics"]) if "metrics" in raw else None
     target = _predicate(errors, "target", raw["target"], metrics) if "target" in raw else None
     guardrails: list[dict[str, Any]] | None = []

@@ -358,12 +358,7 @@ def validate_profile(raw: Any) -> dict[str, Any]:
     errors = FieldErrors()
     if type(raw) is not dict:
         raise ProfileError([{"path": "", "message": "must be an object"}])
-    for key in raw:
-        if key not in FIELDS:
-            errors.add(join_path("", key), "unknown field")
-    for key in REQUIRED_FIELDS:
-        if key not in raw:
-            errors.add(key, "required")
+    errors.keys("", raw, FIELDS, REQUIRED_FIELDS)
     profile: dict[str, Any] = {
         "id": _profile_id(errors, raw["id"]) if "id" in raw else None,
         "description": _description(errors, raw["description"]) if "description" in raw else None,
