@@ -33,6 +33,12 @@ def by_key(mapping: Any, key: Any) -> Any:
 
 
 @register.filter
+def byte_count(size: int) -> str:
+    """A size as the diff pages show it: exact, in bytes ("3,090 B")."""
+    return f"{size:,} B"
+
+
+@register.filter
 def pair(first: Any, second: Any) -> list[Any]:
     """[first, second]: a side-by-side diff row's two sides, to loop over."""
     return [first, second]
@@ -145,7 +151,7 @@ def file_list(changes: Any, session_id: Any) -> SafeString:
         lines = (f'<span class="count-added">+{shown.added}</span> '
                  f'<span class="count-removed">−{shown.removed}</span>'
                  if shown.hunks is not None else f'<span class="muted">{escape(shown.note)}</span>')
-        size = " → ".join(f"{n:,} B" for n in shown.sizes if n is not None)
+        size = " → ".join(byte_count(n) for n in shown.sizes if n is not None)
         rows.append(f'<tr><td>{_badge(change.kind)}</td><td class="mono"><a href="{href}">{name}'
                     f'</a></td><td class="nowrap">{lines}</td><td class="nowrap small">{size}'
                     "</td></tr>")
