@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import logging
 import urllib.request
+from typing import Any
 
 from celery import Task, shared_task
 from django.core.mail import send_mail
 
 from governor.domain.lifecycle import OUTCOME_TERMINAL
-from governor.models import Event, Membership, Role, Session
+from governor.models import Event, Membership, Project, Role, Session
 from governor.services.reviews import reviews_expire_due
 from reviews import notifications
 from reviews.models import Review, Status
@@ -50,16 +51,20 @@ def notify_reviewers(review_id: str) -> int:
              retry_jitter=True)
 def post_webhook(self: Task[[str], int], review_id: str) -> int:
     review = Review.objects.select_related("session__project").get(pk=review_id)
-    project = review.session.project
-    body, headers = notifications.signed_request(project.webhook_secret,
-                                                 notifications.waiting_payload(review))
+    return _post_signed(self, review.session.project, notifications.waiting_payload(review))
+
+
+def _post_signed(task: Task[Any, int], project: Project, payload: dict[str, Any]) -> int:
+    """POST `payload` to the project's webhook, signed with its secret; the receiver's status.
+    A failure retries `task` (with backoff, at most its max_retries)."""
+    body, headers = notifications.signed_request(project.webhook_secret, payload)
     request = urllib.request.Request(project.webhook_url, data=body, headers=headers,  # noqa: S310
                                      method="POST")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
             return int(response.status)
     except OSError as exc:
-        raise self.retry(exc=exc) from exc
+        raise task.retry(exc=exc) from exc
 
 
 @shared_task(bind=True, max_retries=6, retry_backoff=True, retry_backoff_max=600,
@@ -81,14 +86,7 @@ def notify_outcome(self: Task[[str, str], int], session_id: str, outcome_id: str
                           f"Terminal receipt: {terminal['receipt']}\n",
                   from_email=None, recipient_list=emails)
     if project.webhook_url:
-        body, headers = notifications.signed_request(project.webhook_secret, payload)
-        request = urllib.request.Request(project.webhook_url, data=body,  # noqa: S310
-                                         headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=10):  # noqa: S310
-                pass
-        except OSError as exc:
-            raise self.retry(exc=exc) from exc
+        _post_signed(self, project, payload)
     return len(emails)
 
 

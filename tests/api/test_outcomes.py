@@ -8,7 +8,6 @@ the operator's data directory (GOVERNOR_OUTCOME_DATA_DIR, bound read-only at /ou
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,11 @@ from governor.selectors.outcomes import outcome_status
 from governor.services import outcome_contracts as outcomes
 from governor.services.events import now_ms
 from governor.verify import verify_export
+from reviews.notifications import webhook_signature
 from tests.api import documented_verifier
 from tests.api.test_contracts import readme_contract
 from tests.api.test_export_and_verify import export_text
+from tests.api.test_notifications import Receiver, receiver  # noqa: F401 - the fixture
 from tests.conftest import AgentClient
 from tests.outcomes import PROFILE, Answers, answers_in, certified, outcome_profile_saved
 from verification.models import OutcomeContract
@@ -283,8 +284,6 @@ def test_rule_1_governor_profiles_refuses_an_outcome_profile_naming_the_field(
         call_command("governor_profiles", "load", str(path), "--project", "acme")
 
 
-assert os.path.exists("/usr/bin/cat")
-
 
 def test_rule_6_an_outcome_terminal_mails_the_reviewers(
         agent: AgentClient, workspace: Path, reviewer: Any, outcome_profile: dict[str, Any],
@@ -298,6 +297,31 @@ def test_rule_6_an_outcome_terminal_mails_the_reviewers(
     [message] = mail.outbox
     assert message.subject == "[acme] outcome missed"
     assert reviewer.email in message.to and f"/sessions/{session['id']}/#outcome" in message.body
+
+
+def test_rule_6_an_outcome_terminal_posts_the_signed_webhook_and_a_retry_mails_nobody_again(
+        agent: AgentClient, workspace: Path, reviewer: Any, outcome_profile: dict[str, Any],
+        answers: Answers, project: Project, receiver: str) -> None:  # noqa: F811 - the fixture
+    from django.core import mail
+    project.webhook_url, project.webhook_secret = receiver, "whsec-outcome-1"
+    project.save()
+    session = certified(agent, workspace, answers)
+    row = _row(session)
+    assert row.deadline_at_ms is not None
+    answers.metrics(0.02, as_of=row.deadline_at_ms)
+    Receiver.failures_left = 1  # the receiver fails once: the task retries the post
+    outcomes.outcomes_observe_due(now=row.deadline_at_ms)
+    outcome_posts = [(headers, body) for headers, body in Receiver.received
+                     if b'"event":"outcome.terminal"' in body]
+    assert len(outcome_posts) == 2 and outcome_posts[0][1] == outcome_posts[1][1]
+    headers, body = outcome_posts[-1]
+    stamp = headers["X-Governor-Signature"].split(",")[0].removeprefix("t=")
+    assert headers["X-Governor-Signature"] == webhook_signature("whsec-outcome-1", int(stamp),
+                                                                body)
+    sent = json.loads(body)
+    assert (sent["session"], sent["status"]) == (session["id"], "missed")
+    assert sent["terminal_receipt"].startswith("sha256:")
+    assert [message.subject for message in mail.outbox] == ["[acme] outcome missed"]
 
 
 def test_rule_5_a_failing_probe_at_the_deadline_after_a_valid_observation_is_inconclusive(
