@@ -20,6 +20,7 @@ command and git hook (`governor_client.gitcommit`) share it.
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -56,14 +57,17 @@ class GitError(Exception):
     """Git could not answer (no such revision, not a repository, git missing)."""
 
 
-def git(repo: str, *args: str, stdin: bytes | None = None) -> bytes:
-    """Stock git's stdout for `args` in `repo`. The environment is kept: a server-side hook's
-    GIT_DIR and quarantine (GIT_OBJECT_DIRECTORY, GIT_ALTERNATE_OBJECT_DIRECTORIES) are what
-    make the pushed objects readable. Nothing run here needs a filesystem monitor."""
+def git(repo: str, *args: str, stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None) -> bytes:
+    """Stock git's stdout for `args` in `repo`. The environment is kept (`env` added to it): a
+    server-side hook's GIT_DIR and quarantine (GIT_OBJECT_DIRECTORY,
+    GIT_ALTERNATE_OBJECT_DIRECTORIES) are what make the pushed objects readable. Nothing run
+    here needs a filesystem monitor."""
     try:
         done = subprocess.run(  # noqa: S603 - argv, no shell
             ["git", "-C", repo, "-c", "core.fsmonitor=false", *args],  # noqa: S607
-            input=stdin, capture_output=True, check=False)
+            input=stdin, capture_output=True, check=False,
+            env=None if env is None else {**os.environ, **env})
     except OSError as exc:
         raise GitError(f"git cannot be run: {exc.strerror}") from None
     if done.returncode != 0:

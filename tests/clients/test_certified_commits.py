@@ -326,6 +326,27 @@ def test_the_working_tree_must_be_the_certified_tree_to_commit(offline: Setup) -
     assert git(offline.workspace, "rev-parse", "--verify", "HEAD", check=False).returncode != 0
 
 
+def test_a_commit_refused_at_the_index_leaves_the_index_as_it_was(
+        live: Live, workspace: Path, review_off: None) -> None:
+    """A git attribute that converts content on `git add` makes the staged tree differ from the
+    certified one: the commit is refused and what the user had staged is still all there is."""
+    new_repository(workspace, "sha256")
+    fill(workspace)
+    (workspace / ".gitattributes").write_text("*.txt text\n")
+    (workspace / "notes.txt").write_bytes(b"one\r\ntwo\r\n")  # stored as LF by `git add`
+    git(workspace, "add", "src/app.py")
+    staged = git(workspace, "ls-files", "--stage").stdout
+    assert staged.count("\n") == 1
+    certify(live, workspace)
+    refused = cli(live, workspace, "commit")
+    assert refused.returncode == 1, refused.stderr
+    error = json.loads(refused.stderr)["error"]
+    assert "the index is not exactly the certified tree" in error["message"]
+    assert error["details"]["differences"] == ["changed: notes.txt"]
+    assert git(workspace, "ls-files", "--stage").stdout == staged
+    assert not list((workspace / ".git").glob("index.governor*"))
+
+
 def test_a_snapshot_sessions_certified_tree_is_committed_and_accepted(
         live: Live, tmp_path: Path, review_off: None) -> None:
     laptop = tmp_path / "laptop"  # under none of the server's roots

@@ -3,9 +3,10 @@
 `governor-agent commit` commits the session's certified tree and nothing else: the working tree
 must hash to the certified tree (with the project's exclusions), the index is staged from it
 (`git add -A -f`, the exclusions and `.governor` left out) and must itself be exactly the
-certified tree, the commit carries the trailers `Governor-Session` and `Governor-Terminal`, and
-a note under `refs/notes/governor` carries the signed terminal (DSSE envelope) with the
-certified manifest; `--push REMOTE BRANCH` pushes the notes ref, then the branch.
+certified tree (else it is left as it was), the commit carries the trailers `Governor-Session`
+and `Governor-Terminal`, and a note under `refs/notes/governor` carries the signed terminal
+(DSSE envelope) with the certified manifest; `--push REMOTE BRANCH` pushes the notes ref, then
+the branch.
 
 `governor-agent git-hook pre-receive|update` gates a git server's protected refs (git config
 `governor.protectedRefs`, glob patterns, several values or whitespace-separated): the new commit
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import stat
 import sys
 from collections.abc import Mapping, Sequence
@@ -101,16 +103,7 @@ def commit_certified(client: GovernorClient, session_id: str, root: Path, *,
                             f"tree session {session_id} certified: commit refused",
                             {"differences": list(differences)})
     try:
-        excludes = [f":(exclude,glob){pattern}" for pattern in certification.exclusions]
-        git(repo, "-c", "core.autocrlf=false", "add", "-A", "-f", "--", ".", ":!/.governor",
-            *excludes)
-        staged = git(repo, "write-tree").decode().strip()
-        staged_id, staged_manifest = commit_tree_id(read_tree_entries(repo, staged)[1])
-        if staged_id != certification.tree:
-            differences = manifest_differences(certification.entries, staged_manifest)
-            raise CommitRefused("the index is not exactly the certified tree (files the "
-                                "project excludes are tracked, or a git attribute filters "
-                                "content): commit refused", {"differences": list(differences)})
+        _stage_exactly(repo, certification)
         git(repo, "commit", "-q", "--allow-empty", "-m",
             message or f"Certified work of session {session_id}",
             "--trailer", f"{SESSION_TRAILER}: {certification.session}",
@@ -133,6 +126,33 @@ def commit_certified(client: GovernorClient, session_id: str, root: Path, *,
         raise CommitRefused(str(exc)) from None
     return {"commit": commit.oid, "tree": certification.tree, "session": certification.session,
             "terminal": certification.terminal_receipt, "note": NOTES_REF, "pushed": pushed}
+
+
+def _stage_exactly(repo: str, certification: Certification) -> None:
+    """Stage the working tree (`git add -A -f`, the exclusions and `.governor` left out) in a
+    copy of the index, and put the copy in place only when it is exactly the certified tree:
+    a refusal leaves the index as it was."""
+    index = Path(repo, git(repo, "rev-parse", "--git-path", "index").decode().strip())
+    staging = index.with_name("index.governor")
+    if index.exists():
+        shutil.copy2(index, staging)  # git's stat data kept: only changed files are re-read
+    try:
+        excludes = [f":(exclude,glob){pattern}" for pattern in certification.exclusions]
+        alone = {"GIT_INDEX_FILE": str(staging)}
+        git(repo, "-c", "core.autocrlf=false", "add", "-A", "-f", "--", ".", ":!/.governor",
+            *excludes, env=alone)
+        staged = git(repo, "write-tree", env=alone).decode().strip()
+        staged_id, staged_manifest = commit_tree_id(read_tree_entries(repo, staged)[1])
+        if staged_id != certification.tree:
+            assert certification.entries is not None
+            differences = manifest_differences(certification.entries, staged_manifest)
+            raise CommitRefused("the index is not exactly the certified tree (files the "
+                                "project excludes are tracked, or a git attribute filters "
+                                "content): commit refused, the index left as it was",
+                                {"differences": list(differences)})
+        os.replace(staging, index)
+    finally:
+        staging.unlink(missing_ok=True)
 
 
 def merge_remote_notes(repo: str, remote: str) -> None:
