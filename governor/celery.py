@@ -3,8 +3,9 @@
 import os
 from typing import Any
 
+import structlog
 from celery import Celery
-from celery.signals import setup_logging
+from celery.signals import setup_logging, task_postrun, task_prerun
 from django.conf import settings
 
 from governor.logs import configure
@@ -30,3 +31,16 @@ app.autodiscover_tasks(["governor", "verification", "reviews"])
 def _logging_as_configured(**_: Any) -> None:
     """The worker logs as the web processes do (governor.logs), not with Celery's own set-up."""
     configure(settings.LOGGING)
+
+
+@task_prerun.connect
+def _log_context(task_id: str, task: Any, **_: Any) -> None:
+    """Every line a task logs names the task and its id (a task adds what it works on, as
+    `run_verification` adds the run, session and project); nothing of the task before."""
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(task=task.name, task_id=task_id)
+
+
+@task_postrun.connect
+def _log_context_cleared(**_: Any) -> None:
+    structlog.contextvars.clear_contextvars()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import structlog
 from celery import shared_task
 
 from governor.services import outcome_contracts, runs
@@ -15,6 +16,8 @@ log = logging.getLogger(__name__)
 def run_verification(run_id: str) -> None:
     run = runs.run_claim(run_id)
     if run is not None:
+        structlog.contextvars.bind_contextvars(run_id=run_id, session_id=str(run.session_id),
+                                               project=run.session.project.slug)
         runs.run_perform(run)
 
 

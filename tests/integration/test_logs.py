@@ -1,8 +1,9 @@
 """Logs (docs/operations.md, "Logs"): the served stack with GOVERNOR_LOG_FORMAT=json writes one
 JSON object per request with the request id it was given (and echoes it), the session, the
 project and the token's prefix — never the token, the metrics token or what the agent sent; a
-failed login is logged with the user name and address tried; the periodic tasks say nothing
-while they do nothing, and one line when they do something."""
+failed login is logged with the user name and address tried; a task's lines name the task and
+what it works on; the periodic tasks say nothing while they do nothing, and one line when they do
+something."""
 
 from __future__ import annotations
 
@@ -138,3 +139,32 @@ def test_periodic_tasks_log_nothing_while_idle_and_one_line_when_they_end_a_lost
     assert len(ended_lines) == 1, ended_lines
     assert ended_lines[0]["logger"] == "verification.tasks"
     assert ended_lines[0]["event"].startswith("ended 1 lost")
+
+
+@pytest.mark.sandbox
+def test_a_runs_worker_lines_name_the_task_the_run_its_session_and_project(
+        tmp_path: Path) -> None:
+    env = {"GOVERNOR_LOG_FORMAT": "json"}
+    with live_server(tmp_path, extra_env=env, worker=True) as live, live.client() as client:
+        profiles = tmp_path / "profiles.json"
+        profiles.write_text(json.dumps({"profiles": [
+            {"id": "missing", "description": "a command that is not there",
+             "argv": ["/nonexistent/tool"], "required": False}]}))
+        live.manage("governor_profiles", "load", str(profiles), "--project", "demo")
+        workspace = live.workspace_root / "named"
+        workspace.mkdir()
+        session_id = client.post("/sessions", json={"workspace": {
+            "kind": "path", "path": str(workspace)}}).json()["id"]
+        run_ids = [client.post(f"/sessions/{session_id}/code-verifications",
+                               json={"profile": "missing"}).json()["id"] for _ in range(2)]
+        for run_id in run_ids:
+            run = client.get(f"/code-verifications/{run_id}", params={"wait": 60}).json()
+            assert run["state"] == "finished" and not run["result"]["passed"], run
+        time.sleep(0.5)
+        lines = json_lines(tmp_path / "server.log")
+    for run_id in run_ids:  # each run's own ids: nothing carried over from the task before
+        [said] = [line for line in lines if str(line.get("event")).startswith(
+            f"run {run_id} (missing)")]
+        assert said["level"] == "warning" and said["run_id"] == run_id
+        assert (said["session_id"], said["project"]) == (session_id, "demo")
+        assert said["task"] == "verification.tasks.run_verification" and said["task_id"]
