@@ -33,14 +33,20 @@ def _logging_as_configured(**_: Any) -> None:
     configure(settings.LOGGING)
 
 
+_outer_context: dict[str, dict[str, Any]] = {}  # by task id: the lines' context before it
+
+
 @task_prerun.connect
 def _log_context(task_id: str, task: Any, **_: Any) -> None:
     """Every line a task logs names the task and its id (a task adds what it works on, as
-    `run_verification` adds the run, session and project); nothing of the task before."""
+    `run_verification` adds the run, session and project), and nothing of what ran before it;
+    afterwards the context is as it was (a task run inline keeps its caller's request id)."""
+    _outer_context[task_id] = structlog.contextvars.get_contextvars()
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(task=task.name, task_id=task_id)
 
 
 @task_postrun.connect
-def _log_context_cleared(**_: Any) -> None:
+def _log_context_restored(task_id: str, **_: Any) -> None:
     structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(**_outer_context.pop(task_id, {}))

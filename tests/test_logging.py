@@ -103,3 +103,27 @@ def test_a_bad_log_setting_fails_loudly_with_its_name(name: str, value: str) -> 
     out = logged(**{name: value})
     assert out.returncode != 0
     assert f"{name}={value!r}" in out.stderr
+
+
+def test_a_task_run_inline_logs_as_itself_and_gives_its_caller_back_its_context() -> None:
+    """A task's lines name the task and nothing of its caller's (a worker runs task after
+    task); once it ends, the caller's own lines carry their request id again."""
+    import structlog
+
+    from governor.celery import app
+
+    seen: dict[str, Any] = {}
+
+    @app.task(name="tests.logging.probe")
+    def probe() -> None:
+        seen.update(structlog.contextvars.get_contextvars())
+
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(request_id="caller-request")
+    try:
+        result = probe.apply()  # inline, as the tests and `task_always_eager` run tasks
+        assert result.successful()
+        assert seen == {"task": "tests.logging.probe", "task_id": result.id}
+        assert structlog.contextvars.get_contextvars() == {"request_id": "caller-request"}
+    finally:
+        structlog.contextvars.clear_contextvars()
