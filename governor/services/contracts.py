@@ -11,6 +11,7 @@ from governor.domain import attempts, coverage, drafting, lifecycle, messages
 from governor.domain import contracts as domain
 from governor.domain.changes import WorkspaceChange, changes_digest, workspace_changes
 from governor.domain.checks import (
+    LogEvidence,
     evaluate_checks,
     runs_counted,
     unjudged_results,
@@ -119,9 +120,11 @@ def _baselines(session: Session, state: SessionState, proposal: domain.Proposal,
     try:
         with session_workspace(session, tree) as workspace:
             judged = tree_reference(session_tree(session, workspace))
+            # No event after the boundary, by definition: the log checks are judged on an
+            # empty log, with no query (20 checks at begin cost what they did before §14.5).
             results = evaluate_checks(
                 {"checks": proposal.checks, "startedAtSeq": state.next_seq - 1},
-                evidence=DatabaseEvidence(session, state), workspace=workspace, tree=judged,
+                evidence=LogEvidence(()), workspace=workspace, tree=judged,
                 current_profile_receipts=profile_receipts(project),
                 max_file_bytes=project.max_file_bytes, changes=[])
     except (TreeUnavailable, ServiceError):  # no snapshot yet, or one that cannot be read

@@ -96,7 +96,9 @@ def stat_cache_save(session: Session, cache: StatCache, environment: str | None 
         return
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(cache.as_dict(), handle, separators=(",", ":"))
+            # One string (json.dumps runs in C; json.dump streams through the Python encoder,
+            # several times slower at a thousand files and more).
+            handle.write(json.dumps(cache.as_dict(), separators=(",", ":")))
         os.replace(name, _cache_path(session, environment))
     except OSError as exc:
         os.unlink(name)

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from governor.models import Project
 from governor.services.projects import project_set
@@ -184,6 +186,37 @@ def test_deleting_a_file_the_task_never_named_fails_the_scope_check(
     assert "notes.md (deleted)" in evidence_of(verdict, "only-readme")
     (workspace / "notes.md").write_text("keep me\n")
     assert verify(worker)["decision"] == "certified"
+
+
+def _log_checks(tools: int) -> dict[str, Any]:
+    checks: list[dict[str, Any]] = [{"id": f"ran-{n}", "kind": "tool_succeeded",
+                                     "tool": f"tool_{n}"} for n in range(tools)]
+    checks += [{"id": "no-push", "kind": "tool_not_called", "tool": "git_push"},
+               {"id": "no-errors", "kind": "no_tool_errors"}]
+    return {"objective": "Run the tools", "claims": [
+        {"id": f"c-{check['id']}", "statement": "part", "importance": "critical",
+         "verification": "deterministic", "check_ids": [check["id"]]} for check in checks],
+        "checks": checks}
+
+
+def test_rule_14_5_log_checks_are_judged_on_an_empty_log_after_the_boundary_without_a_query(
+        worker: Agent) -> None:
+    """A tool that succeeded before the contract starts does not make its check pass at the
+    baseline; and the baseline of log checks reads no event (no event can follow the
+    boundary), so eight of them cost the queries one does."""
+    worker.sync()
+    worker.trace.tool("tool_0")  # before the boundary: not evidence
+    worker._post()
+    counts, answers = [], []
+    for tools in (1, 1, 8):  # the first also records the tree (hashed for the first time)
+        with CaptureQueriesContext(connection) as captured:
+            response = worker.client.post(f"/sessions/{worker.id}/assess", _log_checks(tools))
+        assert response.status_code == 200, response.content
+        counts.append(len(captured.captured_queries))
+        answers.append(response.json()["assessment"]["baselines"])
+    assert answers[2] == {**{f"ran-{n}": "fails" for n in range(8)},
+                          "no-push": "passes", "no-errors": "passes"}
+    assert counts[1] == counts[2]
 
 
 def test_a_contract_whose_only_check_already_holds_is_refused_when_evidence_must_discriminate(
