@@ -30,7 +30,7 @@ from governor.lib.notify import session_topic
 from governor.lib.waits import off_thread
 from governor.models import Session
 from governor.selectors.access import is_reviewer, member_projects, session_for_member
-from governor.selectors.outcomes import outcome_panel
+from governor.selectors.outcomes import outcome_panel, outcome_version
 from governor.selectors.reliability import session_reports
 from governor.selectors.sessions import session_status
 from governor.selectors.timeline import (
@@ -108,6 +108,20 @@ def _live_runs(session: Session, *, since: int | None, delay: int = 0) -> dict[s
                                      since=since), "delay": delay}}
 
 
+def _outcome_part(session: Session, *, reviewer: bool, delay: int = 0) -> dict[str, Any]:
+    """The outcome panel; while an observation asked for is on its way, a live part that
+    waits for it (its version read before what it shows, as the runs' is)."""
+    outcome = outcome_panel(session)
+    live = None
+    if outcome and outcome["requested"]:
+        version = outcome_version(session)
+        outcome = outcome_panel(session)
+        live = {"url": live_url("sessions:outcome_live", session.pk, version=version),
+                "delay": delay}
+    return {"session": session, "outcome": outcome, "outcome_live": live,
+            "is_reviewer": reviewer}
+
+
 @login_required
 @require_GET
 def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
@@ -121,15 +135,15 @@ def _timeline(request: HttpRequest, session: Session, *, observe_refused: str = 
                .select_related("decided_by")
                .prefetch_related("approvals__user", "signatures__passkey",
                                  "signatures__user").order_by("created_at"))
+    reviewer = is_reviewer(request.user, session.project_id)
     context = {
         "session": session, "status": status, "contract": contract_shown(status),
         "reviews": reviews,
-        "is_reviewer": is_reviewer(request.user, session.project_id),
         **events_window(session, _seq(request, "before")), **conversation_window(session),
         "changes": changes_between(session, status), "diff_view": diff_view(request),
         "attempt_changes": attempt_changes(session, status["contract"], status["attempts"]),
         **_live_runs(session, since=None), **session_reports(session, status),
-        "outcome": outcome_panel(session), "observe_refused": observe_refused,
+        **_outcome_part(session, reviewer=reviewer), "observe_refused": observe_refused,
     }
     return render(request, "sessions/timeline.html", context, status=status_code)
 
@@ -161,10 +175,16 @@ async def session_timeline_live(request: HttpRequest, user: AbstractBaseUser,
                                       _live_runs(session, since=since, delay=delay)))
 
 
-
-
-
-
+@signed_in_live
+async def session_outcome_live(request: HttpRequest, user: AbstractBaseUser,
+                               session_id: uuid.UUID) -> HttpResponse:
+    """The outcome panel's live part, while an observation asked for is on its way."""
+    session = await off_thread(request, session_for_member, user, session_id)
+    return await live_answer(
+        request, user=user, topics=[session_topic(session.pk)],
+        shown=lambda: Shown(outcome_version(session)),
+        fragment=lambda delay: render(request, "sessions/partials/outcome.html", _outcome_part(
+            session, reviewer=is_reviewer(user, session.project_id), delay=delay)))
 
 
 @login_required
@@ -235,6 +255,7 @@ urlpatterns = [
     path("<uuid:session_id>/export", session_export, name="export"),
     path("<uuid:session_id>/changes", session_changes, name="changes"),
     path("<uuid:session_id>/outcome/observe", session_outcome_observe, name="observe"),
+    path("<uuid:session_id>/outcome/live", session_outcome_live, name="outcome_live"),
     path("<uuid:session_id>/trees/<str:tree>/files/<path:file_path>", session_tree_file,
          name="tree_file"),
     path("<uuid:session_id>/trees/<str:tree>/view/<path:file_path>", session_tree_view,

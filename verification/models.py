@@ -231,6 +231,9 @@ class OutcomeContract(models.Model):
     deadline_at_ms = models.BigIntegerField(null=True, blank=True)
     next_observe_at_ms = models.BigIntegerField(null=True, blank=True, db_index=True)
     agent_observed_at_ms = models.BigIntegerField(default=0)
+    requested_at_ms = models.BigIntegerField(
+        null=True, blank=True, help_text="When an observation asked for by the agent or a "
+        "reviewer was queued, until a worker records it.")
     status = models.CharField(max_length=16, default="bound")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -40,3 +40,11 @@ def observe_due_outcomes() -> int:
     """Beat sends this every GOVERNOR_OUTCOME_TICK_SECONDS; two beats or two workers at once
     observe each due time once (the claim is a compare-and-set in the database)."""
     return outcome_contracts.outcomes_observe_due()
+
+
+@shared_task(acks_late=True)
+def outcome_observe(outcome_contract_id: str, trigger: str, requested_at: str) -> None:
+    """An observation the agent or a reviewer asked for (the probe runs here, not on the web
+    node)."""
+    outcome_contracts.outcome_observation_take(contract_id=outcome_contract_id, trigger=trigger,
+                                               requested_at=int(requested_at))

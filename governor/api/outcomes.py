@@ -5,11 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
-from ninja import Router
+from ninja import Router, Status
 
-from governor.api.auth import agent_token
-from governor.api.errors import ERROR_RESPONSES
+from governor.api.auth import AgentBearerAsync, agent_token
+from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
 from governor.api.schemas import OutcomeProfilesOut, OutcomeStatusOut
+from governor.lib.notify import session_topic
+from governor.lib.waits import long_poll, off_thread
+from governor.models import Session
 from governor.selectors.access import session_for_token
 from governor.selectors.outcomes import outcome_profiles_view, outcome_status
 from governor.services import outcome_contracts as services
@@ -23,10 +26,30 @@ def outcome_profiles(request: HttpRequest) -> dict[str, Any]:
 
 
 @router.post("/sessions/{session_id}/outcome/observations",
-             response={200: OutcomeStatusOut, **ERROR_RESPONSES})
-def observe(request: HttpRequest, session_id: str) -> dict[str, Any]:
-    """Observe now (at most once a minute: 429 with Retry-After)."""
-    session = session_for_token(agent_token(request), session_id)
+             response={200: OutcomeStatusOut, 202: OutcomeStatusOut, **WAIT_RESPONSES},
+             auth=AgentBearerAsync())
+async def observe(request: HttpRequest, session_id: str,
+                  wait: int = 0) -> Status[dict[str, Any]]:
+    """Ask for an observation now (at most once a minute: 429 with Retry-After); a worker runs
+    the probe. 202 with `pending` while it has not answered; with `wait`, holds the request (at
+    most 60 s, holding no server thread) until it has, and answers 200 with it."""
+    token = agent_token(request)
+    session = await off_thread(request, session_for_token, token, session_id)
+    requested = await off_thread(request, _ask, session)
+
+    def read() -> dict[str, Any]:
+        return outcome_status(session=session)
+
+    def settled(state: dict[str, Any]) -> bool:
+        return (state.get("pending") or {}).get("requestedAt") != requested
+
+    state = (await long_poll(request, waiter=token, seconds=wait,
+                             topics=[session_topic(session.pk)], read=read, settled=settled)
+             if wait > 0 else await off_thread(request, read))
+    return Status(202 if "pending" in state else 200, state)
+
+
+def _ask(session: Session) -> int:
     return services.outcome_observe(session=session, trigger="agent")
 
 

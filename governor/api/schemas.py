@@ -467,6 +467,9 @@ class OutcomeStatusOut(Out):
     terminal: dict[str, Any] | None = None
     profile: dict[str, Any] | None = None
     message: str | None = None
+    pending: dict[str, Any] | None = Field(
+        None, description="{requestedAt}: an observation asked for that a worker has not "
+                          "recorded yet")
 
 
 class RunQueued(Out):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -9,10 +10,12 @@ from governor.domain import lifecycle
 from governor.domain.outcome_chart import outcome_charts
 from governor.domain.outcomes import agent_view, status_words, summary_words
 from governor.lib.errors import Conflict
-from governor.models import Event, Project, Session
+from governor.lib.live import version_of
+from governor.models import Event, Project, Session, SessionState
 from verification.models import OutcomeContract, OutcomeProfile
 
 BOUND, OBSERVING, DROPPED = "bound", "observing", "dropped"
+LOST_REQUEST_MS = 60_000  # after the probe's time limit: a requested observation never taken
 
 
 def outcome_profiles_view(project: Project) -> list[dict[str, Any]]:
@@ -56,7 +59,30 @@ def outcome_status(*, session: Session) -> dict[str, Any]:
     if terminal and terminal.get("outcomeContractId") == row.pk:
         answer["terminal"] = terminal
     answer["message"] = status_words(row.status, contract)
+    if (requested := outcome_requested_at(row)) is not None:
+        answer["pending"] = {"requestedAt": requested}
     return answer
+
+
+def outcome_version(session: Session) -> str:
+    """The version of what the outcome panel shows: the events appended, the outcome's status
+    and the observation on its way."""
+    next_seq = SessionState.objects.filter(session=session).values_list("next_seq",
+                                                                        flat=True).get()
+    row = (OutcomeContract.objects.filter(session=session).order_by("-created_at").first())
+    return version_of(next_seq, row and row.status, row and outcome_requested_at(row))
+
+
+def outcome_requested_at(row: OutcomeContract, now: int | None = None) -> int | None:
+    """When the observation asked for (by the agent or a reviewer) that a worker has not
+    recorded yet was asked for; None when there is none, or when it is lost (its task not run
+    within the probe's time limit and a minute more)."""
+    requested = row.requested_at_ms
+    if requested is None or row.status != OBSERVING:
+        return None
+    at = int(time.time() * 1000) if now is None else now
+    lost_at = requested + int(row.definition.get("timeoutMs", 0)) + LOST_REQUEST_MS
+    return requested if at < lost_at else None
 
 
 def _utc(ms: int) -> tuple[str, str]:
@@ -76,8 +102,10 @@ def outcome_panel(session: Session) -> dict[str, Any] | None:
         "status": status["status"], "summary": summary_words(view),
         "attribution": view["attribution"], "causal": view["causalClaimPermitted"],
         "contract": contract, "terminal": status.get("terminal"), "charts": [],
-        "observations": [],
+        "observations": [], "requested": None,
     }
+    if "pending" in status:
+        panel["requested"] = _utc(status["pending"]["requestedAt"])[0]
     if contract:
         opens, deadline = _utc(contract["notBeforeAt"]), _utc(contract["deadlineAt"])
         panel["window"] = {"opens": opens[0], "opens_iso": opens[1], "deadline": deadline[0],

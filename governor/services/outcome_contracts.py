@@ -19,12 +19,12 @@ from django.db import transaction
 from governor.domain import attestation, lifecycle
 from governor.domain import outcomes as domain
 from governor.domain.documents import ContractDocument
-from governor.lib.errors import Conflict, Invalid, RetryLater
+from governor.lib.errors import Conflict, Invalid, RetryLater, Unavailable
 from governor.lib.notify import announce_on_commit, session_topic
 from governor.lib.probes import probe_run
 from governor.lib.queue import task_send_on_commit
 from governor.models import Attestation, Project, Session, SessionState
-from governor.selectors.outcomes import outcome_document, outcome_observations, outcome_status
+from governor.selectors.outcomes import outcome_document, outcome_observations
 from governor.services import keys
 from governor.services.events import governor_event_append, now_ms, session_locked
 from verification.models import OutcomeContract, OutcomeProfile, OutcomeProfileVersion
@@ -167,16 +167,23 @@ def _current_row(session: Session) -> OutcomeContract:
     return row
 
 
-def outcome_observe(*, session: Session, trigger: str, now: int | None = None,
-                    probe: Probe | None = None) -> dict[str, Any]:
-    """Observe now, for the agent (at most once a minute: 429 with the seconds to wait) or a
-    reviewer. Answers the outcome status (with the new observation)."""
+OBSERVE_TASK = "verification.tasks.outcome_observe"
+
+
+def outcome_observe(*, session: Session, trigger: str, now: int | None = None) -> int:
+    """Ask for an observation now, for the agent (at most once a minute: 429 with the seconds
+    to wait) or a reviewer; the time asked, returned, stays in `requested_at_ms` until a
+    worker has recorded it. The probe runs in a worker, as every sandboxed command does
+    (queued once this commits). A profile edited after it was bound runs nothing: the
+    observation is recorded as unbound here and refused (409)."""
     row = _current_row(session)
     at = now_ms() if now is None else now
     if row.status != OBSERVING:
         raise Conflict(f"the outcome is already {row.status}: nothing more is observed")
+    if _profile_receipt(row) != row.binding["receipt"]:
+        _observe(session, row, trigger, at, probe=None)  # records it unbound, then refuses
+    last = row.agent_observed_at_ms
     if trigger == "agent":
-        last = row.agent_observed_at_ms
         wait_ms = last + domain.AGENT_OBSERVE_INTERVAL_MS - at
         claimed = wait_ms <= 0 and OutcomeContract.objects.filter(
             pk=row.pk, agent_observed_at_ms=last).update(agent_observed_at_ms=at)
@@ -184,8 +191,34 @@ def outcome_observe(*, session: Session, trigger: str, now: int | None = None,
             seconds = max(1, -(-max(wait_ms, 1) // 1000))
             raise RetryLater(f"the agent may ask for one outcome observation a minute; try "
                              f"again in {seconds} s", retry_after=seconds)
-    _observe(session, row, trigger, at, probe)
-    return outcome_status(session=session)
+    OutcomeContract.objects.filter(pk=row.pk).update(requested_at_ms=at)
+
+    def unqueued(exc: Exception) -> None:
+        OutcomeContract.objects.filter(pk=row.pk, requested_at_ms=at).update(
+            requested_at_ms=None, **({"agent_observed_at_ms": last} if trigger == "agent"
+                                     else {}))
+        raise Unavailable("the task broker is unavailable, so the observation cannot be "
+                          "queued; nothing was recorded — try again later") from exc
+
+    task_send_on_commit(OBSERVE_TASK, row.pk, trigger, str(at), on_failure=unqueued)
+    return at
+
+
+def outcome_observation_take(*, contract_id: str, trigger: str, requested_at: int,
+                             now: int | None = None, probe: Probe | None = None) -> None:
+    """The worker's part of `outcome_observe` (asked at `requested_at`): the probe and the
+    observation, observed now; a profile edited since is recorded unbound (logged, as the
+    schedule's are)."""
+    row = OutcomeContract.objects.select_related("session").get(pk=contract_id)
+    try:
+        if row.status == OBSERVING:
+            _observe(row.session, row, trigger, now_ms() if now is None else now, probe)
+    except Conflict as exc:
+        log.warning("outcome %s: %s", row.pk, exc)
+    finally:
+        OutcomeContract.objects.filter(pk=row.pk, requested_at_ms=requested_at).update(
+            requested_at_ms=None)
+        announce_on_commit(session_topic(row.session_id))
 
 
 def outcomes_observe_due(*, now: int | None = None, probe: Probe | None = None,
@@ -216,10 +249,16 @@ def outcomes_observe_due(*, now: int | None = None, probe: Probe | None = None,
     return count
 
 
+def _profile_receipt(row: OutcomeContract) -> str | None:
+    """The bound profile's receipt as it is now (it differs from the binding's once edited)."""
+    receipt: str | None = OutcomeProfile.objects.filter(pk=row.profile_id).values_list(
+        "receipt", flat=True).first()
+    return receipt
+
+
 def _observe(session: Session, row: OutcomeContract, trigger: str, at: int,
              probe: Probe | None) -> None:
-    current = OutcomeProfile.objects.filter(pk=row.profile_id).values_list(
-        "receipt", flat=True).first()
+    current = _profile_receipt(row)
     bound = current == row.binding["receipt"]
     assert row.deadline_at_ms is not None
     result = None

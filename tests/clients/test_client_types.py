@@ -46,6 +46,7 @@ ROUTES: dict[tuple[str, str, str], Any] = {
     ("get", "/code-profiles", "200"): client.ProfileList,
     ("get", "/outcome-profiles", "200"): client.OutcomeProfileList,
     ("post", "/sessions/{session_id}/outcome/observations", "200"): client.OutcomeStatus,
+    ("post", "/sessions/{session_id}/outcome/observations", "202"): client.OutcomeStatus,
     ("get", "/sessions/{session_id}/outcome", "200"): client.OutcomeStatus,
     ("post", "/sessions/{session_id}/code-verifications", "request"): client.RunRequest,
     ("post", "/sessions/{session_id}/code-verifications", "202"): client.RunQueued,

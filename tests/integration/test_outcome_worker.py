@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -87,3 +88,93 @@ def test_rule_4_the_server_observes_on_its_own_and_two_beats_observe_once(
     assert [o["trigger"] for o in status["observations"]] == ["schedule"], status
     assert status["status"] == "achieved"  # not_before 0: the first observation judges
     assert status["terminal"]["status"] == "achieved"
+
+
+def _certified_watching(client: Any, live: Live, name: str) -> str:
+    workspace = live.workspace_root / name
+    workspace.mkdir()
+    (workspace / "README.md").write_text("## Install\n")
+    session = client.post("/sessions", json={"workspace": {"kind": "path",
+                                                           "path": str(workspace)}}).json()
+    begun = client.post(f"/sessions/{session['id']}/contracts", json={
+        "objective": "Write README.md with an Install section",
+        "claims": [{"id": "readme", "statement": "README.md documents installation",
+                    "importance": "critical", "verification": "deterministic",
+                    "check_ids": ["install"]}],
+        "checks": [{"id": "install", "kind": "file_contains", "path": "README.md",
+                    "text": "## Install"}],
+        "outcome_profile": "slow-to-judge"})
+    assert begun.status_code == 201, begun.text
+    assert client.post(f"/sessions/{session['id']}/verify").json()["decision"] == "certified"
+    return str(session["id"])
+
+
+def _write_answer(directory: Path, conversion: float) -> None:
+    answer = directory / "answer.json"
+    answer.write_text(json.dumps({"dataAsOf": int(time.time() * 1000),
+                                  "metrics": {"conversion": conversion}}))
+    answer.chmod(0o644)
+
+
+def test_rule_4_an_observation_the_agent_asks_for_is_probed_by_a_worker_never_the_web_node(
+        live: Live, data_dir: Path, tmp_path: Path) -> None:
+    """The web node's data directory answers 0.01, the worker's 0.05: the observation says which
+    process ran the probe. Without a worker the request is answered 202 with `pending`, and the
+    observation comes once one runs; with one, `?wait=` answers 200 with it."""
+    profiles = tmp_path / "slow.json"
+    profiles.write_text(json.dumps({"outcome_profiles": [
+        {**PROFILE, "id": "slow-to-judge", "not_before_ms": 86_400_000}]}))  # stays observing
+    live.manage("governor_profiles", "load", str(profiles), "--project", "demo")
+    _write_answer(data_dir, 0.01)
+    worker_data = Path(tempfile.mkdtemp(prefix="outcome-worker-data-", dir="/tmp"))  # noqa: S108
+    worker_data.chmod(0o755)
+    _write_answer(worker_data, 0.05)
+    worker_env = {**live.env, "GOVERNOR_OUTCOME_DATA_DIR": str(worker_data)}
+    try:
+        with live.client() as client:
+            queued_session = _certified_watching(client, live, "queued")
+            queued = client.post(f"/sessions/{queued_session}/outcome/observations")
+            assert queued.status_code == 202, queued.text
+            assert queued.json()["pending"]["requestedAt"] > 0
+            assert queued.json()["observations"] == []  # nothing probed on the web node
+            with celery_worker(worker_env):
+                deadline = time.monotonic() + 60
+                agents: list[dict[str, Any]] = []
+                while not agents and time.monotonic() < deadline:
+                    time.sleep(0.5)
+                    status = client.get(f"/sessions/{queued_session}/outcome").json()
+                    agents = [o for o in status["observations"] if o["trigger"] == "agent"]
+                assert [o["result"]["metrics"] for o in agents] == [{"conversion": 0.05}]
+                assert "pending" not in status or status["pending"] is None
+
+                waited_session = _certified_watching(client, live, "waited")
+                waited = client.post(f"/sessions/{waited_session}/outcome/observations",
+                                     params={"wait": 30})
+                assert waited.status_code == 200, waited.text
+                [mine] = [o for o in waited.json()["observations"] if o["trigger"] == "agent"]
+                assert mine["result"]["metrics"] == {"conversion": 0.05}
+                assert waited.json().get("pending") is None
+    finally:
+        shutil.rmtree(worker_data, ignore_errors=True)
+
+
+def test_with_the_broker_down_an_observation_is_refused_with_503_and_nothing_is_held(
+        tmp_path: Path, data_dir: Path) -> None:
+    """Nothing is recorded, nothing stays pending, and the agent's one-a-minute is given back:
+    a second request is refused for the broker again, not for the rate limit."""
+    env = {"GOVERNOR_BROKER_URL": "redis://127.0.0.1:9/0",  # nothing listens on port 9
+           "GOVERNOR_OUTCOME_DATA_DIR": str(data_dir)}
+    _write_answer(data_dir, 0.05)
+    with live_server(tmp_path, extra_env=env) as down, down.client() as client:
+        profiles = tmp_path / "profiles.json"
+        profiles.write_text(json.dumps({"outcome_profiles": [
+            {**PROFILE, "id": "slow-to-judge", "not_before_ms": 86_400_000}]}))
+        down.manage("governor_profiles", "load", str(profiles), "--project", "demo")
+        down.manage("governor_project", "set", "demo", "--review-mode", "off")
+        session_id = _certified_watching(client, down, "down")
+        for _ in range(2):
+            refused = client.post(f"/sessions/{session_id}/outcome/observations")
+            assert refused.status_code == 503, refused.text
+            assert "broker" in refused.json()["error"]["message"]
+        status = client.get(f"/sessions/{session_id}/outcome").json()
+        assert status["observations"] == [] and status.get("pending") is None

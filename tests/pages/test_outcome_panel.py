@@ -4,6 +4,8 @@ without colour, the observations — with an "Observe now" button for reviewers.
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,10 +14,13 @@ import pytest
 from django.test import Client
 
 from governor.models import Project
+from governor.services import outcome_contracts as outcomes
+from governor.services.events import now_ms
 from reviews.models import Review, Stage
 from tests.conftest import AgentClient
 from tests.outcomes import Answers, answers_in, certified, outcome_profile_saved
 from tests.pages import press, propose, reviewer_client
+from verification.models import OutcomeContract
 
 SENTENCE = "after delivery: conversion ≥ 0.031 between day 1 and day 7; correlational"
 
@@ -67,6 +72,36 @@ def test_rule_6_the_timeline_shows_the_outcome_with_a_chart_and_a_reviewer_may_o
     assert "<td data-label=\"By\">reviewer</td>" in page
     assert "conversion = 0.05" in page
     assert "observation 1: 0.05" in page  # the chart's point, named in words
+
+
+def test_an_observation_on_its_way_is_said_and_the_panel_waits_for_the_worker(
+        agent: AgentClient, workspace: Path, reviewer: Any, outcome_profile: dict[str, Any],
+        answers: Answers) -> None:
+    """Between the request and the worker's answer (here: a request no worker took yet) the
+    panel says a worker is running the probe, offers no second press, and is a live part whose
+    wait answers the fresh panel once the observation is recorded."""
+    session = certified(agent, workspace, answers)
+    row = OutcomeContract.objects.get(session_id=session["id"])
+    at = now_ms()
+    OutcomeContract.objects.filter(pk=row.pk).update(requested_at_ms=at)
+    rita: Client = reviewer_client("rita", "rita-password-1")
+    url = f"/sessions/{session['id']}/"
+    page = rita.get(url).content.decode()
+    assert "a worker is running the probe" in page
+    assert "Observe now" not in page
+    live = re.search(r'id="outcome"[^>]*hx-get="([^"]+)"', page)
+    assert live, "the panel waits for the observation"
+    waits = re.sub(r"wait=\d+", "wait=0", html.unescape(live.group(1)))  # no waiting here
+    unchanged = rita.get(waits)
+    assert unchanged.status_code == 204
+    answers.metrics(0.05)
+    outcomes.outcome_observation_take(contract_id=row.pk, trigger="reviewer", requested_at=at)
+    fresh = rita.get(waits)
+    assert fresh.status_code == 200
+    panel = fresh.content.decode()
+    assert "conversion = 0.05" in panel and "Observe now" in panel
+    assert "a worker is running the probe" not in panel and "hx-get" not in panel
+    assert OutcomeContract.objects.get(pk=row.pk).requested_at_ms is None
 
 
 def test_an_agent_token_cannot_press_observe_and_an_outsider_sees_no_session(

@@ -162,9 +162,10 @@ export function governorTools({ reviewWaitSeconds }) {
     },
     {
       name: 'reliability_outcome_observe',
-      description: 'Ask the server to observe the outcome now (at most once a minute; the server also observes on its own schedule). Returns the outcome status.',
+      description: 'Ask the server to observe the outcome now (at most once a minute; the server also observes on its own schedule). A worker runs the probe; returns the outcome status with the new observation, or with "pending" when the probe had not answered within a minute (reliability_outcome_status shows it later).',
       parameters: object({}),
-      run: (_args, { id, client }) => client.request('POST', `/sessions/${id}/outcome/observations`, { body: {} }),
+      run: (_args, { id, client }) => client.request('POST', `/sessions/${id}/outcome/observations?wait=60`,
+        { body: {}, timeoutMs: 70_000 }),
     },
     {
       name: 'reliability_outcome_status',

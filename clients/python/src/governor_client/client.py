@@ -340,10 +340,14 @@ class GovernorClient:
         answer = self._json("GET", "/outcome-profiles", retry=Retry.REPEATABLE)
         return cast(list[OutcomeProfile], answer["profiles"])
 
-    def outcome_observe(self, session_id: str) -> OutcomeStatus:
-        """Observe the outcome now (the server allows one a minute: 429 with Retry-After)."""
+    def outcome_observe(self, session_id: str, *, wait: int = MAX_WAIT_SECONDS) -> OutcomeStatus:
+        """Observe the outcome now (the server allows one a minute: 429 with Retry-After). A
+        worker runs the probe; the answer waits for it up to `wait` (≤60 s) seconds, and
+        carries `pending` when it had not answered by then (`outcome_status` shows it later)."""
+        wait = max(0, min(wait, MAX_WAIT_SECONDS))
         return cast(OutcomeStatus, self._json(
-            "POST", f"/sessions/{session_id}/outcome/observations", retry=Retry.UNSENT))
+            "POST", f"/sessions/{session_id}/outcome/observations", params={"wait": wait},
+            retry=Retry.UNSENT, timeout=self._timeout + wait))
 
     def outcome_status(self, session_id: str) -> OutcomeStatus:
         return cast(OutcomeStatus, self._json("GET", f"/sessions/{session_id}/outcome",

@@ -289,7 +289,9 @@ def build_server(agent: AgentSession, *, review_wait: int = DEFAULT_REVIEW_WAIT_
     @server.tool()
     async def reliability_outcome_observe() -> dict[str, Any]:
         """Ask the server to observe the outcome now (at most once a minute; the server also
-        observes on its own schedule). Returns the outcome status."""
+        observes on its own schedule). A worker runs the probe; returns the outcome status with
+        the new observation, or with `pending` when the probe had not answered within a minute
+        (reliability_outcome_status shows it later)."""
         return dict(await _call(agent.client.outcome_observe, agent.ensure()))
 
     @server.tool()

@@ -267,6 +267,7 @@ class OutcomeStatus(TypedDict):
     terminal: NotRequired[dict[str, Any] | None]
     profile: NotRequired[dict[str, Any] | None]
     message: NotRequired[str | None]
+    pending: NotRequired[dict[str, Any] | None]  # {requestedAt}: an observation on its way
 
 
 class RunRequest(TypedDict):
