@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 from governor.domain.treediff import as_text
 from governor.forms import SessionFilter
 from governor.lib.downloads import NDJSON, attachment, file_response
-from governor.lib.errors import ServiceError
+from governor.lib.errors import ServiceError, Unavailable
 from governor.lib.highlight import highlighted_lines
 from governor.lib.live import Shown, live_answer, live_url, signed_in_live
 from governor.lib.notify import session_topic
@@ -157,8 +157,9 @@ def session_outcome_observe(request: HttpRequest, session_id: uuid.UUID) -> Http
         return HttpResponseForbidden("only the project's reviewers may observe the outcome")
     try:
         outcome_observe(session=session, trigger="reviewer")
-    except ServiceError as exc:
-        return _timeline(request, session, observe_refused=str(exc), status_code=409)
+    except ServiceError as exc:  # a broker that is down is the server's, not the request's
+        return _timeline(request, session, observe_refused=str(exc),
+                         status_code=503 if isinstance(exc, Unavailable) else 409)
     return redirect(reverse("sessions:timeline", args=[session.pk]) + "#outcome")
 
 

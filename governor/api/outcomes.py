@@ -10,6 +10,7 @@ from ninja import Router, Status
 from governor.api.auth import AgentBearerAsync, agent_token
 from governor.api.errors import ERROR_RESPONSES, WAIT_RESPONSES
 from governor.api.schemas import OutcomeProfilesOut, OutcomeStatusOut
+from governor.lib.errors import TooManyWaits
 from governor.lib.notify import session_topic
 from governor.lib.waits import long_poll, off_thread
 from governor.models import Session
@@ -32,7 +33,9 @@ async def observe(request: HttpRequest, session_id: str,
                   wait: int = 0) -> Status[dict[str, Any]]:
     """Ask for an observation now (at most once a minute: 429 with Retry-After); a worker runs
     the probe. 202 with `pending` while it has not answered; with `wait`, holds the request (at
-    most 60 s, holding no server thread) until it has, and answers 200 with it."""
+    most 60 s, holding no server thread) until it has, and answers 200 with it. A token that
+    holds all its waits already is answered at once (the observation is asked for all the
+    same)."""
     token = agent_token(request)
     session = await off_thread(request, session_for_token, token, session_id)
     requested = await off_thread(request, _ask, session)
@@ -41,12 +44,23 @@ async def observe(request: HttpRequest, session_id: str,
         return outcome_status(session=session)
 
     def settled(state: dict[str, Any]) -> bool:
-        return (state.get("pending") or {}).get("requestedAt") != requested
+        """Nothing on its way any more, or the agent's own observation recorded (a reviewer's
+        request after it may still be pending)."""
+        return "pending" not in state or any(
+            o["trigger"] == "agent" and o["observedAt"] >= requested
+            for o in state["observations"])
 
-    state = (await long_poll(request, waiter=token, seconds=wait,
-                             topics=[session_topic(session.pk)], read=read, settled=settled)
-             if wait > 0 else await off_thread(request, read))
-    return Status(202 if "pending" in state else 200, state)
+    state: dict[str, Any] | None = None
+    if wait > 0:
+        try:
+            state = await long_poll(request, waiter=token, seconds=wait,
+                                    topics=[session_topic(session.pk)], read=read,
+                                    settled=settled)
+        except TooManyWaits:  # asked for all the same: answered at once, the wait is not held
+            state = None
+    if state is None:
+        state = await off_thread(request, read)
+    return Status(200 if settled(state) else 202, state)
 
 
 def _ask(session: Session) -> int:

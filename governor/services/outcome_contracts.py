@@ -180,10 +180,8 @@ def outcome_observe(*, session: Session, trigger: str, now: int | None = None) -
     at = now_ms() if now is None else now
     if row.status != OBSERVING:
         raise Conflict(f"the outcome is already {row.status}: nothing more is observed")
-    if _profile_receipt(row) != row.binding["receipt"]:
-        _observe(session, row, trigger, at, probe=None)  # records it unbound, then refuses
     last = row.agent_observed_at_ms
-    if trigger == "agent":
+    if trigger == "agent":  # claimed first: an unbound observation counts against it too
         wait_ms = last + domain.AGENT_OBSERVE_INTERVAL_MS - at
         claimed = wait_ms <= 0 and OutcomeContract.objects.filter(
             pk=row.pk, agent_observed_at_ms=last).update(agent_observed_at_ms=at)
@@ -191,12 +189,16 @@ def outcome_observe(*, session: Session, trigger: str, now: int | None = None) -
             seconds = max(1, -(-max(wait_ms, 1) // 1000))
             raise RetryLater(f"the agent may ask for one outcome observation a minute; try "
                              f"again in {seconds} s", retry_after=seconds)
+    if _profile_receipt(row) != row.binding["receipt"]:
+        _observe(session, row, trigger, at, probe=None)  # records it unbound, then refuses
     OutcomeContract.objects.filter(pk=row.pk).update(requested_at_ms=at)
 
     def unqueued(exc: Exception) -> None:
         OutcomeContract.objects.filter(pk=row.pk, requested_at_ms=at).update(
-            requested_at_ms=None, **({"agent_observed_at_ms": last} if trigger == "agent"
-                                     else {}))
+            requested_at_ms=None)
+        if trigger == "agent":  # the minute given back
+            OutcomeContract.objects.filter(pk=row.pk, agent_observed_at_ms=at).update(
+                agent_observed_at_ms=last)
         raise Unavailable("the task broker is unavailable, so the observation cannot be "
                           "queued; nothing was recorded — try again later") from exc
 
@@ -212,10 +214,11 @@ def outcome_observation_take(*, contract_id: str, trigger: str, requested_at: in
     row = OutcomeContract.objects.select_related("session").get(pk=contract_id)
     try:
         if row.status == OBSERVING:
-            _observe(row.session, row, trigger, now_ms() if now is None else now, probe)
+            _observe(row.session, row, trigger, now_ms() if now is None else now, probe,
+                     requested_at=requested_at)
     except Conflict as exc:
         log.warning("outcome %s: %s", row.pk, exc)
-    finally:
+    finally:  # nothing recorded (already over, or the probe raised): no longer on its way
         OutcomeContract.objects.filter(pk=row.pk, requested_at_ms=requested_at).update(
             requested_at_ms=None)
         announce_on_commit(session_topic(row.session_id))
@@ -257,7 +260,9 @@ def _profile_receipt(row: OutcomeContract) -> str | None:
 
 
 def _observe(session: Session, row: OutcomeContract, trigger: str, at: int,
-             probe: Probe | None) -> None:
+             probe: Probe | None, *, requested_at: int | None = None) -> None:
+    """Probe (when the profile is still the bound one) and record the observation and what it
+    decides; the request it answers (`requested_at`) is no longer pending in the same commit."""
     current = _profile_receipt(row)
     bound = current == row.binding["receipt"]
     assert row.deadline_at_ms is not None
@@ -276,6 +281,9 @@ def _observe(session: Session, row: OutcomeContract, trigger: str, at: int,
             profile_receipt=current or "", result=result, evaluation=evaluation)
         governor_event_append(session=session, state=state,
                               type=lifecycle.OUTCOME_OBSERVATION, data=document)
+        if requested_at is not None:
+            OutcomeContract.objects.filter(pk=row.pk, requested_at_ms=requested_at).update(
+                requested_at_ms=None)
         if evaluation["status"] in domain.TERMINAL_STATUSES:
             _terminal(session, state, fresh, contract, evaluation["status"], evaluation,
                       document["receipt"])

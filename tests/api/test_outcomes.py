@@ -17,7 +17,8 @@ from django.core.management import call_command
 
 from governor.domain.canonical import loads_strict
 from governor.domain.outcomes import DAY_MS, HOUR_MS
-from governor.models import Event, Project, Session
+from governor.lib.waits import slot_claim, slot_release
+from governor.models import AgentToken, Event, Project, Session
 from governor.selectors.outcomes import outcome_status
 from governor.services import outcome_contracts as outcomes
 from governor.services.events import now_ms
@@ -212,6 +213,30 @@ def test_rule_4_a_profile_edited_after_binding_makes_observations_refused(
     [observation] = agent.get(f"/sessions/{session['id']}/outcome").json()["observations"]
     assert observation["bound"] is False and observation["result"] is None
     assert observation["evaluation"]["status"] == "observing"
+    # The refused one counted against the agent's minute: no second unbound record at once.
+    again = agent.post(f"/sessions/{session['id']}/outcome/observations")
+    assert again.status_code == 429, again.content
+    assert len(agent.get(f"/sessions/{session['id']}/outcome").json()["observations"]) == 1
+
+
+def test_rule_4_a_token_that_holds_all_its_waits_still_gets_its_observation_answered(
+        agent: AgentClient, workspace: Path, settings: Any, outcome_profile: dict[str, Any],
+        answers: Answers) -> None:
+    """The observation is asked for before the wait: a token with no wait slot left is
+    answered at once (here, with the observation made inline), never a 429 that loses its
+    minute."""
+    session = certified(agent, workspace, answers)
+    settings.GOVERNOR_MAX_WAITS_PER_TOKEN = 1
+    token = AgentToken.objects.get(project__slug="acme", name="agent")
+    held = slot_claim(token, 60)
+    try:
+        answers.metrics(0.05)
+        answered = agent.post(f"/sessions/{session['id']}/outcome/observations?wait=30")
+    finally:
+        slot_release(held)
+    assert answered.status_code == 200, answered.content
+    [observation] = answered.json()["observations"]
+    assert observation["trigger"] == "agent" and observation["result"]["passed"] is True
 
 
 def test_rule_4_two_schedulers_at_the_same_due_time_observe_once(

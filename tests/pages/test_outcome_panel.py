@@ -87,7 +87,7 @@ def test_an_observation_on_its_way_is_said_and_the_panel_waits_for_the_worker(
     rita: Client = reviewer_client("rita", "rita-password-1")
     url = f"/sessions/{session['id']}/"
     page = rita.get(url).content.decode()
-    assert "a worker is running the probe" in page
+    assert "the probe is queued or running in a worker" in page
     assert "Observe now" not in page
     live = re.search(r'id="outcome"[^>]*hx-get="([^"]+)"', page)
     assert live, "the panel waits for the observation"
@@ -100,7 +100,7 @@ def test_an_observation_on_its_way_is_said_and_the_panel_waits_for_the_worker(
     assert fresh.status_code == 200
     panel = fresh.content.decode()
     assert "conversion = 0.05" in panel and "Observe now" in panel
-    assert "a worker is running the probe" not in panel and "hx-get" not in panel
+    assert "queued or running in a worker" not in panel and "hx-get" not in panel
     assert OutcomeContract.objects.get(pk=row.pk).requested_at_ms is None
 
 
