@@ -15,6 +15,7 @@ from governor.domain.outcomes import DAY_MS, HOUR_MS
 from governor.models import Project
 from governor.services import outcome_contracts as outcomes
 from governor.services.events import now_ms
+from tests.api.test_contracts import readme_contract
 from tests.conftest import AgentClient
 
 PROFILE = {
@@ -63,14 +64,8 @@ def certified(agent: AgentClient, workspace: Path, answers: Answers,
     answers.metrics(baseline)
     session = agent.create_session(workspace)
     (workspace / "README.md").write_text("# Tool\n\n## Install\n")
-    begun = agent.post(f"/sessions/{session['id']}/contracts", {
-        "objective": "Write README.md with an Install section",
-        "claims": [{"id": "readme", "statement": "README.md documents installation",
-                    "importance": "critical", "verification": "deterministic",
-                    "check_ids": ["readme-install"]}],
-        "checks": [{"id": "readme-install", "kind": "file_contains", "path": "README.md",
-                    "text": "## Install"}],
-        "outcome_profile": "checkout-conversion"})
+    begun = agent.post(f"/sessions/{session['id']}/contracts",
+                       readme_contract(outcome_profile="checkout-conversion"))
     assert begun.status_code == 201, begun.content
     verified = agent.post(f"/sessions/{session['id']}/verify").json()
     assert verified["decision"] == "certified", verified

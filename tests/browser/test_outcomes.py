@@ -8,15 +8,16 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.api.test_contracts import readme_contract
 from tests.browser import PEOPLE, Server, assert_accessible, log_in, screenshot
 from tests.live import live_server
+from tests.outcomes import Answers
 
 pytestmark = pytest.mark.browser
 
@@ -52,30 +53,17 @@ def outcome_server(tmp_path_factory: pytest.TempPathFactory, data_dir: Path
         yield Server(live, agent)
 
 
-def answer(data_dir: Path, conversion: float) -> None:
-    path = data_dir / "answer.json"
-    path.write_text(json.dumps({"dataAsOf": int(time.time() * 1000),
-                                "metrics": {"conversion": conversion}}))
-    path.chmod(0o644)
-
-
 def test_certify_observe_twice_and_see_the_chart_and_the_achieved_terminal(
         outcome_server: Server, data_dir: Path, page: Page) -> None:
     server = outcome_server
     workspace = server.live.workspace_root / "outcome"
     workspace.mkdir()
     (workspace / "README.md").write_text("# Demo\n\n## Install\n")
-    answer(data_dir, 0.028)
+    Answers(data_dir).metrics(0.028)
     session_id = server.agent.post("/sessions", json={
         "workspace": {"kind": "path", "path": str(workspace)}}).json()["id"]
-    begun = server.agent.post(f"/sessions/{session_id}/contracts", json={
-        "objective": "Write README.md with an Install section",
-        "claims": [{"id": "readme", "statement": "README.md documents installation",
-                    "importance": "critical", "verification": "deterministic",
-                    "check_ids": ["install"]}],
-        "checks": [{"id": "install", "kind": "file_contains", "path": "README.md",
-                    "text": "## Install"}],
-        "outcome_profile": "checkout-conversion"})
+    begun = server.agent.post(f"/sessions/{session_id}/contracts",
+                              json=readme_contract(outcome_profile="checkout-conversion"))
     assert begun.status_code == 201, begun.text
     verified = server.agent.post(f"/sessions/{session_id}/verify").json()
     assert "delivery-certified; outcome: observing" in verified["message"], verified
@@ -85,12 +73,12 @@ def test_certify_observe_twice_and_see_the_chart_and_the_achieved_terminal(
     panel = page.locator("#outcome")
     expect(panel).to_contain_text("after delivery: conversion ≥ 0.031")
     expect(page.locator("#outcome-status")).to_have_text("observing")
-    answer(data_dir, 0.02)
+    Answers(data_dir).metrics(0.02)
     page.get_by_role("button", name="Observe now").click()
     # A worker runs the probe; the panel updates itself when it has answered.
     expect(panel.locator("table")).to_contain_text("conversion = 0.02", timeout=30_000)
     expect(page.locator("#outcome-status")).to_have_text("observing")
-    answer(data_dir, 0.04)
+    Answers(data_dir).metrics(0.04)
     page.get_by_role("button", name="Observe now").click(timeout=30_000)
     expect(page.locator("#outcome-status")).to_have_text("achieved", timeout=30_000)
     expect(page.locator("#outcome-terminal")).to_contain_text("correlated with")

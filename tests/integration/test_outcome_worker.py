@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 import redis
 
+from tests.api.test_contracts import readme_contract
 from tests.integration.test_worker import celery_worker
 from tests.live import Live, live_server
+from tests.outcomes import Answers
 
 pytestmark = [pytest.mark.redis, pytest.mark.sandbox]
 
@@ -53,31 +55,27 @@ def live(tmp_path: Path, data_dir: Path) -> Iterator[Live]:
         yield started
 
 
-def test_rule_4_the_server_observes_on_its_own_and_two_beats_observe_once(
-        live: Live, data_dir: Path, tmp_path: Path) -> None:
-    answer = data_dir / "answer.json"
-    answer.write_text(json.dumps({"dataAsOf": int(time.time() * 1000),
-                                  "metrics": {"conversion": 0.05}}))
-    answer.chmod(0o644)
-    workspace = live.workspace_root / "outcome"
+def _certified_watching(client: Any, live: Live, name: str, profile: str) -> str:
+    """A session whose README contract, watching `profile`'s outcome, is certified."""
+    workspace = live.workspace_root / name
     workspace.mkdir()
     (workspace / "README.md").write_text("## Install\n")
+    session = client.post("/sessions", json={"workspace": {"kind": "path",
+                                                           "path": str(workspace)}}).json()
+    begun = client.post(f"/sessions/{session['id']}/contracts",
+                        json=readme_contract(outcome_profile=profile))
+    assert begun.status_code == 201, begun.text
+    assert client.post(f"/sessions/{session['id']}/verify").json()["decision"] == "certified"
+    return str(session["id"])
+
+
+def test_rule_4_the_server_observes_on_its_own_and_two_beats_observe_once(
+        live: Live, data_dir: Path, tmp_path: Path) -> None:
+    Answers(data_dir).metrics(0.05)
     second = {**live.env, "GOVERNOR_VAR_DIR": str(tmp_path / "var2")}
     Path(second["GOVERNOR_VAR_DIR"]).mkdir(mode=0o700)
     with live.client() as client, celery_worker(live.env), celery_worker(second):
-        session = client.post("/sessions", json={"workspace": {"kind": "path",
-                                                               "path": str(workspace)}}).json()
-        begun = client.post(f"/sessions/{session['id']}/contracts", json={
-            "objective": "Write README.md with an Install section",
-            "claims": [{"id": "readme", "statement": "README.md documents installation",
-                        "importance": "critical", "verification": "deterministic",
-                        "check_ids": ["install"]}],
-            "checks": [{"id": "install", "kind": "file_contains", "path": "README.md",
-                        "text": "## Install"}],
-            "outcome_profile": "checkout-conversion"})
-        assert begun.status_code == 201, begun.text
-        verified = client.post(f"/sessions/{session['id']}/verify").json()
-        assert verified["decision"] == "certified", verified
+        session = {"id": _certified_watching(client, live, "outcome", "checkout-conversion")}
         deadline = time.monotonic() + 60
         status = client.get(f"/sessions/{session['id']}/outcome").json()
         while not status["observations"] and time.monotonic() < deadline:
@@ -90,32 +88,6 @@ def test_rule_4_the_server_observes_on_its_own_and_two_beats_observe_once(
     assert status["terminal"]["status"] == "achieved"
 
 
-def _certified_watching(client: Any, live: Live, name: str) -> str:
-    workspace = live.workspace_root / name
-    workspace.mkdir()
-    (workspace / "README.md").write_text("## Install\n")
-    session = client.post("/sessions", json={"workspace": {"kind": "path",
-                                                           "path": str(workspace)}}).json()
-    begun = client.post(f"/sessions/{session['id']}/contracts", json={
-        "objective": "Write README.md with an Install section",
-        "claims": [{"id": "readme", "statement": "README.md documents installation",
-                    "importance": "critical", "verification": "deterministic",
-                    "check_ids": ["install"]}],
-        "checks": [{"id": "install", "kind": "file_contains", "path": "README.md",
-                    "text": "## Install"}],
-        "outcome_profile": "slow-to-judge"})
-    assert begun.status_code == 201, begun.text
-    assert client.post(f"/sessions/{session['id']}/verify").json()["decision"] == "certified"
-    return str(session["id"])
-
-
-def _write_answer(directory: Path, conversion: float) -> None:
-    answer = directory / "answer.json"
-    answer.write_text(json.dumps({"dataAsOf": int(time.time() * 1000),
-                                  "metrics": {"conversion": conversion}}))
-    answer.chmod(0o644)
-
-
 def test_rule_4_an_observation_the_agent_asks_for_is_probed_by_a_worker_never_the_web_node(
         live: Live, data_dir: Path, tmp_path: Path) -> None:
     """The web node's data directory answers 0.01, the worker's 0.05: the observation says which
@@ -125,14 +97,14 @@ def test_rule_4_an_observation_the_agent_asks_for_is_probed_by_a_worker_never_th
     profiles.write_text(json.dumps({"outcome_profiles": [
         {**PROFILE, "id": "slow-to-judge", "not_before_ms": 86_400_000}]}))  # stays observing
     live.manage("governor_profiles", "load", str(profiles), "--project", "demo")
-    _write_answer(data_dir, 0.01)
+    Answers(data_dir).metrics(0.01)
     worker_data = Path(tempfile.mkdtemp(prefix="outcome-worker-data-", dir="/tmp"))  # noqa: S108
     worker_data.chmod(0o755)
-    _write_answer(worker_data, 0.05)
+    Answers(worker_data).metrics(0.05)
     worker_env = {**live.env, "GOVERNOR_OUTCOME_DATA_DIR": str(worker_data)}
     try:
         with live.client() as client:
-            queued_session = _certified_watching(client, live, "queued")
+            queued_session = _certified_watching(client, live, "queued", "slow-to-judge")
             queued = client.post(f"/sessions/{queued_session}/outcome/observations")
             assert queued.status_code == 202, queued.text
             assert queued.json()["pending"]["requestedAt"] > 0
@@ -147,7 +119,7 @@ def test_rule_4_an_observation_the_agent_asks_for_is_probed_by_a_worker_never_th
                 assert [o["result"]["metrics"] for o in agents] == [{"conversion": 0.05}]
                 assert "pending" not in status or status["pending"] is None
 
-                waited_session = _certified_watching(client, live, "waited")
+                waited_session = _certified_watching(client, live, "waited", "slow-to-judge")
                 waited = client.post(f"/sessions/{waited_session}/outcome/observations",
                                      params={"wait": 30})
                 assert waited.status_code == 200, waited.text
@@ -164,14 +136,14 @@ def test_with_the_broker_down_an_observation_is_refused_with_503_and_nothing_is_
     a second request is refused for the broker again, not for the rate limit."""
     env = {"GOVERNOR_BROKER_URL": "redis://127.0.0.1:9/0",  # nothing listens on port 9
            "GOVERNOR_OUTCOME_DATA_DIR": str(data_dir)}
-    _write_answer(data_dir, 0.05)
+    Answers(data_dir).metrics(0.05)
     with live_server(tmp_path, extra_env=env) as down, down.client() as client:
         profiles = tmp_path / "profiles.json"
         profiles.write_text(json.dumps({"outcome_profiles": [
             {**PROFILE, "id": "slow-to-judge", "not_before_ms": 86_400_000}]}))
         down.manage("governor_profiles", "load", str(profiles), "--project", "demo")
         down.manage("governor_project", "set", "demo", "--review-mode", "off")
-        session_id = _certified_watching(client, down, "down")
+        session_id = _certified_watching(client, down, "down", "slow-to-judge")
         for _ in range(2):
             refused = client.post(f"/sessions/{session_id}/outcome/observations")
             assert refused.status_code == 503, refused.text
