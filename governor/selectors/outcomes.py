@@ -59,9 +59,18 @@ def outcome_status(*, session: Session) -> dict[str, Any]:
     if terminal and terminal.get("outcomeContractId") == row.pk:
         answer["terminal"] = terminal
     answer["message"] = status_words(row.status, contract)
-    if (requested := outcome_requested_at(row)) is not None:
+    requested = outcome_requested_at(row)
+    if requested is not None and not _answered(answer["observations"], requested):
         answer["pending"] = {"requestedAt": requested}
     return answer
+
+
+def _answered(observations: list[dict[str, Any]], requested: int) -> bool:
+    """Whether an observation asked for at `requested` is among those read. The row is read
+    before the log, so a worker committing between the two reads shows its observation while
+    the row still says pending: the log decides."""
+    return any(o["trigger"] != "schedule" and o["observedAt"] >= requested
+               for o in observations)
 
 
 def outcome_version(session: Session) -> str:

@@ -104,6 +104,26 @@ def test_an_observation_on_its_way_is_said_and_the_panel_waits_for_the_worker(
     assert OutcomeContract.objects.get(pk=row.pk).requested_at_ms is None
 
 
+def test_rule_4_a_request_the_log_answers_is_not_pending_though_the_row_read_first_says_so(
+        agent: AgentClient, workspace: Path, outcome_profile: dict[str, Any],
+        answers: Answers) -> None:
+    """The status reads the outcome row, then the log: a worker committing between the two
+    reads leaves a row that still says requested beside the observation that answers it
+    (seen in CI as `pending` next to the agent's observation). The log decides."""
+    session = certified(agent, workspace, answers)
+    row = OutcomeContract.objects.get(session_id=session["id"])
+    at = now_ms()
+    outcomes.outcome_observation_take(contract_id=row.pk, trigger="agent", requested_at=at)
+    OutcomeContract.objects.filter(pk=row.pk).update(requested_at_ms=at)  # the row read first
+    status = agent.get(f"/sessions/{session['id']}/outcome").json()
+    assert [o["trigger"] for o in status["observations"]] == ["agent"]
+    assert status.get("pending") is None
+    again = status["observations"][0]["observedAt"] + 1  # asked again after it
+    OutcomeContract.objects.filter(pk=row.pk).update(requested_at_ms=again)
+    assert agent.get(f"/sessions/{session['id']}/outcome").json()["pending"] == {
+        "requestedAt": again}
+
+
 def test_an_agent_token_cannot_press_observe_and_an_outsider_sees_no_session(
         agent: AgentClient, workspace: Path, outcome_profile: dict[str, Any],
         answers: Answers) -> None:
