@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+from django.db import connections
+from django.db.backends.postgresql.base import DatabaseWrapper as PostgresWrapper
 
 from governor.lib.metrics import MULTIPROC_ENV, prepare_multiprocess_directory
 from governor.serving import connection_limit, raise_open_files_limit
@@ -70,6 +72,16 @@ class Child:
                 break
             time.sleep(0.05)
         return status
+
+
+def close_database_connections() -> None:
+    """The supervisor uses no database once its children start, but its start-up checks opened
+    a connection (on PostgreSQL, a pool keeping GOVERNOR_DB_POOL_MIN_SIZE open): closed, so the
+    web processes' pools are all the connections a node holds."""
+    for connection in connections.all(initialized_only=True):
+        connection.close()
+        if isinstance(connection, PostgresWrapper):
+            connection.close_pool()  # type: ignore[attr-defined]  # Django 5.1+, not in django-stubs
 
 
 class Command(BaseCommand):
@@ -140,6 +152,7 @@ class Command(BaseCommand):
             f"reviewer inbox {public}/reviews/  ·  API docs {public}/api/v1/docs  ·  "
             f"admin {public}/admin/  ·  Ctrl-C stops"
         ))
+        close_database_connections()
         children = [Child("web", web)]
         if not options["no_worker"]:
             children.append(Child("worker", worker))
