@@ -42,7 +42,9 @@ def data_dir() -> Iterator[Path]:
 def outcome_server(tmp_path_factory: pytest.TempPathFactory, data_dir: Path
                    ) -> Iterator[Server]:
     with live_server(tmp_path_factory.mktemp("outcomes"), worker=True,
-                     extra_env={"GOVERNOR_OUTCOME_DATA_DIR": str(data_dir)}) as live, \
+                     extra_env={"GOVERNOR_OUTCOME_DATA_DIR": str(data_dir),
+                                # no scheduled observation between the reviewer's two
+                                "GOVERNOR_OUTCOME_TICK_SECONDS": "3600"}) as live, \
             live.client() as agent:
         live.manage("collectstatic", "--no-input", "-v", "0")
         live.manage("shell", "-c", PEOPLE)

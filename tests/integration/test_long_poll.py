@@ -101,7 +101,8 @@ def test_140_waits_from_one_token_hold_four_slots_and_the_server_stays_responsiv
             other_results = [future.result(timeout=60) for future in others]
             results = [future.result(timeout=60) for future in flood]
 
-        assert health.status_code == 200 and health_seconds < 1, health_seconds
+        # A thread held by every wait would keep it 6 s.
+        assert health.status_code == 200 and health_seconds < 3, health_seconds
         assert [status for status, _, _ in other_results] == [200] * 4
         held = [seconds for status, _, seconds in results if status == 200]
         refused = [(after, seconds) for status, after, seconds in results if status == 429]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,11 @@ def test_a_worker_without_the_agents_directory_runs_the_uploaded_tree(
             result = finished(client, requested.json()["id"])
             assert result["passed"] is True, result
             assert result["tree"]["id"] == tree
+            # The task deletes its private tree after the result is committed, so the answer
+            # can come first; the worker is stopped only once that is done.
+            deadline = time.monotonic() + 30
+            while any((worker_var / "materialised").iterdir()) and time.monotonic() < deadline:
+                time.sleep(0.1)
         final = client.post(f"/sessions/{session}/turn-stop", json={"tree": tree}).json()
         assert final.get("terminal", {}).get("status") == "certified", final["attempt"]["results"]
     assert list((worker_var / "materialised").iterdir()) == []  # each private tree deleted

@@ -113,6 +113,13 @@ def test_two_web_nodes_and_two_workers_share_only_the_database_redis_and_the_blo
                                                                              strict=True)]
         for env in workers:
             stack.enter_context(celery_worker(env))
+        # Both ready before the first run is queued: one that boots seconds earlier would
+        # otherwise take every run.
+        logs = [Path(env["GOVERNOR_VAR_DIR"]).parent / "worker.log" for env in workers]
+        deadline = time.monotonic() + 90
+        while not all(" ready." in log.read_text(errors="replace") for log in logs):
+            assert time.monotonic() < deadline, [log.read_text()[-2000:] for log in logs]
+            time.sleep(0.2)
         clients = [stack.enter_context(httpx.Client(
             base_url=url + "/api/v1", timeout=90,
             headers={"Authorization": f"Bearer {token.group(1)}"})) for url in urls]
