@@ -8,12 +8,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 from playwright.sync_api import Browser, Playwright, sync_playwright
 
 from governor.models import Membership, Project, Role
 from governor.services.tokens import token_create
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Django's default hasher costs ~0.5 s a password here, on purpose, and the suite makes
+    thousands of users: in-process tests hash with MD5. The served stack (tests/live.py) keeps
+    the default, and tests/test_live_template.py holds that a real installation uses it."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 class AgentClient:

@@ -1,17 +1,23 @@
 """A real server for tests that need one: gunicorn (threaded, as `make run` starts it) on a
-free port, against its own SQLite database, bootstrapped with the real management commands."""
+free port, against its own SQLite database, bootstrapped with the real management commands —
+once per test run: each server starts from a copy of that database."""
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import re
+import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +75,61 @@ class Live:
                             limits=httpx.Limits(max_connections=connections))
 
 
+def served_env(tmp: Path, url: str, extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a server whose var directory is `tmp/var`, reached at `url`."""
+    workspace_root = tmp / "workspaces"
+    env = {**os.environ, "GOVERNOR_VAR_DIR": str(tmp / "var"),
+           "GOVERNOR_ADMIN_PASSWORD": ADMIN_PASSWORD,
+           "GOVERNOR_WORKSPACE_ROOTS": str(workspace_root), "DEBUG": "0",
+           "GOVERNOR_DEMO_WORKSPACE_ROOT": str(workspace_root),
+           "GOVERNOR_BROKER_URL": "filesystem://", "GOVERNOR_PUBLIC_URL": url,
+           **(extra_env or {})}
+    if "DATABASE_URL" not in (extra_env or {}):
+        env.pop("DATABASE_URL", None)
+    return env
+
+
+def bootstrapped(env: dict[str, str]) -> str:
+    """`migrate` and `governor_bootstrap` in the installation `env` names; its agent token."""
+    installation = Live(env["GOVERNOR_PUBLIC_URL"], "", env, Path(env["GOVERNOR_VAR_DIR"]))
+    installation.manage("migrate", "--no-input", "-v", "0")
+    out = installation.manage("governor_bootstrap")
+    match = re.search(r"agent token:\s+(\S+)", out)
+    assert match, out
+    return match.group(1)
+
+
+_template: tuple[Path, str] | None = None
+
+
+def template_database() -> tuple[Path, str]:
+    """One migrated and bootstrapped SQLite database per test run, and its agent token: the two
+    commands as subprocesses cost ~7 s, and each server would otherwise run them before it
+    serves."""
+    global _template
+    if _template is None:
+        tmp = Path(tempfile.mkdtemp(prefix="governor-live-template-"))
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+        token = bootstrapped(served_env(tmp, "http://127.0.0.1"))
+        _template = (tmp / "var" / "governor.sqlite3", token)
+    return _template
+
+
+def copy_template(var: Path, workspace_root: Path) -> str:
+    """`var` holds a copy of the template database, owner-only as `make run` makes it, whose
+    demo project works under `workspace_root` as a bootstrap there would have set; its token."""
+    source, token = template_database()
+    var.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target = var / "governor.sqlite3"
+    os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    with closing(sqlite3.connect(source)) as template, closing(sqlite3.connect(target)) as copy:
+        template.backup(copy)
+        copy.execute("UPDATE governor_project SET workspace_roots = ? WHERE slug = 'demo'",
+                     (json.dumps([str(workspace_root)]),))
+        copy.commit()
+    return token
+
+
 @contextmanager
 def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
                 worker: bool = False, host: str = "127.0.0.1",
@@ -78,23 +139,19 @@ def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
     `localhost`, as an IP address cannot be a WebAuthn relying-party id. It listens on
     127.0.0.1 either way. `preexec` runs in the server's process before it starts (to lower a
     resource limit, say). `token`: the agent token of an installation already bootstrapped in
-    `tmp/var` (a restored one), whose bootstrap prints none."""
-    var = tmp / "var"
-    workspace_root = tmp / "workspaces"
-    workspace_root.mkdir(parents=True, exist_ok=True)
+    `tmp/var` (a restored one), which is migrated as it is. A server on PostgreSQL
+    (`DATABASE_URL` in `extra_env`) is migrated and bootstrapped itself."""
     port = free_port()
-    env = {**os.environ, "GOVERNOR_VAR_DIR": str(var), "GOVERNOR_ADMIN_PASSWORD": ADMIN_PASSWORD,
-           "GOVERNOR_WORKSPACE_ROOTS": str(workspace_root), "DEBUG": "0",
-           "GOVERNOR_DEMO_WORKSPACE_ROOT": str(workspace_root),
-           "GOVERNOR_BROKER_URL": "filesystem://",
-           "GOVERNOR_PUBLIC_URL": f"http://{host}:{port}", **(extra_env or {})}
-    env.pop("DATABASE_URL", None) if "DATABASE_URL" not in (extra_env or {}) else None
-    bootstrap = Live(f"http://{host}:{port}", "", env, workspace_root)
-    bootstrap.manage("migrate", "--no-input", "-v", "0")
-    out = bootstrap.manage("governor_bootstrap")
-    match = re.search(r"agent token:\s+(\S+)", out)
-    assert match or token, out
-    live = Live(bootstrap.url, match.group(1) if match else str(token), env, workspace_root)
+    env = served_env(tmp, f"http://{host}:{port}", extra_env)
+    workspace_root = Path(env["GOVERNOR_DEMO_WORKSPACE_ROOT"])
+    workspace_root.mkdir(parents=True, exist_ok=True)
+    live = Live(env["GOVERNOR_PUBLIC_URL"], token or "", env, workspace_root)
+    if token is not None:
+        live.manage("migrate", "--no-input", "-v", "0")
+    elif "DATABASE_URL" in env:
+        live.token = bootstrapped(env)
+    else:
+        live.token = copy_template(tmp / "var", workspace_root)
     command = [sys.executable, "manage.py", "governor_serve", "--bind", f"127.0.0.1:{port}"]
     if not worker:
         command.append("--no-worker")

@@ -23,7 +23,7 @@ import pytest
 
 from tests.api.test_contracts import readme_contract
 from tests.conftest import INTENT
-from tests.live import ROOT, free_port
+from tests.live import ROOT, copy_template, free_port
 
 pytestmark = pytest.mark.redis
 
@@ -121,22 +121,15 @@ def served(tmp_path: Path) -> Iterator[Served]:
            "GOVERNOR_DEMO_WORKSPACE_ROOT": str(tmp_path / "workspaces"),
            "GOVERNOR_BROKER_URL": REDIS_URL, "DEBUG": "0"}
     env.pop("DATABASE_URL", None)
-    migrated = subprocess.run(  # noqa: S603
-        [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"], cwd=ROOT, env=env,
-        capture_output=True, text=True, timeout=120, check=False)
-    assert migrated.returncode == 0, migrated.stderr
-    bootstrapped = subprocess.run(  # noqa: S603
-        [sys.executable, "manage.py", "governor_bootstrap"], cwd=ROOT, env=env,
-        capture_output=True, text=True, timeout=120, check=False)
-    token = re.search(r"agent token:\s+(\S+)", bootstrapped.stdout)
-    assert token, bootstrapped.stdout + bootstrapped.stderr
+    (tmp_path / "workspaces").mkdir()
+    token = copy_template(tmp_path / "var", tmp_path / "workspaces")
     port, log = free_port(), tmp_path / "serve.log"
     with log.open("wb") as out:
         process = subprocess.Popen(  # noqa: S603
             [sys.executable, "manage.py", "governor_serve", "--bind", f"127.0.0.1:{port}",
              "--workers", "2"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    server = Served(process, port, log, token.group(1), tmp_path / "workspaces")
+    server = Served(process, port, log, token, tmp_path / "workspaces")
     try:
         wait_until(lambda: server.health() == 200 and len(server.started()) == 2, 60,
                    "the web server and the worker")
