@@ -27,10 +27,11 @@ from types import ModuleType
 from typing import Any
 
 import bench
-from bench.common import isolated, progress
+from bench.common import SERVED_LOG, isolated, progress
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "latest.json"
+SERVED = ROOT / "bench" / "results" / "served.log"  # the served stack's log lines of the last run
 DOCS = ROOT / "docs" / "benchmarks.md"
 
 
@@ -123,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
 
     problems: list[str] = []
     ran: list[str] = []
+    SERVED.parent.mkdir(parents=True, exist_ok=True)
+    SERVED.write_text("")
+    os.environ[SERVED_LOG] = str(SERVED)  # the benchmarks' interpreters inherit it
+    progress(f"the served stack's log lines go to {SERVED.relative_to(ROOT)}")
     for module in chosen:
         progress(f"== {module.NAME} ({module.__name__}) ==")
         try:
@@ -143,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         for failure in failed:
             progress(f"GATE FAILED {module.NAME}: {failure}")
         problems += [f"{module.NAME}: {failure}" for failure in failed]
-    progress(f"wrote {RESULTS.relative_to(ROOT)} and {DOCS.relative_to(ROOT)}")
+    progress(f"wrote {RESULTS.relative_to(ROOT)} and {DOCS.relative_to(ROOT)}; the served "
+             f"stack's log is {SERVED.relative_to(ROOT)}")
     try:
         draw_charts(ran)
     except Exception:  # noqa: BLE001 - a chart that cannot be drawn is a failure, reported

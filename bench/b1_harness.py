@@ -181,7 +181,7 @@ def measure(trials: int) -> dict[str, Any]:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="b1-harness-") as temporary:
         scratch = Path(temporary)
-        with live_server(scratch / "server") as live:
+        with live_server(scratch / "server", bootstrap=True) as live:
             for name in CASES:
                 case = BY_NAME[name]
                 set_project(live, **{**DEFAULT_PROJECT, **case.project})

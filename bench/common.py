@@ -20,11 +20,22 @@ from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+# Where `python -m bench` keeps the served stack's log lines (a structured INFO line per request,
+# thousands a run), so that the terminal shows progress and figures only. Unset (the smoke tests),
+# they go to standard error as anywhere else.
+SERVED_LOG = "BENCH_SERVED_LOG"
 BENCH_DB_NAME = "bench_governor"
 
 
 def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def keep_served_log(text: str, source: str) -> None:
+    """Add `text`, the log of `source`, to the run's served-stack log, when there is one."""
+    if path := os.environ.get(SERVED_LOG):
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"===== {source}\n{text}")
 
 
 def p95(values: list[float]) -> float:
@@ -74,6 +85,13 @@ def django_setup() -> None:
 
     prepare()
     django.setup()
+    if path := os.environ.get(SERVED_LOG):
+        import logging
+
+        log = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open while the child lives
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler):
+                handler.setStream(log)
     call_command("migrate", verbosity=0, interactive=False)
 
 

@@ -19,7 +19,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.common import postgres_database, progress
+from bench.common import keep_served_log, postgres_database, progress
 from governor.startup import redis_answers
 from tests.live import Live, live_server
 
@@ -64,7 +64,8 @@ def governor(*, worker: bool, broker: str, database_url: str | None = None,
         if database_url:
             env["DATABASE_URL"] = stack.enter_context(postgres_database(database_url))
         try:
-            live = stack.enter_context(live_server(tmp, extra_env=env, worker=worker))
+            live = stack.enter_context(live_server(tmp, extra_env=env, worker=worker,
+                                                      bootstrap=True))
         except Exception:
             log = tmp / "server.log"
             if log.exists():
@@ -75,13 +76,18 @@ def governor(*, worker: bool, broker: str, database_url: str | None = None,
         except BaseException:
             progress(f"kept {tmp} (server log, workspaces) for a look")
             raise
+        finally:
+            stack.close()  # the server stopped: its log is whole
+            keep_served_log(server_log_tail(tmp, chars=-1), f"served at {live.url} ({tmp})")
     if not os.environ.get("BENCH_KEEP"):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def server_log_tail(tmp: Path, chars: int = 3000) -> str:
+    """The last `chars` characters of the server's log (all of it for -1)."""
     log = tmp / "server.log"
-    return log.read_text(errors="replace")[-chars:] if log.exists() else ""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return text if chars < 0 else text[-chars:]
 
 
 def load_profiles(live: Live, tmp: Path, profiles: list[dict[str, Any]], name: str) -> None:

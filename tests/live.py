@@ -134,13 +134,15 @@ def copy_template(var: Path, workspace_root: Path) -> str:
 def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
                 worker: bool = False, host: str = "127.0.0.1",
                 preexec: Callable[[], None] | None = None,
-                token: str | None = None) -> Iterator[Live]:
+                token: str | None = None, bootstrap: bool = False) -> Iterator[Live]:
     """`host`: the name the server is reached by (its GOVERNOR_PUBLIC_URL); passkeys need
     `localhost`, as an IP address cannot be a WebAuthn relying-party id. It listens on
     127.0.0.1 either way. `preexec` runs in the server's process before it starts (to lower a
     resource limit, say). `token`: the agent token of an installation already bootstrapped in
-    `tmp/var` (a restored one), which is migrated as it is. A server on PostgreSQL
-    (`DATABASE_URL` in `extra_env`) is migrated and bootstrapped itself."""
+    `tmp/var` (a restored one), which is migrated as it is. `bootstrap`: migrate and bootstrap
+    the server's own database instead of copying the run's template (the benchmarks, which
+    measure a real installation and leave no files behind), as a server on PostgreSQL
+    (`DATABASE_URL` in `extra_env`) always is."""
     port = free_port()
     env = served_env(tmp, f"http://{host}:{port}", extra_env)
     workspace_root = Path(env["GOVERNOR_DEMO_WORKSPACE_ROOT"])
@@ -148,7 +150,7 @@ def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
     live = Live(env["GOVERNOR_PUBLIC_URL"], token or "", env, workspace_root)
     if token is not None:
         live.manage("migrate", "--no-input", "-v", "0")
-    elif "DATABASE_URL" in env:
+    elif bootstrap or "DATABASE_URL" in env:
         live.token = bootstrapped(env)
     else:
         live.token = copy_template(tmp / "var", workspace_root)
