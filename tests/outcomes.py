@@ -11,12 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from governor.domain.outcomes import DAY_MS, HOUR_MS
+from governor.domain.outcomes import DAY_MS, HOUR_MS, validate_outcome_profile
 from governor.models import Project
-from governor.services import outcome_contracts as outcomes
 from governor.services.events import now_ms
+from governor.services.profiles import profile_store
 from tests.api.test_contracts import readme_contract
 from tests.conftest import AgentClient
+from verification.models import OutcomeProfile
 
 PROFILE = {
     "id": "checkout-conversion", "description": "Share of checkouts that complete",
@@ -54,7 +55,8 @@ def answers_in(settings: Any) -> Iterator[Answers]:
 
 
 def outcome_profile_saved(project: Project) -> dict[str, Any]:
-    outcomes.outcome_profile_save(project=project, raw=PROFILE)
+    profile_store(model=OutcomeProfile, project=project,
+                  validated=validate_outcome_profile(PROFILE))
     return PROFILE
 
 

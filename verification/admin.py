@@ -15,7 +15,6 @@ from governor.domain.outcomes import STORED_FIELDS as OUTCOME_STORED_FIELDS
 from governor.domain.outcomes import OutcomeProfileError, validate_outcome_profile
 from governor.domain.profiles import TIMEOUT_MS_RANGE, ProfileError, validate_profile
 from governor.models import Project, Role
-from governor.services.outcome_contracts import outcome_profile_store
 from governor.services.profiles import profile_store
 from verification.models import (
     OutcomeProfile,
@@ -158,13 +157,11 @@ class ProfileVersionInline(VersionInline):
 
 
 class OperatedProfileAdmin(admin.ModelAdmin[Any]):
-    """A project's profiles, for its operators only: another project's profile, or its name,
-    is never listed. Saved through `store` (the validated form's profile and a new receipt)."""
+    """A project's profiles, of either kind, for its operators only: another project's profile,
+    or its name, is never listed. Saved by `profile_store` (the validated form's profile, and
+    a new version when its receipt is new)."""
 
     readonly_fields = ("receipt",)
-
-    def store(self, project: Project, validated: dict[str, Any]) -> Any:
-        raise NotImplementedError
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).filter(project__in=operated_projects(request))
@@ -177,7 +174,8 @@ class OperatedProfileAdmin(admin.ModelAdmin[Any]):
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         assert form.validated is not None  # a valid form validated its profile in clean()
-        obj.pk = self.store(form.cleaned_data["project"], form.validated).pk
+        obj.pk = profile_store(model=self.model, project=form.cleaned_data["project"],
+                               validated=form.validated)[0].pk
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_active and operated_projects(request).exists()
@@ -195,9 +193,6 @@ class VerifierProfileAdmin(OperatedProfileAdmin):
     list_display = ("profile_id", "project", "required", "sandbox_mode", "timeout_ms", "receipt")
     list_filter = (("project", admin.RelatedOnlyFieldListFilter), "required", "sandbox_mode")
     inlines = [ProfileVersionInline]
-
-    def store(self, project: Project, validated: dict[str, Any]) -> Any:
-        return profile_store(project=project, validated=validated)[0]
 
 
 @admin.register(VerificationRun)
@@ -302,6 +297,3 @@ class OutcomeProfileAdmin(OperatedProfileAdmin):
     list_display = ("profile_id", "project", "attribution", "network", "deadline_ms", "receipt")
     list_filter = (("project", admin.RelatedOnlyFieldListFilter), "attribution", "network")
     inlines = [OutcomeProfileVersionInline]
-
-    def store(self, project: Project, validated: dict[str, Any]) -> Any:
-        return outcome_profile_store(project=project, validated=validated)[0]

@@ -1,15 +1,81 @@
-"""docs/architecture.md: operator-configured verifier profiles and their runs."""
+"""docs/architecture.md: operator-configured profiles of both kinds, verifier and outcome, kept
+as one versioned store (`VersionedProfile`, `ProfileVersionBase`); verifier runs; the outcome
+contracts' schedule."""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django.db import models
 
 from governor.domain.outcomes import STORED_FIELDS as OUTCOME_STORED_FIELDS
-from governor.domain.profiles import STORED_FIELDS, ProfileDefinition
+from governor.domain.outcomes import outcome_definition, outcome_profile_receipt
+from governor.domain.profiles import (
+    STORED_FIELDS,
+    ProfileDefinition,
+    profile_definition,
+    profile_receipt,
+)
 from governor.models import JSONTextField, Project, Session
+
+if TYPE_CHECKING:
+    from django.db.models.fields.related_descriptors import RelatedManager
+
+Definition = TypeVar("Definition")
+
+
+class VersionedProfile(models.Model, Generic[Definition]):
+    """What both profile kinds share (docs/architecture.md, "Profiles"): an operator's profile,
+    named in its project by `profile_id`, which an agent can only name. `receipt` is its current
+    version's; every receipt it had stays readable with its definition in `versions`. Saved
+    only by `governor.services.profiles.profile_store`; each kind says what it stores
+    (`stored`)."""
+
+    profile_id = models.CharField("id", max_length=128)
+    description = models.CharField(max_length=500)
+    receipt = models.CharField(max_length=71, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    # Each kind declares these: `project` with its own related name, `versions` by its version
+    # table's foreign key; and the (project, profile_id) constraint, named in the migrations.
+    project: models.ForeignKey[Any, Project]
+    versions: RelatedManager[ProfileVersionBase]
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.project.slug}/{self.profile_id}"
+
+    def definition(self) -> Definition:
+        """The definition its current receipt covers, as validated when it was saved (never
+        validated again)."""
+        stored: Definition = self.versions.get(receipt=self.receipt).definition
+        return stored
+
+    @classmethod
+    def stored(cls, validated: dict[str, Any]) -> tuple[dict[str, Any], Definition, str]:
+        """What saving its validator's output stores: the columns, the definition and the
+        definition's receipt."""
+        raise NotImplementedError
+
+
+class ProfileVersionBase(models.Model):
+    """One receipt a profile has had, with the definition it covered: written once by
+    `governor.services.profiles.profile_store`, never changed. Each kind names its `profile`."""
+
+    receipt = models.CharField(max_length=71)
+    definition = JSONTextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    profile: models.ForeignKey[Any, VersionedProfile[Any]]
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.profile} {self.receipt[:19]}"
 
 
 class SandboxMode(models.TextChoices):
@@ -17,13 +83,11 @@ class SandboxMode(models.TextChoices):
     WORKSPACE_WRITE = "workspace-write"
 
 
-class VerifierProfile(models.Model):
+class VerifierProfile(VersionedProfile[ProfileDefinition]):
     """A trusted command an agent may only name. `receipt` covers everything that changes how
     it runs; every receipt it ever had stays readable in `ProfileVersion`."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="profiles")
-    profile_id = models.CharField("id", max_length=128)
-    description = models.CharField(max_length=500)
     argv = JSONTextField(help_text='Command and arguments, e.g. ["pytest", "-q"].')
     timeout_ms = models.PositiveIntegerField(default=120_000)
     sandbox_mode = models.CharField(max_length=16, choices=SandboxMode.choices,
@@ -53,45 +117,37 @@ class VerifierProfile(models.Model):
                   "then passes only if a report shows no failure or error and at least one pass, "
                   "and every test of the baseline run on the contract-start tree passes.")
     show_output_to_reviewers = models.BooleanField(default=False)
-    receipt = models.CharField(max_length=71, editable=False)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["project", "profile_id"], name="profile_id_unique")
         ]
 
-    def __str__(self) -> str:
-        return f"{self.project.slug}/{self.profile_id}"
-
     def as_input(self) -> dict[str, Any]:
         """The profile as operator input (`validate_profile` reads it)."""
         stored = {name: getattr(self, name) for name in STORED_FIELDS}
         return {**stored, "id": self.profile_id, "rootfs": self.rootfs or None}
 
-    def definition(self) -> ProfileDefinition:
-        """Everything that changes how it runs, as validated when it was saved: the definition
-        its current receipt covers (never validated again)."""
-        stored: ProfileDefinition = self.versions.get(receipt=self.receipt).definition
-        return stored
+    @classmethod
+    def stored(cls, validated: dict[str, Any]
+               ) -> tuple[dict[str, Any], ProfileDefinition, str]:
+        """The columns hold "" where `validate_profile` says None (no rootfs, no report)."""
+        definition = profile_definition(validated)
+        columns = {**{name: validated[name] for name in STORED_FIELDS},
+                   "rootfs": validated["rootfs"] or "", "report": validated["report"] or ""}
+        return columns, definition, profile_receipt(definition)
 
 
-class ProfileVersion(models.Model):
-    """Every receipt a profile has had, with the definition it covered."""
+class ProfileVersion(ProfileVersionBase):
+    """Every receipt a verifier profile has had, with the definition it covered."""
 
     profile = models.ForeignKey(VerifierProfile, on_delete=models.CASCADE,
                                 related_name="versions")
-    receipt = models.CharField(max_length=71)
-    definition = JSONTextField()
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["profile", "receipt"], name="profile_version_unique")
         ]
-
-    def __str__(self) -> str:
-        return f"{self.profile} {self.receipt[:19]}"
 
 
 class RunState(models.TextChoices):
@@ -148,15 +204,13 @@ class ProbeNetwork(models.TextChoices):
     HOST = "host", "host: the probe shares the worker's network"
 
 
-class OutcomeProfile(models.Model):
+class OutcomeProfile(VersionedProfile[dict[str, Any]]):
     """An operator's probe of a business metric, and how an outcome contract judges it. The
     agent can only name it; `receipt` covers everything that changes what it measures or how
     it is judged, and every receipt it had stays readable in `OutcomeProfileVersion`."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE,
                                 related_name="outcome_profiles")
-    profile_id = models.CharField("id", max_length=128)
-    description = models.CharField(max_length=500)
     argv = JSONTextField()
     env = JSONTextField(default=dict, blank=True)
     timeout_ms = models.PositiveIntegerField(default=120_000)
@@ -172,15 +226,10 @@ class OutcomeProfile(models.Model):
         ("direct", "direct"), ("correlational", "correlational"), ("experiment", "experiment")])
     network = models.CharField(max_length=8, choices=ProbeNetwork.choices,
                                default=ProbeNetwork.NONE)
-    receipt = models.CharField(max_length=71, editable=False)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "profile_id"],
                                                name="outcome_profile_id_unique")]
-
-    def __str__(self) -> str:
-        return f"{self.project.slug}/{self.profile_id}"
 
     def as_input(self) -> dict[str, Any]:
         """The profile as operator input (`validate_outcome_profile` reads it)."""
@@ -189,24 +238,22 @@ class OutcomeProfile(models.Model):
             del stored["minimum_sample_size"]
         return {"id": self.profile_id, **stored}
 
-    def definition(self) -> dict[str, Any]:
-        stored: dict[str, Any] = self.versions.get(receipt=self.receipt).definition
-        return stored
+    @classmethod
+    def stored(cls, validated: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
+        definition = outcome_definition(validated)
+        columns = {name: validated[name] for name in OUTCOME_STORED_FIELDS}
+        return columns, definition, outcome_profile_receipt(definition)
 
 
-class OutcomeProfileVersion(models.Model):
+class OutcomeProfileVersion(ProfileVersionBase):
+    """Every receipt an outcome profile has had, with the definition it covered."""
+
     profile = models.ForeignKey(OutcomeProfile, on_delete=models.CASCADE,
                                 related_name="versions")
-    receipt = models.CharField(max_length=71)
-    definition = JSONTextField()
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["profile", "receipt"],
                                                name="outcome_profile_version_unique")]
-
-    def __str__(self) -> str:
-        return f"{self.profile} {self.receipt[:19]}"
 
 
 class OutcomeContract(models.Model):

@@ -1,6 +1,7 @@
-"""Outcome contracts (governor/domain/outcomes.py): the operator's profiles saved with every
-receipt kept, bound at begin, a baseline probe when the delivery contract activates, started
-when it is certified, observed on schedule (and on request) until a signed outcome terminal.
+"""Outcome contracts (governor/domain/outcomes.py): the operator's profiles (saved with every
+receipt kept by `governor.services.profiles.profile_store`, as verifier profiles are) bound at
+begin, a baseline probe when the delivery contract activates, started when it is certified,
+observed on schedule (and on request) until a signed outcome terminal.
 
 The clock is a parameter (`now_ms`) everywhere a window is judged, so tests move it rather than
 wait. Probes run outside the session's lock: a claim on the schedule row (a compare-and-set of
@@ -14,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
 from governor.domain import attestation, lifecycle
 from governor.domain import outcomes as domain
@@ -27,7 +27,7 @@ from governor.models import Attestation, Project, Session, SessionState
 from governor.selectors.outcomes import outcome_document, outcome_observations
 from governor.services import keys
 from governor.services.events import governor_event_append, now_ms, session_locked
-from verification.models import OutcomeContract, OutcomeProfile, OutcomeProfileVersion
+from verification.models import OutcomeContract, OutcomeProfile
 
 log = logging.getLogger(__name__)
 
@@ -36,34 +36,6 @@ Probe = Callable[[dict[str, Any], int], dict[str, Any]]
 
 
 # --- profiles ---------------------------------------------------------------------------------
-
-
-def outcome_profile_save(*, project: Project, raw: Any) -> tuple[OutcomeProfile, bool]:
-    return outcome_profile_store(project=project, validated=domain.validate_outcome_profile(raw))
-
-
-def outcome_profile_store(*, project: Project, validated: dict[str, Any]
-                          ) -> tuple[OutcomeProfile, bool]:
-    """Create or update an outcome profile from `validate_outcome_profile`'s output; (profile,
-    changed). Every receipt it had stays readable with its definition."""
-    definition = domain.outcome_definition(validated)
-    receipt = domain.outcome_profile_receipt(definition)
-    fields = {**{name: validated[name] for name in domain.STORED_FIELDS}, "receipt": receipt}
-    with transaction.atomic():
-        profile = (OutcomeProfile.objects.select_for_update()
-                   .filter(project=project, profile_id=validated["id"]).first())
-        if profile is None:
-            profile = OutcomeProfile.objects.create(project=project, profile_id=validated["id"],
-                                                    **fields)
-            changed = True
-        else:
-            changed = any(getattr(profile, name) != value for name, value in fields.items())
-            for name, value in fields.items():
-                setattr(profile, name, value)
-            profile.save()
-        OutcomeProfileVersion.objects.get_or_create(profile=profile, receipt=receipt,
-                                                    defaults={"definition": definition})
-    return profile, changed
 
 
 def outcome_binding(project: Project, name: Any) -> dict[str, Any]:

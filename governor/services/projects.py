@@ -10,9 +10,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from governor.domain.profiles import validate_profile
 from governor.models import Membership, Project, Role
-from governor.services.profiles import profile_save
+from governor.services.profiles import profile_store
 from governor.services.tokens import token_create
+from verification.models import VerifierProfile
 
 DEMO_SLUG = "demo"
 DEMO_AGENT_USERNAME = "demo-agent"
@@ -68,7 +70,8 @@ def bootstrap() -> Bootstrap | None:
     with transaction.atomic():
         project = project_create(slug=DEMO_SLUG, name="Demo project")
         project_set(project=project, workspace_roots=[str(root)], server_workspace_roots=True)
-        profile_save(project=project, raw=SAMPLE_PROFILE)
+        profile_store(model=VerifierProfile, project=project,
+                      validated=validate_profile(SAMPLE_PROFILE))
         user_model = get_user_model()
         user = user_model.objects.filter(username="admin").first()
         if user is None:

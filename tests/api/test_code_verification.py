@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from governor.domain.profiles import validate_profile
 from governor.models import Event, Project
-from governor.services.profiles import profile_save
+from governor.services.profiles import profile_store
 from tests.api.test_contracts import Agent, readme_contract
 from tests.conftest import AgentClient
 from verification.models import ProfileVersion, VerificationRun, VerifierProfile
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.sandbox
 
 
 def add_profile(project: Project, profile_id: str, argv: list[str], **extra: Any) -> Any:
-    profile, _ = profile_save(project=project, raw={
+    profile, _ = profile_store(model=VerifierProfile, project=project, validated=validate_profile({
         "id": profile_id, "description": f"{profile_id} check", "argv": argv,
-        "timeout_ms": 10_000, **extra})
+        "timeout_ms": 10_000, **extra}))
     return profile
 
 

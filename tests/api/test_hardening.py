@@ -7,10 +7,12 @@ import json
 import shutil
 from pathlib import Path
 
+from governor.domain.profiles import validate_profile
 from governor.models import Attestation, Project
-from governor.services.profiles import profile_save
+from governor.services.profiles import profile_store
 from tests.api.test_contracts import Agent, readme_contract
 from tests.conftest import AgentClient
+from verification.models import VerifierProfile
 
 FORGED = [
     {"type": "turn/start", "data": {"turn": 1}},
@@ -42,7 +44,9 @@ def test_an_imported_contract_is_never_evaluated_or_signed(agent: AgentClient) -
 
 
 def test_an_imported_session_runs_no_verifiers(agent: AgentClient, project: Project) -> None:
-    profile_save(project=project, raw={"id": "t", "description": "t", "argv": ["/bin/true"]})
+    profile_store(model=VerifierProfile, project=project,
+                  validated=validate_profile({"id": "t", "description": "t",
+                                              "argv": ["/bin/true"]}))
     sid = imported_session(agent)
     response = agent.post(f"/sessions/{sid}/code-verifications", {"profile": "t"})
     assert response.status_code == 409
@@ -87,9 +91,9 @@ def test_a_field_named_path_keeps_its_name_in_errors(agent: AgentClient) -> None
 def test_a_profile_receipt_never_shows_the_command(
     agent: AgentClient, project: Project
 ) -> None:
-    profile, _ = profile_save(project=project, raw={
+    profile, _ = profile_store(model=VerifierProfile, project=project, validated=validate_profile({
         "id": "t", "description": "t", "argv": ["/usr/bin/secret-tool", "--flag"],
-        "env": {"CI": "1"}})
+        "env": {"CI": "1"}}))
     found = agent.get(f"/receipts/{profile.receipt}").json()
     assert found["kind"] == "code-verification-profile"
     assert "secret-tool" not in json.dumps(found) and "CI" not in json.dumps(found)

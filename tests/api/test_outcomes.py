@@ -16,12 +16,13 @@ import pytest
 from django.core.management import call_command
 
 from governor.domain.canonical import loads_strict
-from governor.domain.outcomes import DAY_MS, HOUR_MS
+from governor.domain.outcomes import DAY_MS, HOUR_MS, validate_outcome_profile
 from governor.lib.waits import slot_claim, slot_release
 from governor.models import AgentToken, Event, Project, Session
 from governor.selectors.outcomes import outcome_status
 from governor.services import outcome_contracts as outcomes
 from governor.services.events import now_ms
+from governor.services.profiles import profile_store
 from governor.verify import verify_export
 from reviews.notifications import webhook_signature
 from tests.api import documented_verifier
@@ -30,7 +31,7 @@ from tests.api.test_export_and_verify import export_text
 from tests.api.test_notifications import Receiver, receiver  # noqa: F401 - the fixture
 from tests.conftest import AgentClient
 from tests.outcomes import PROFILE, Answers, answers_in, certified, outcome_profile_saved
-from verification.models import OutcomeContract
+from verification.models import OutcomeContract, OutcomeProfile
 
 
 @pytest.fixture
@@ -204,8 +205,8 @@ def test_rule_4_a_profile_edited_after_binding_makes_observations_refused(
         agent: AgentClient, workspace: Path, project: Project,
         outcome_profile: dict[str, Any], answers: Answers) -> None:
     session = certified(agent, workspace, answers)
-    outcomes.outcome_profile_save(project=project, raw={**PROFILE, "target": {
-        **PROFILE["target"], "value": 0.001}})
+    profile_store(model=OutcomeProfile, project=project, validated=validate_outcome_profile({
+        **PROFILE, "target": {**PROFILE["target"], "value": 0.001}}))
     answers.metrics(0.5)
     response = agent.post(f"/sessions/{session['id']}/outcome/observations")
     assert response.status_code == 409, response.content

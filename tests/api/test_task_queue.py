@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 from django.db import transaction
 
+from governor.domain.profiles import validate_profile
 from governor.lib import queue
 from governor.models import Session
-from governor.services.profiles import profile_save
+from governor.services.profiles import profile_store
 from governor.services.runs import run_request
 from tests.conftest import AgentClient
-from verification.models import VerificationRun
+from verification.models import VerificationRun, VerifierProfile
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,8 +36,8 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[str, ...], bo
 
 def test_a_run_is_queued_only_once_its_row_is_committed(
         agent: AgentClient, workspace: Path, project: Any, sent: list[Any]) -> None:
-    profile_save(project=project, raw={"id": "unit-tests", "description": "t",
-                                       "argv": ["/bin/true"]})
+    profile_store(model=VerifierProfile, project=project, validated=validate_profile(
+        {"id": "unit-tests", "description": "t", "argv": ["/bin/true"]}))
     session = Session.objects.get(pk=agent.create_session(workspace)["id"])
     with transaction.atomic():
         run = run_request(session=session, profile_id="unit-tests")
@@ -46,8 +47,8 @@ def test_a_run_is_queued_only_once_its_row_is_committed(
 
 def test_a_run_request_rolled_back_queues_nothing(
         agent: AgentClient, workspace: Path, project: Any, sent: list[Any]) -> None:
-    profile_save(project=project, raw={"id": "unit-tests", "description": "t",
-                                       "argv": ["/bin/true"]})
+    profile_store(model=VerifierProfile, project=project, validated=validate_profile(
+        {"id": "unit-tests", "description": "t", "argv": ["/bin/true"]}))
     session = Session.objects.get(pk=agent.create_session(workspace)["id"])
     with pytest.raises(RuntimeError), transaction.atomic():
         run_request(session=session, profile_id="unit-tests")

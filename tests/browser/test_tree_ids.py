@@ -18,14 +18,17 @@ SETUP = """
 from django.contrib.auth import get_user_model
 from governor.models import Membership, Project, Role
 from governor.services.tokens import token_create
-from governor.services.profiles import profile_save
+from governor.domain.profiles import validate_profile
+from governor.services.profiles import profile_store
+from verification.models import VerifierProfile
 users = get_user_model().objects
 project = Project.objects.create(slug="trees", name="Trees", review_mode="off",
                                  workspace_roots=[ROOT])
 Membership.objects.create(user=users.get(username="rita"), project=project, role=Role.REVIEWER)
 owner = users.create_user("tina", "tina@example.com", "tina-password-1")
-profile_save(project=project, raw={"id": "unit-tests", "description": "the unit tests",
-                                   "argv": ["/bin/true"], "timeout_ms": 10000})
+profile_store(model=VerifierProfile, project=project, validated=validate_profile({
+    "id": "unit-tests", "description": "the unit tests", "argv": ["/bin/true"],
+    "timeout_ms": 10000}))
 print(token_create(project=project, name="agent", owner=owner)[1])
 """
 # A run as the worker records it (claimed, finished, on the tree the workspace is now): this

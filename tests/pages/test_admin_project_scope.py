@@ -12,8 +12,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from governor.domain.profiles import validate_profile
 from governor.models import Membership, Project, Role
-from governor.services.profiles import profile_save
+from governor.services.profiles import profile_store
 from tests.html_forms import forms_on
 from verification.models import ProfileVersion, VerifierProfile
 
@@ -26,7 +27,8 @@ SECRET_ARGV = "acme-internal-lint"
 @pytest.fixture
 def acme_profile(project: Project) -> VerifierProfile:
     raw = {"id": "acme-lint", "description": "Acme's own lint", "argv": [SECRET_ARGV, "-q"]}
-    return profile_save(project=project, raw=raw)[0]
+    return profile_store(model=VerifierProfile, project=project,
+                         validated=validate_profile(raw))[0]
 
 
 @pytest.fixture

@@ -9,12 +9,14 @@ from pathlib import Path
 
 from django.test import Client
 
+from governor.domain.profiles import validate_profile
 from governor.models import Project
-from governor.services.profiles import profile_save
+from governor.services.profiles import profile_store
 from reviews.models import Review
 from tests.conftest import AgentClient
 from tests.pages import contract_body
 from tests.pages.test_review_pages import approve_intent, url
+from verification.models import VerifierProfile
 
 PROFILE = {"id": "unit-tests", "description": "Runs the calc unit tests with pytest",
            "argv": ["/usr/bin/python3", "-m", "pytest", "-q", "--junitxml=/governor-report/j.xml"],
@@ -36,7 +38,8 @@ def evidence_of_a_plan_with_a_profile_and_a_file(agent: AgentClient, workspace: 
 
 def test_the_evidence_page_shows_exactly_what_a_trusted_run_runs(
         agent: AgentClient, workspace: Path, review_project: Project, rita: Client) -> None:
-    profile_save(project=review_project, raw=PROFILE)
+    profile_store(model=VerifierProfile, project=review_project,
+                  validated=validate_profile(PROFILE))
     evidence = evidence_of_a_plan_with_a_profile_and_a_file(agent, workspace, rita)
     page = rita.get(url(evidence)).content.decode()
     assert "Runs the calc unit tests with pytest" in page
@@ -50,9 +53,11 @@ def test_the_evidence_page_shows_exactly_what_a_trusted_run_runs(
 
 def test_a_profile_edited_after_the_plan_was_proposed_says_so(
         agent: AgentClient, workspace: Path, review_project: Project, rita: Client) -> None:
-    profile_save(project=review_project, raw=PROFILE)
+    profile_store(model=VerifierProfile, project=review_project,
+                  validated=validate_profile(PROFILE))
     evidence = evidence_of_a_plan_with_a_profile_and_a_file(agent, workspace, rita)
-    profile_save(project=review_project, raw={**PROFILE, "argv": ["/bin/true"]})
+    profile_store(model=VerifierProfile, project=review_project,
+                  validated=validate_profile({**PROFILE, "argv": ["/bin/true"]}))
     page = rita.get(url(evidence)).content.decode()
     assert "The profile was edited after this plan was proposed" in page
     assert "<code>/bin/true</code>" in page  # what will run now
@@ -60,7 +65,8 @@ def test_a_profile_edited_after_the_plan_was_proposed_says_so(
 
 def test_a_file_checks_file_is_shown_as_the_workspace_holds_it_as_text(
         agent: AgentClient, workspace: Path, review_project: Project, rita: Client) -> None:
-    profile_save(project=review_project, raw=PROFILE)
+    profile_store(model=VerifierProfile, project=review_project,
+                  validated=validate_profile(PROFILE))
     evidence = evidence_of_a_plan_with_a_profile_and_a_file(agent, workspace, rita)
     page = rita.get(url(evidence)).content.decode()
     assert "<code>README.md</code> as the workspace holds it now" in page

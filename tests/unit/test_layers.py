@@ -133,6 +133,28 @@ def test_the_selectors_never_write() -> None:
     assert found == []
 
 
+PROFILE_STORE = "governor.services.profiles"
+PROFILE_TABLES = {"VerifierProfile", "ProfileVersion", "OutcomeProfile", "OutcomeProfileVersion",
+                  "versions"}
+
+
+def test_one_store_writes_profiles_of_both_kinds_and_their_versions() -> None:
+    """A profile of either kind, or a version of one, is written only by `profile_store`: a
+    rule about receipts or versions lands once (docs/architecture.md, "Profiles")."""
+    found = []
+    for name, path in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in WRITES):
+                continue
+            receiver = {part.id if isinstance(part, ast.Name) else part.attr
+                        for part in ast.walk(node.func.value)
+                        if isinstance(part, ast.Name | ast.Attribute)}
+            if receiver & PROFILE_TABLES and name != PROFILE_STORE:
+                found.append(f"{name}:{node.lineno}")
+    assert found == []
+
+
 def test_the_plumbing_never_imports_a_write_path_or_a_read() -> None:
     assert [(source, destination) for source, destination in picture()
             if source == "lib" and destination in ("governor.selectors", "governor.services")

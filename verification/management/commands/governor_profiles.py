@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +11,18 @@ import yaml
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from governor.domain.outcomes import OutcomeProfileError
-from governor.domain.profiles import ProfileError
+from governor.domain.fields import FieldsInvalid
+from governor.domain.outcomes import validate_outcome_profile
+from governor.domain.profiles import validate_profile
 from governor.models import Project
-from governor.services.outcome_contracts import outcome_profile_save
-from governor.services.profiles import profile_as_input, profile_save
-from verification.models import OutcomeProfile, VerifierProfile
+from governor.services.profiles import profile_store
+from verification.models import OutcomeProfile, VerifierProfile, VersionedProfile
+
+# Each list of the file: its key, its kind, and the rules that validate it (once, here).
+KINDS: tuple[tuple[str, type[VersionedProfile[Any]], Callable[[Any], dict[str, Any]]], ...] = (
+    ("profiles", VerifierProfile, validate_profile),
+    ("outcome_profiles", OutcomeProfile, validate_outcome_profile),
+)
 
 
 class Command(BaseCommand):
@@ -36,7 +43,7 @@ class Command(BaseCommand):
         fmt = options["format"] or ("yaml" if path and path.endswith((".yaml", ".yml"))
                                     else "json")
         if options["action"] == "dump":
-            profiles = [profile_as_input(p) for p in
+            profiles = [p.as_input() for p in
                         VerifierProfile.objects.filter(project=project).order_by("profile_id")]
             document: dict[str, Any] = {"profiles": profiles}
             outcomes = [p.as_input() for p in
@@ -60,18 +67,14 @@ class Command(BaseCommand):
                                '[...]}} (either list may be left out)')
         changed = 0
         with transaction.atomic():  # all profiles or none
-            for index, raw in enumerate(document.get("profiles", [])):
-                try:
-                    _, did_change = profile_save(project=project, raw=raw)
-                except ProfileError as exc:
-                    raise CommandError(f"{path}: profiles/{index}: {exc}") from None
-                changed += did_change
-            for index, raw in enumerate(document.get("outcome_profiles", [])):
-                try:
-                    _, did_change = outcome_profile_save(project=project, raw=raw)
-                except OutcomeProfileError as exc:
-                    raise CommandError(f"{path}: outcome_profiles/{index}: {exc}") from None
-                changed += did_change
+            for key, model, validate in KINDS:
+                for index, raw in enumerate(document.get(key, [])):
+                    try:
+                        _, did_change = profile_store(model=model, project=project,
+                                                      validated=validate(raw))
+                    except FieldsInvalid as exc:  # ProfileError, OutcomeProfileError
+                        raise CommandError(f"{path}: {key}/{index}: {exc}") from None
+                    changed += did_change
         count = len(document.get("profiles", [])) + len(document.get("outcome_profiles", []))
         self.stdout.write(f"{count} profile(s) in {path}, {changed} changed")
 
