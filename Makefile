@@ -66,10 +66,9 @@ test: install
 	$(MAKE) --no-print-directory lint
 	bash tests/harness_e2e/install.sh >/dev/null  # the pinned DeepSeek Harness, cached in ~/.cache
 	GOVERNOR_TEST_REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest -m "not postgres" -q
-	@echo "--- the API suite again, and every other test marked postgres, on PostgreSQL ---"
-	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) -m pytest -q tests/api
+	@echo "--- on PostgreSQL: the tests that need it, and what the two databases do differently ---"
 	DATABASE_URL=$(TEST_DATABASE_URL) GOVERNOR_TEST_REDIS_URL=$(TEST_REDIS_URL) \
-	  $(PY) -m pytest -q -m postgres --ignore=tests/api
+	  $(PY) -m pytest -q -m "postgres or both_databases"
 
 bench: install system-deps
 	$(PY) -m bench

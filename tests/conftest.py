@@ -24,6 +24,33 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+# `make test` runs the whole suite on SQLite, then the tests marked `postgres` (they need it:
+# concurrency, the pool, stateless nodes) and these modules again on PostgreSQL, for what the
+# two databases do differently. The rest of tests/api exercises the same statements through
+# the same code paths, and ran twice cost ~5 minutes.
+BOTH_DATABASES = {
+    "tests/api/test_events.py": "appends under the row lock, the append-only triggers",
+    "tests/api/test_import_writes.py": "imports committed by concurrent writers",
+    "tests/api/test_import_caps.py": "import slots a token claims a minute (rows, 429)",
+    "tests/api/test_task_queue.py": "tasks queued when real transactions commit",
+    "tests/api/test_run_recording.py": "a NUL byte in output (PostgreSQL text refuses it), leases",
+    "tests/api/test_huge_integer_literals.py": "numbers past what jsonb and bigint hold",
+    "tests/api/test_evidence_agreement.py": "the evidence's indexed SQL against the log",
+    "tests/api/test_fold_equals_projection.py": "the projection stored as jsonb after any calls",
+    "tests/api/test_snapshots.py": "manifests stored whole, their bases looked up",
+    "tests/api/test_blob_batches.py": "blob rows already present found or added in one batch",
+    "tests/api/test_sessions.py": "creation idempotent on a unique external id",
+    "tests/api/test_review_api.py": "decisions and expiry under the session's lock",
+    "tests/api/test_outcomes.py": "observations claimed once by compare-and-set updates",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.split("::")[0] in BOTH_DATABASES:
+            item.add_marker(pytest.mark.both_databases)
+
+
 class AgentClient:
     """The agent's side of the HTTP API, as a coding agent would call it."""
 
