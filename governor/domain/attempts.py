@@ -1,6 +1,10 @@
 """rules §7: deciding an attempt and a turn-stop, and the attempt and terminal payloads with
 their receipts. The texts the agent receives are in `governor/domain/messages.py`.
 
+When a contract is certified is decided here and nowhere else: `decide_attempt` (every check
+passed, and the project has no person review the delivery) and `decide_delivery` (a person
+approved the delivered change). The services load the facts and write the verdict.
+
 Payloads (event data) and what their receipts cover:
 
     attempt   {contractId, attempt, trigger, passed, results, receipt}
@@ -20,24 +24,29 @@ from governor.domain.canonical import receipt
 from governor.domain.contracts import ContractError
 from governor.domain.documents import AttemptDocument, TerminalDocument
 
-Decision = Literal["certified", "exhausted", "repair"]
+Decision = Literal["certified", "exhausted", "repair", "delivery-pending"]
 TRIGGERS = ("manual", "turn-stop")
 MAX_ABSTAIN_REASON_CHARS = 2000
+# `Project.delivery_review`: a person reviews every delivered change before it is certified.
+DELIVERY_REVIEW_REQUIRED = "required"
 
 
 def decide_attempt(
-    results: Sequence[Mapping[str, Any]], attempt_number: int, max_attempts: int
+    results: Sequence[Mapping[str, Any]], attempt_number: int, max_attempts: int, *,
+    delivery_review: str,
 ) -> tuple[Decision, str]:
-    """All checks passed → certified; failed on the last allowed attempt → exhausted (the failed
-    checks are the reason); otherwise repair."""
+    """All checks passed → certified, or delivery-pending where the project's `delivery_review`
+    is required (issue 28: a person reviews the delivered change first, and `decide_delivery`
+    certifies); failed on the last allowed attempt → exhausted (the failed checks are the
+    reason); otherwise repair."""
     if not results:
         raise ValueError("an attempt evaluates at least one check")
     failed = messages.failed(results)
     if not failed:
-        return (
-            "certified",
-            f"All {len(results)} checks passed on attempt {attempt_number}/{max_attempts}.",
-        )
+        passed = f"All {len(results)} checks passed on attempt {attempt_number}/{max_attempts}."
+        if delivery_review == DELIVERY_REVIEW_REQUIRED:
+            return "delivery-pending", passed
+        return "certified", passed
     listing = "; ".join(f"{r['id']}: {r['evidence']}" for r in failed)
     summary = (
         f"{len(failed)} of {len(results)} checks failed on attempt {attempt_number}/{max_attempts}"
@@ -45,6 +54,29 @@ def decide_attempt(
     if attempt_number >= max_attempts:
         return "exhausted", f"{summary}, the last allowed attempt. Failed checks — {listing}"
     return "repair", f"{summary}. Failed checks — {listing}"
+
+
+def decide_delivery(*, decision: str, decision_receipt: str, contract_open: bool,
+                    attempts_made: int, max_attempts: int,
+                    ) -> tuple[Literal["certified", "exhausted"], str] | None:
+    """A person's decision on a delivery review (issue 28), whose contract is still the open
+    one (`contract_open`; else it decides nothing: the contract ended meanwhile): approved →
+    certified; rejected → exhausted (the reviewer's reason reaches the agent with the review,
+    never the log); a revision request or an expiry → exhausted when the repair budget is
+    spent, otherwise None: the contract is active again."""
+    if not contract_open:
+        return None
+    if decision == "approved":
+        return "certified", (f"Every check passed and a person approved the delivered change "
+                             f"(decision {decision_receipt}).")
+    if decision == "rejected":
+        return "exhausted", (f"A person rejected the delivered change at review (decision "
+                             f"{decision_receipt}); the reviewer's reason is given with the "
+                             f"review.")
+    if attempts_made >= max_attempts:
+        return "exhausted", (f"The delivery review was {decision} (decision {decision_receipt}) "
+                             f"and the repair budget of {max_attempts} attempts is spent.")
+    return None
 
 
 def turn_stop_without_attempt(*, imported: bool, contract_open: bool,

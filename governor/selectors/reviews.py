@@ -35,12 +35,6 @@ def review_pending(session: Session) -> Review | None:
                                  expires_at__gt=timezone.now()).first()
 
 
-def delivery_pending(session: Session) -> Review | None:
-    """The session's pending delivery review whose time has not passed (issue 28)."""
-    review = review_pending(session)
-    return review if review is not None and review.stage == Stage.DELIVERY else None
-
-
 def review_newest(session: Session) -> Review | None:
     """The session's newest review, as read (`review_as_read`)."""
     review = Review.objects.filter(session=session).order_by("-created_at").first()

@@ -28,7 +28,7 @@ from governor.models import (
     SessionState,
 )
 from governor.selectors.evidence import DatabaseEvidence
-from governor.selectors.reviews import delivery_pending, review_pending, review_url
+from governor.selectors.reviews import review_pending, review_url
 from governor.selectors.sessions import lifecycle_of
 from governor.selectors.treediff import kept_manifest
 from governor.services import reviews
@@ -45,15 +45,9 @@ from governor.services.profiles import (
     required_profile_ids,
 )
 from governor.services.runs import runs_request_baseline
-from governor.services.terminals import DELIVERY_REQUIRED, TerminalEvidence, terminal_write
-from governor.services.trees import (
-    TreeUnavailable,
-    environment_digests,
-    session_tree,
-    session_workspace,
-    tree_named,
-    tree_reference,
-)
+from governor.services.terminals import TerminalEvidence, terminal_write
+from governor.services.trees import TreeUnavailable, tree_named, workspace_hashed
+from reviews.models import Review, Stage
 
 
 @dataclass
@@ -118,13 +112,13 @@ def _baselines(session: Session, state: SessionState, proposal: domain.Proposal,
     unknown = {str(check["id"]): "unknown" for check in proposal.checks}
     project = session.project
     try:
-        with session_workspace(session, tree) as workspace:
-            judged = tree_reference(session_tree(session, workspace))
+        with workspace_hashed(session, tree) as hashed:
+            judged = hashed.reference
             # No event after the boundary, by definition: the log checks are judged on an
             # empty log, with no query (20 checks at begin cost what they did before §14.5).
             results = evaluate_checks(
                 {"checks": proposal.checks, "startedAtSeq": state.next_seq - 1},
-                evidence=LogEvidence(()), workspace=workspace, tree=judged,
+                evidence=LogEvidence(()), workspace=hashed.workspace, tree=judged,
                 current_profile_receipts=profile_receipts(project),
                 max_file_bytes=project.max_file_bytes, changes=[])
     except (TreeUnavailable, ServiceError):  # no snapshot yet, or one that cannot be read
@@ -265,9 +259,9 @@ def _with_outcome(session: Session, result: AttemptResult) -> AttemptResult:
     return result
 
 
-def _no_contract(session: Session, action: str) -> Conflict:
-    """Nothing to `action`: none was proposed, or one waits for a person's review."""
-    pending = review_pending(session)
+def _no_contract(pending: Review | None, action: str) -> Conflict:
+    """Nothing to `action`: none was proposed, or one (`pending`) waits for a person's
+    review."""
     if pending is None:
         return Conflict(f"there is no contract in this session to {action}")
     return Conflict(f"a contract is waiting for review ({pending.stage} stage), so none is "
@@ -279,86 +273,85 @@ def _no_contract(session: Session, action: str) -> Conflict:
 def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> AttemptResult:
     """Evaluate every check now and record the attempt; end the contract when it decides. A
     snapshot session's checks read the snapshot `tree` names (its latest, §11.3)."""
-    return _with_outcome(session, _attempt_record(session=session, trigger=trigger, tree=tree))
-
-
-def _attempt_record(*, session: Session, trigger: str, tree: Any = None) -> AttemptResult:
     _refuse_imported(session)
     tree_named(session, tree)
-    reviews.review_expire_due(session)  # a delivery review whose time passed waits no more
+    # A due review's expiry is recorded in its own transaction: it stands when there is no
+    # contract to verify (409).
+    reviews.review_expire_due(session)
     with session_locked(session) as state:
-        folded, contract = _current(state)
-        if contract is None:
-            raise _no_contract(session, "verify")
-        if folded["terminal"] is not None:
-            return _terminal_answer(folded)
-        delivery = delivery_pending(session)
-        if delivery is not None:  # every check passed; a person reviews the delivery now
-            last = folded["attempts"][-1]["data"] if folded["attempts"] else None
-            return AttemptResult(attempt=last, terminal=None, decision="delivery-pending",
-                                 message=messages.delivery_pending_message(review_url(delivery)),
-                                 replayed=True)
-        project = session.project
-        evidence, current_profiles = DatabaseEvidence(session, state), profile_receipts(project)
-        declared = profile_environments(project, {
-            str(check.get("profile")) for check in contract["checks"]
-            if check.get("kind") == "code_verification_succeeded"})
-        environments: dict[str, str | None] = {}
-        changes: list[WorkspaceChange] | None = None
-        try:
-            with session_workspace(session, tree) as workspace:
-                judged = tree_reference(session_tree(session, workspace))
-                environments = environment_digests(session, workspace, declared)
-                changes = _changes_since_start(project, contract, judged)
-                results = evaluate_checks(
-                    contract, evidence=evidence, workspace=workspace, tree=judged,
-                    current_profile_receipts=current_profiles,
-                    max_file_bytes=project.max_file_bytes, environments=environments,
-                    changes=changes,
-                )
-        except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
-            judged, results = None, unjudged_results(contract, str(exc))
-        number = len(folded["attempts"]) + 1
-        maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
-        attempt = attempts.attempt_payload(contract_id=contract["contractId"], attempt=number,
-                                           trigger=trigger, results=results, tree=judged)
-        governor_event_append(session=session, state=state, type=lifecycle.ATTEMPT, data=attempt)
-        decision, reason = attempts.decide_attempt(results, number, maximum)
-        terminal = None
-        if decision == "repair":
-            message = messages.repair_message(results, number, maximum)
-            return AttemptResult(attempt=attempt, terminal=None, decision=decision,
-                                 message=message, results=list(results))
-        runs = runs_counted(contract, evidence=evidence,
-                            current_profile_receipts=current_profiles, tree=judged,
-                            environments=environments)
-        evidence_used = TerminalEvidence(
-            attempt_receipt=attempt["receipt"], tree=judged,
-            profile_receipts=[run.profile_receipt for run in runs],
-            run_receipts=[run.receipt for run in runs if run.receipt],
-            changes_digest=None if changes is None else changes_digest(changes))
-        if decision == "certified" and project.delivery_review == DELIVERY_REQUIRED:
-            review = reviews.review_open_delivery(
-                session=session, contract=contract, attempt=dict(attempt), evidence=evidence_used,
-                changes=[{"path": change.path, "kind": change.kind} for change in changes]
-                if changes is not None else None)
-            return AttemptResult(attempt=attempt, terminal=None, decision="delivery-pending",
-                                 message=messages.delivery_pending_message(review["review_url"]),
-                                 results=list(results))
-        terminal = terminal_write(session=session, state=state, contract=contract,
-                                  status=decision, reason=reason, evidence=evidence_used)
-        message = messages.terminal_message(terminal, results)
-    return AttemptResult(attempt=attempt, terminal=terminal, decision=decision, message=message,
+        result = _attempt(session, state, trigger=trigger, tree=tree)
+    return _with_outcome(session, result)
+
+
+def _attempt(session: Session, state: SessionState, *, trigger: str,
+             tree: Any) -> AttemptResult:
+    """The attempt, inside `session_locked` on the session state it read (`state`, read once):
+    the pending review read once (a due one expired first), the workspace hashed once, every
+    check evaluated on it, and the verdict `governor.domain.attempts.decide_attempt` gives
+    written — a repair, a terminal, or a delivery review that certifies once approved."""
+    pending = reviews.review_settle(session, state)  # its expiry may end the contract
+    folded, contract = _current(state)
+    if contract is None:
+        raise _no_contract(pending, "verify")
+    if folded["terminal"] is not None:
+        return _terminal_answer(folded)
+    if pending is not None and pending.stage == Stage.DELIVERY:  # a person reviews it now
+        last = folded["attempts"][-1]["data"] if folded["attempts"] else None
+        return AttemptResult(attempt=last, terminal=None, decision="delivery-pending",
+                             message=messages.delivery_pending_message(review_url(pending)),
+                             replayed=True)
+    project = session.project
+    evidence, current_profiles = DatabaseEvidence(session, state), profile_receipts(project)
+    declared = profile_environments(project, {
+        str(check.get("profile")) for check in contract["checks"]
+        if check.get("kind") == "code_verification_succeeded"})
+    environments: dict[str, str | None] = {}
+    changes: list[WorkspaceChange] | None = None
+    try:
+        with workspace_hashed(session, tree, declared) as hashed:
+            judged, environments = hashed.reference, hashed.environments
+            start = kept_manifest(project.pk, contract.get("startTree"))
+            # §14.1: the changes since the contract started, from its kept start manifest.
+            changes = None if start is None else workspace_changes(start, hashed.tree.manifest)
+            results = evaluate_checks(
+                contract, evidence=evidence, workspace=hashed.workspace, tree=judged,
+                current_profile_receipts=current_profiles,
+                max_file_bytes=project.max_file_bytes, environments=environments,
+                changes=changes,
+            )
+    except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
+        judged, results = None, unjudged_results(contract, str(exc))
+    number = len(folded["attempts"]) + 1
+    maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
+    attempt = attempts.attempt_payload(contract_id=contract["contractId"], attempt=number,
+                                       trigger=trigger, results=results, tree=judged)
+    governor_event_append(session=session, state=state, type=lifecycle.ATTEMPT, data=attempt)
+    decision, reason = attempts.decide_attempt(results, number, maximum,
+                                               delivery_review=project.delivery_review)
+    if decision == "repair":
+        return AttemptResult(attempt=attempt, terminal=None, decision=decision,
+                             message=messages.repair_message(results, number, maximum),
+                             results=list(results))
+    runs = runs_counted(contract, evidence=evidence, current_profile_receipts=current_profiles,
+                        tree=judged, environments=environments)
+    evidence_used = TerminalEvidence(
+        attempt_receipt=attempt["receipt"], tree=judged,
+        profile_receipts=[run.profile_receipt for run in runs],
+        run_receipts=[run.receipt for run in runs if run.receipt],
+        changes_digest=None if changes is None else changes_digest(changes))
+    if decision == "delivery-pending":
+        review = reviews.review_open_delivery(
+            session=session, contract=contract, attempt=dict(attempt), evidence=evidence_used,
+            changes=[{"path": change.path, "kind": change.kind} for change in changes]
+            if changes is not None else None)
+        return AttemptResult(attempt=attempt, terminal=None, decision=decision,
+                             message=messages.delivery_pending_message(review["review_url"]),
+                             results=list(results))
+    terminal = terminal_write(session=session, state=state, contract=contract,
+                              status=decision, reason=reason, evidence=evidence_used)
+    return AttemptResult(attempt=attempt, terminal=terminal, decision=decision,
+                         message=messages.terminal_message(terminal, results),
                          results=list(results))
-
-
-def _changes_since_start(project: Project, contract: ContractDocument,
-                         judged: dict[str, str]) -> list[WorkspaceChange] | None:
-    """§14.1: the attempt's changes since the contract started, from the two kept manifests
-    (None when the contract names no start tree, or it is not kept)."""
-    start = kept_manifest(project.pk, contract.get("startTree"))
-    now = kept_manifest(project.pk, judged)
-    return None if start is None or now is None else workspace_changes(start, now)
 
 
 def turn_stop(*, session: Session, tree: Any = None) -> dict[str, Any]:
@@ -371,21 +364,27 @@ def turn_stop(*, session: Session, tree: Any = None) -> dict[str, Any]:
 
 
 def _turn_stop(session: Session, tree: Any) -> dict[str, Any]:
-    contract_open = False
-    if not session.imported:
-        folded, contract = _current(SessionState.objects.defer("trace").get(session=session))
-        contract_open = contract is not None and folded["terminal"] is None
-    allowed = attempts.turn_stop_without_attempt(
-        imported=session.imported, contract_open=contract_open,
-        review_pending=(not session.imported and not contract_open
-                        and review_pending(session) is not None))
-    if allowed is not None:
-        if not session.imported and not allowed["message"]:
-            folded = lifecycle_of(SessionState.objects.defer("trace").get(session=session))
-            terminal = folded["terminal"]["data"] if folded["terminal"] else None
-            allowed["message"] = outcome_words(session, terminal)
+    if session.imported:  # history: nothing to attempt, and nothing to read
+        allowed = attempts.turn_stop_without_attempt(imported=True, contract_open=False,
+                                                     review_pending=False)
+        assert allowed is not None
         return allowed
-    outcome = attempt_record(session=session, trigger="turn-stop", tree=tree)
+    # The session state and the pending review are each read once, under the lock, and what
+    # was read is passed down.
+    with session_locked(session) as state:
+        folded, contract = _current(state)
+        contract_open = contract is not None and folded["terminal"] is None
+        allowed = attempts.turn_stop_without_attempt(
+            imported=False, contract_open=contract_open,
+            review_pending=not contract_open and review_pending(session) is not None)
+        if allowed is not None:
+            if not allowed["message"]:
+                terminal = folded["terminal"]["data"] if folded["terminal"] else None
+                allowed["message"] = outcome_words(session, terminal)
+            return allowed
+        tree_named(session, tree)
+        outcome = _attempt(session, state, trigger="turn-stop", tree=tree)
+    outcome = _with_outcome(session, outcome)
     if outcome.decision == "delivery-pending":  # it may stop, but claim nothing yet
         return {"action": "allow", "message": outcome.message, "attempt": outcome.attempt}
     return attempts.turn_stop_after_attempt(message=outcome.message, attempt=outcome.attempt,
@@ -398,7 +397,7 @@ def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
     with session_locked(session) as state:
         folded, contract = _current(state)
         if contract is None:
-            raise _no_contract(session, "abstain from")
+            raise _no_contract(review_pending(session), "abstain from")
         if folded["terminal"] is not None:
             return _terminal_answer(folded)
         text = attempts.abstain_reason(reason)

@@ -11,8 +11,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from governor.domain import attempts, lifecycle
 from governor.domain import contracts as contract_domain
-from governor.domain import lifecycle
 from governor.domain import review as domain
 from governor.domain.documents import ContractDocument, ReviewDecisionDocument
 from governor.lib import metrics
@@ -74,15 +74,23 @@ REFUSALS: dict[str, type[Exception]] = {
 
 def review_expire_due(session: Session) -> None:
     """Record the expiry of the session's pending review if its time has passed (it already
-    reads as expired: `governor.selectors.reviews.review_as_read`)."""
-    review = Review.objects.filter(session=session, status=Status.PENDING,
-                                   expires_at__lte=timezone.now()).first()
-    if review is None:
-        return
-    with session_locked(session) as state:
-        review = Review.objects.select_for_update().get(pk=review.pk)
-        if review.status == Status.PENDING and review.expires_at <= timezone.now():
-            _decide(review, state, decision=Status.EXPIRED, decided_by={"kind": "system"})
+    reads as expired: `governor.selectors.reviews.review_as_read`), in its own transaction."""
+    if Review.objects.filter(session=session, status=Status.PENDING,
+                             expires_at__lte=timezone.now()).exists():
+        with session_locked(session) as state:
+            review_settle(session, state)
+
+
+def review_settle(session: Session, state: SessionState) -> Review | None:
+    """Inside `session_locked`: the session's pending review, read once (its row locked; one
+    is pending at most). One whose time has passed is recorded as expired first — a delivery's
+    expiry may end its contract — and then none is pending."""
+    review = Review.objects.select_for_update().filter(session=session,
+                                                       status=Status.PENDING).first()
+    if review is not None and review.expires_at <= timezone.now():
+        _decide(review, state, decision=Status.EXPIRED, decided_by={"kind": "system"})
+        return None
+    return review
 
 
 def _plan(proposal: contract_domain.Proposal, **extra: Any) -> dict[str, Any]:
@@ -169,8 +177,8 @@ def _decide(review: Review, state: SessionState, *, decision: str, decided_by: d
     announce_on_commit(inbox_topic(review.session.project_id))
     _count(str(review.stage), decision, review.session.project.slug,
            (review.decided_at - review.created_at).total_seconds())
-    if review.stage == Stage.DELIVERY and decision != Status.APPROVED:
-        _delivery_returned(review, state, decision, payload["receipt"])
+    if review.stage == Stage.DELIVERY:
+        _delivery_decided(review, state, decision, payload["receipt"])
     return payload
 
 
@@ -189,27 +197,26 @@ def _delivery_evidence(review: Review) -> TerminalEvidence:
                             changes_digest=kept["changes_digest"])
 
 
-def _delivery_returned(review: Review, state: SessionState, decision: str,
-                       decision_receipt: str) -> None:
-    """A delivery review that did not approve: rejected, the contract ends exhausted (the
-    reviewer's reason reaches the agent through the review, never the log); a revision request
-    or an expiry puts it back to active — unless the repair budget is spent."""
+def _delivery_decided(review: Review, state: SessionState, decision: str,
+                      decision_receipt: str) -> None:
+    """A delivery review decided: the terminal `governor.domain.attempts.decide_delivery` gives
+    (certified, or exhausted), written with the evidence of the passing attempt the review
+    kept; none when the contract is active again, or ended meanwhile."""
     folded = lifecycle_of(state)
     record = folded["contract"]
-    if record is None or folded["terminal"] is not None:
-        return
-    contract = record["data"]
-    budget = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
-    if decision == Status.REJECTED:
-        reason = (f"A person rejected the delivered change at review (decision "
-                  f"{decision_receipt}); the reviewer's reason is given with the review.")
-    elif len(folded["attempts"]) >= budget:
-        reason = (f"The delivery review was {decision} (decision {decision_receipt}) and the "
-                  f"repair budget of {budget} attempts is spent.")
-    else:
-        return
-    terminal_write(session=review.session, state=state, contract=contract, status="exhausted",
-                   reason=reason, evidence=_delivery_evidence(review))
+    contract = record["data"] if record is not None else None
+    verdict = attempts.decide_delivery(
+        decision=decision, decision_receipt=decision_receipt,
+        contract_open=(contract is not None and folded["terminal"] is None
+                       and contract["contractId"] == review.plan["contract_id"]),
+        attempts_made=len(folded["attempts"]),
+        max_attempts=int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
+        if contract is not None else 0)
+    if verdict is not None:
+        assert contract is not None
+        status, reason = verdict
+        terminal_write(session=review.session, state=state, contract=contract, status=status,
+                       reason=reason, evidence=_delivery_evidence(review))
 
 
 def _owned_token(user: Any, review: Review) -> str | None:
@@ -282,20 +289,11 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
 def _advance(review: Review, state: SessionState,
              decision: ReviewDecisionDocument) -> ContractDocument | None:
     """After an approval: the intent stage opens the evidence stage; the evidence stage
-    activates the contract (version 5) through the one activation service, and returns it; the
-    delivery stage certifies the contract with the terminal its passing attempt earned."""
-    plan = dict(review.plan)
+    activates the contract (version 5) through the one activation service, and returns it (a
+    delivery stage's approval was decided with the decision: `_delivery_decided`)."""
     if review.stage == Stage.DELIVERY:
-        folded = lifecycle_of(state)
-        record = folded["contract"]
-        if (record is not None and folded["terminal"] is None
-                and record["data"]["contractId"] == plan["contract_id"]):
-            terminal_write(session=review.session, state=state, contract=record["data"],
-                           status="certified",
-                           reason=f"Every check passed and a person approved the delivered "
-                                  f"change (decision {decision['receipt']}).",
-                           evidence=_delivery_evidence(review))
         return None
+    plan = dict(review.plan)
     proposal = contract_domain.Proposal(
         objective=plan["objective"], claims=plan["claims"], checks=plan["checks"],
         max_attempts=plan["max_attempts"], intent=plan["intent"],

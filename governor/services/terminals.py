@@ -16,8 +16,6 @@ from governor.services.attestations import attest
 from governor.services.events import governor_event_append
 from governor.services.outcome_contracts import outcome_contract_drop, outcome_contract_start
 
-DELIVERY_REQUIRED = "required"
-
 
 @dataclass(frozen=True)
 class TerminalEvidence:

@@ -5,7 +5,7 @@ kept per session under the server's var directory (`tree-cache/<session id>.json
 replaced atomically; a missing or unreadable cache is only a cold hash), and every hashed tree's
 manifest is kept once per (project, tree id, exclusions digest) in `WorkspaceTree`, its blobs in
 the blob store. A run is given a private copy of a kept tree (`run_tree`), and a snapshot's file
-checks read one (`session_workspace`); each copy is hashed again and must be its tree."""
+checks read one (`workspace_hashed`); each copy is hashed again and must be its tree."""
 
 from __future__ import annotations
 
@@ -240,16 +240,14 @@ def environment_reference(ids: Mapping[str, str]) -> dict[str, Any] | None:
     return {"digest": environment_digest(ids), "trees": dict(sorted(ids.items()))}
 
 
-def environment_digests(session: Session, workspace: Workspace,
-                        declared: Mapping[str, Sequence[str]]) -> dict[str, str | None]:
+def _environment_digests(session: Session, workspace: Workspace,
+                         declared: Mapping[str, Sequence[str]]) -> dict[str, str | None]:
     """The environment digest of each profile in `declared` (its environment directories) as
-    the hashed `workspace` holds them now: None where they cannot be hashed, or for a
-    materialised snapshot, which holds none. What an attempt compares its runs with."""
+    the hashed path `workspace` holds them now: None where they cannot be hashed. What an
+    attempt compares its runs with."""
     digests: dict[str, str | None] = {}
     for profile, paths in declared.items():
         digests[profile] = None
-        if isinstance(workspace, MaterialisedWorkspace):
-            continue
         try:
             trees = environment_trees(session, workspace, paths)
         except TreeUnavailable as exc:
@@ -347,18 +345,39 @@ def tree_named(session: Session, tree: Any) -> None:
         raise Invalid(f"tree: {message}", details=[{"path": "tree", "message": message}])
 
 
+@dataclass(frozen=True)
+class HashedWorkspace:
+    """A session's workspace hashed once (rules §10.2): the checks read through `workspace`,
+    which reads only `tree` (named in events by `reference`); `environments` is each declared
+    profile's environment digest (None where it cannot be hashed, and in a snapshot, which
+    holds none)."""
+
+    workspace: Workspace
+    tree: Tree
+    reference: dict[str, str]
+    environments: dict[str, str | None]
+
+
 @contextmanager
-def session_workspace(session: Session, tree: Any = None) -> Iterator[Workspace]:
-    """The workspace the file checks of `session` read: a path session's bound directory (each
-    read checked against the tree it hashes to); for a snapshot session, the snapshot `tree`
-    names (its latest) materialised in a private directory, deleted afterwards. Raises
-    TreeUnavailable when it cannot be built."""
+def workspace_hashed(session: Session, tree: Any = None,
+                     declared: Mapping[str, Sequence[str]] | None = None,
+                     ) -> Iterator[HashedWorkspace]:
+    """The workspace the checks of `session` judge, hashed once: a path session's bound
+    directory (each read checked against the tree it hashes to, its manifest recorded), with the
+    environment directories of the `declared` profiles hashed beside it; for a snapshot
+    session, the snapshot `tree` names (its latest) materialised in a private directory, which
+    must hash to it, deleted afterwards. Raises TreeUnavailable when it cannot be hashed."""
+    declared = declared or {}
     if session.workspace_kind != WorkspaceKind.SNAPSHOT:
         with Workspace(session.workspace_path, session.workspace_identity) as workspace:
-            yield workspace
+            hashed = session_tree(session, workspace)
+            yield HashedWorkspace(workspace, hashed, tree_reference(hashed),
+                                  _environment_digests(session, workspace, declared))
         return
-    with tree_materialised(session, snapshot_current(session, tree).tree) as materialised_tree:
-        yield materialised_tree
+    with tree_materialised(session, snapshot_current(session, tree).tree) as copy:
+        assert copy.tree is not None  # hashed by `tree_materialised`, and checked to be it
+        yield HashedWorkspace(copy, copy.tree, tree_reference(copy.tree),
+                              dict.fromkeys(declared))
 
 
 def _recorded(session: Session, tree: Tree) -> WorkspaceTree:

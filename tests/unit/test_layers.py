@@ -172,6 +172,33 @@ def test_the_domain_holds_the_review_and_the_run_result_decisions() -> None:
     assert "def _outcome" not in sandbox and "receipt(" not in sandbox
 
 
+def test_the_domain_decides_when_a_contract_is_certified() -> None:
+    """`governor.domain.attempts` alone decides it: `decide_attempt` (every check passed, and
+    no person reviews the delivery) and `decide_delivery` (a person approved it). The services
+    load the facts and write the verdict: none writes a terminal status of its own choosing
+    (only the agent's `abstained`), nor compares the delivery-review setting itself."""
+    contracts = (ROOT / "governor" / "services" / "contracts.py").read_text()
+    reviews = (ROOT / "governor" / "services" / "reviews.py").read_text()
+    assert "attempts.decide_attempt(" in contracts and "attempts.decide_delivery(" in reviews
+    found = []
+    for name, path in modules():
+        if layer(name) in ("governor.domain", "governor.verify"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+                called = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+                found += [f"{name}:{node.lineno} {called}(status={keyword.value.value!r})"
+                          for keyword in node.keywords
+                          if called in ("terminal_write", "terminal_payload")
+                          and keyword.arg == "status" and isinstance(keyword.value, ast.Constant)
+                          and keyword.value.value != "abstained"]
+            if isinstance(node, ast.Compare) and any(
+                    isinstance(side, ast.Attribute) and side.attr == "delivery_review"
+                    for side in (node.left, *node.comparators)):
+                found.append(f"{name}:{node.lineno} compares delivery_review")
+    assert found == []
+
+
 def test_pages_read_through_the_services_never_through_the_api() -> None:
     assert ("pages", "governor.api") not in picture()
 

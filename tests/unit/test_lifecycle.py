@@ -13,6 +13,7 @@ from governor.domain.attempts import (
     abstain_reason,
     attempt_payload,
     decide_attempt,
+    decide_delivery,
     terminal_payload,
     turn_stop_after_attempt,
     turn_stop_without_attempt,
@@ -275,25 +276,51 @@ def test_state_name_review_pending_is_told_by_the_caller() -> None:
 
 
 def test_rule_7_all_checks_passing_certifies() -> None:
-    decision, reason = decide_attempt([PASS], 1, 3)
+    decision, reason = decide_attempt([PASS], 1, 3, delivery_review="off")
     assert decision == "certified" and "1/3" in reason
 
 
 def test_rule_7_a_failure_before_the_budget_is_spent_asks_for_repair() -> None:
-    decision, reason = decide_attempt([PASS, FAIL], 2, 3)
+    decision, reason = decide_attempt([PASS, FAIL], 2, 3, delivery_review="off")
     assert decision == "repair" and "b:" in reason
 
 
 def test_rule_7_a_failure_on_the_last_attempt_exhausts_with_the_failed_checks_as_reason() -> None:
-    decision, reason = decide_attempt([PASS, FAIL], 3, 3)
+    decision, reason = decide_attempt([PASS, FAIL], 3, 3, delivery_review="off")
     assert decision == "exhausted"
     assert "b: b does not contain 'x'." in reason and "a:" not in reason
-    assert decide_attempt([FAIL], 4, 3)[0] == "exhausted"
+    assert decide_attempt([FAIL], 4, 3, delivery_review="off")[0] == "exhausted"
+
+
+def test_issue_28_passing_checks_wait_for_a_person_where_the_project_reviews_deliveries() -> None:
+    decision, reason = decide_attempt([PASS], 2, 3, delivery_review="required")
+    assert decision == "delivery-pending" and "2/3" in reason
+    assert decide_attempt([PASS, FAIL], 1, 3, delivery_review="required")[0] == "repair"
+    assert decide_attempt([PASS, FAIL], 3, 3, delivery_review="required")[0] == "exhausted"
+
+
+def test_issue_28_a_delivery_decision_certifies_ends_or_reopens_the_contract() -> None:
+    facts: dict[str, Any] = {"decision_receipt": "sha256:" + "d" * 64, "contract_open": True,
+                             "attempts_made": 2, "max_attempts": 3}
+    assert decide_delivery(decision="approved", **facts) == (
+        "certified", "Every check passed and a person approved the delivered change "
+                     f"(decision sha256:{'d' * 64}).")
+    status, reason = decide_delivery(decision="rejected", **facts) or ("", "")
+    assert status == "exhausted" and "rejected the delivered change" in reason
+    # A revision request or an expiry puts the contract back to active, while budget remains.
+    assert decide_delivery(decision="revision-requested", **facts) is None
+    assert decide_delivery(decision="expired", **facts) is None
+    status, reason = decide_delivery(decision="expired", **{**facts, "attempts_made": 3}) or (
+        "", "")
+    assert status == "exhausted" and "budget of 3 attempts is spent" in reason
+    # A contract that ended meanwhile (the agent abstained) is decided no more.
+    for decision in ("approved", "rejected", "cancelled"):
+        assert decide_delivery(decision=decision, **{**facts, "contract_open": False}) is None
 
 
 def test_rule_7_an_attempt_without_results_cannot_certify() -> None:
     with pytest.raises(ValueError):
-        decide_attempt([], 1, 3)
+        decide_attempt([], 1, 3, delivery_review="off")
 
 
 def test_rule_7_attempt_payload_and_its_receipt() -> None:
