@@ -18,6 +18,11 @@ from governor.domain.tree import TREE_ID_PREFIX, ManifestEntry
 FORMAT = "reliability-governor-export/3"
 
 
+def export_filename(session: str) -> str:
+    """The name a session's export downloads as."""
+    return f"session-{session}.jsonl"
+
+
 def serialise_line(line: Mapping[str, Any]) -> str:
     """The exact text of one export line, without its "\\n"."""
     return canonical_bytes(line).decode("utf-8")

@@ -232,6 +232,14 @@ def environment_digest(trees: Mapping[str, str]) -> str:
     return receipt("code-verification-environment", dict(sorted(trees.items())))
 
 
+def environment_reference(ids: Mapping[str, str]) -> dict[str, Any] | None:
+    """How a run names its environment: the digest and each directory's tree id, by path (None
+    when the profile declares none)."""
+    if not ids:
+        return None
+    return {"digest": environment_digest(ids), "trees": dict(sorted(ids.items()))}
+
+
 class _Exclusions:
     def __init__(self, patterns: Sequence[str]) -> None:
         self.literal = frozenset(p.encode() for p in patterns)

@@ -28,6 +28,11 @@ from governor.models import (
     SessionState,
 )
 from governor.selectors.evidence import DatabaseEvidence
+from governor.selectors.profiles import (
+    profile_environments,
+    profile_protected_paths,
+    required_profile_ids,
+)
 from governor.selectors.reviews import review_pending, review_url
 from governor.selectors.sessions import lifecycle_of
 from governor.selectors.treediff import kept_manifest
@@ -38,12 +43,7 @@ from governor.services.events import (
     session_locked,
 )
 from governor.services.outcome_contracts import outcome_binding, outcome_words
-from governor.services.profiles import (
-    profile_environments,
-    profile_protected_paths,
-    profile_receipts,
-    required_profile_ids,
-)
+from governor.services.profiles import profile_receipts
 from governor.services.runs import runs_request_baseline
 from governor.services.terminals import TerminalEvidence, terminal_write
 from governor.services.trees import TreeUnavailable, tree_named, workspace_hashed

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.db import transaction
 from django.utils import timezone
 
 from governor.domain import attestation
-from governor.domain.export import key_line
 from governor.models import SigningKey
 
 
@@ -46,17 +43,3 @@ def key_rotate() -> SigningKey:
 
 def private_key(key: SigningKey) -> Ed25519PrivateKey:
     return Ed25519PrivateKey.from_private_bytes(bytes(key.private_key))
-
-
-def public_keys() -> list[dict[str, Any]]:
-    return [
-        {"keyid": key.keyid, "algorithm": "ed25519", "publicKey": key.public_key,
-         "active": key.active}
-        for key in SigningKey.objects.order_by("created_at")
-    ]
-
-
-def export_key_lines(keyids: set[str]) -> list[dict[str, Any]]:
-    """Key lines of an export (increasing keyid) for the keys its attestations name."""
-    rows = SigningKey.objects.filter(keyid__in=keyids).order_by("keyid")
-    return [key_line(attestation.decode_public_key(key.public_key)) for key in rows]

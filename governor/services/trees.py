@@ -29,7 +29,7 @@ from governor.domain.tree import (
     Tree,
     TreeError,
     directory_excluded,
-    environment_digest,
+    environment_reference,
     hash_tree,
     validate_exclusions,
 )
@@ -43,8 +43,8 @@ from governor.domain.workspace import (
 from governor.lib.errors import Invalid, ServiceError, Unavailable
 from governor.lib.materialise import MODE_SYMLINK, materialised
 from governor.models import Project, Session, WorkspaceKind, WorkspaceTree
+from governor.selectors.snapshots import snapshot_by_tree, snapshot_current, snapshot_latest
 from governor.services.blobs import blobs_keep, blobs_touch
-from governor.services.snapshots import snapshot_by_tree, snapshot_current, snapshot_latest
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def _cache_path(session: Session, environment: str | None) -> Path:
     return _cache_directory() / f"{session.pk}-environment-{key}.json"
 
 
-def stat_cache_load(session: Session, environment: str | None = None) -> StatCache:
+def _stat_cache_load(session: Session, environment: str | None = None) -> StatCache:
     """The session's stat cache (of its tree, or of one environment directory); empty (a cold
     hash) when it is missing or unreadable."""
     directory = _cache_directory()
@@ -86,7 +86,7 @@ def stat_cache_load(session: Session, environment: str | None = None) -> StatCac
     return StatCache(stamp_dir=str(directory))
 
 
-def stat_cache_save(session: Session, cache: StatCache, environment: str | None = None) -> None:
+def _stat_cache_save(session: Session, cache: StatCache, environment: str | None = None) -> None:
     """Replace the session's stat cache atomically (a new file of mode 0600, renamed). A cache
     that cannot be written only makes the next hash cold: it is logged, not raised."""
     try:
@@ -123,14 +123,14 @@ def _hashed(session: Session, workspace: Workspace, exclusions: list[str],
     """Hash `workspace` with the session's stat cache (of its tree, or of the `environment`
     directory) and record the manifest, keeping the blobs of a tree new to the project."""
     project = session.project
-    cache = stat_cache_load(session, environment)
+    cache = _stat_cache_load(session, environment)
     loaded = dict(cache.directories)
     tree = workspace.hash(exclusions=exclusions, cache=cache, max_files=project.tree_max_files,
                           max_bytes=project.tree_max_bytes)
     # A scan that changed nothing keeps every loaded record: writing them again is skipped.
     if cache.directories.keys() != loaded.keys() or any(
             record is not loaded[prefix] for prefix, record in cache.directories.items()):
-        stat_cache_save(session, cache, environment)
+        _stat_cache_save(session, cache, environment)
     if tree_record(project, tree, exclusions)[1]:
         tree_blobs_keep(project, tree, workspace)
     return tree
@@ -230,14 +230,6 @@ def environment_trees(session: Session, workspace: Workspace,
                 raise TreeUnavailable(f"the environment directory {path} cannot be hashed: "
                                       f"{exc}") from None
     return trees
-
-
-def environment_reference(ids: Mapping[str, str]) -> dict[str, Any] | None:
-    """How a run names its environment: the digest and each directory's tree id, by path (None
-    when the profile declares none)."""
-    if not ids:
-        return None
-    return {"digest": environment_digest(ids), "trees": dict(sorted(ids.items()))}
 
 
 def _environment_digests(session: Session, workspace: Workspace,
