@@ -1,5 +1,5 @@
 """Live parts of the pages: a fragment that waits on the server for its next change (the one
-long poll, governor.lib.waits), and the request type django-htmx leaves."""
+long poll, governor.lib.waits), and the request types django-htmx and `login_required` leave."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from functools import wraps
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -30,6 +31,13 @@ class HtmxHttpRequest(HttpRequest):
     and which element it targets."""
 
     htmx: HtmxDetails
+
+
+class MemberRequest(HtmxHttpRequest):
+    """A request `login_required` let through: its user is a signed-in person (django-stubs
+    types `request.user` as possibly anonymous)."""
+
+    user: User
 
 
 LIVE_WAIT_SECONDS = 30  # how long one wait of a page's live part lasts before "unchanged" (204)
@@ -57,7 +65,7 @@ def live_url(name: str, *args: Any, version: str, **query: Any) -> str:
     return f"{reverse(name, args=args)}?{params}"
 
 
-async def live_answer(request: HttpRequest, *, user: AbstractBaseUser, topics: Sequence[str],
+async def live_answer(request: HttpRequest, *, user: User, topics: Sequence[str],
                       shown: Callable[[], Shown],
                       fragment: Callable[[int], HttpResponse]) -> HttpResponse:
     """The answer to a live part's `?version=…&wait=…`: the fresh `fragment` (200) as soon as

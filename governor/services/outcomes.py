@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
+
 from governor.domain import reliability
 from governor.lib.errors import Conflict, Invalid
 from governor.models import Event, Session
@@ -12,7 +14,7 @@ from governor.selectors.sessions import lifecycle_of
 from governor.services.events import governor_event_append, session_locked
 
 
-def outcome_report(*, session: Session, user: Any, kind: Any, reason: Any,
+def outcome_report(*, session: Session, user: User, kind: Any, reason: Any,
                    check: Any = None) -> dict[str, Any]:
     """Record `user`'s report on the session's ended contract; the event's data. Refused, with
     nothing stored, naming the field: a session whose contract has not ended, an imported

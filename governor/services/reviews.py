@@ -9,6 +9,7 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from governor.domain import contracts as contract_domain
@@ -142,7 +143,7 @@ def review_open(*, session: Session, proposed_by: AgentToken,
 
 
 def _decide(review: Review, state: SessionState, *, decision: str, decided_by: dict[str, Any],
-            feedback: str = "", user: Any = None,
+            feedback: str = "", user: User | None = None,
             carried_from: list[str] | None = None,
             signatures: list[dict[str, Any]] | None = None) -> ReviewDecisionDocument:
     decision = Status(decision).value  # plain str: enum members are not JSON values
@@ -212,7 +213,7 @@ def _delivery_returned(review: Review, state: SessionState, decision: str,
                    reason=reason, evidence=_delivery_evidence(review))
 
 
-def _owned_token(user: Any, review: Review) -> str | None:
+def _owned_token(user: User, review: Review) -> str | None:
     """Separation of duties: what `user`'s own agent token did here, if anything — sent the
     proposal (into whichever session), or created the session (whoever's token sent it)."""
     for token, did in ((review.proposed_by, "sent it"),
@@ -222,7 +223,7 @@ def _owned_token(user: Any, review: Review) -> str | None:
     return None
 
 
-def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
+def review_decide(*, user: User, review: Review, receipt: str, decision: str,
                   feedback: Any = None, carried_from: str = "",
                   signed: passkeys.Signed | None = None) -> Review:
     """A reviewer's decision on exactly the proposal they saw (its receipt). An approval may
@@ -337,7 +338,7 @@ def _named_profile_receipts(session: Session, checks: list[dict[str, Any]]) -> d
 MAX_COMMENT_PATH = 4096
 
 
-def review_comment_add(*, user: Any, review: Review, path: str, spot: str,
+def review_comment_add(*, user: User, review: Review, path: str, spot: str,
                        body: str) -> LineComment:
     """A reviewer's comment on one line of a pending delivery's change: `spot` is "n<line>" in
     the delivered tree or "o<line>" in the contract-start tree (a removed line)."""
