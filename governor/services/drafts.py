@@ -152,7 +152,7 @@ def provider_call(route: domain.Route, text: str, key: str) -> StreamResult:
     return reader.result()
 
 
-def _profiles(project: Project) -> list[dict[str, Any]]:
+def _profiles(project: Project) -> list[domain.ProfileChoice]:
     return [{"id": p.profile_id, "description": p.description, "required": p.required}
             for p in VerifierProfile.objects.filter(project=project).order_by("profile_id")]
 

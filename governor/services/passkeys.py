@@ -28,6 +28,7 @@ from webauthn.helpers.structs import (
 
 from governor.domain import export
 from governor.domain import passkey as proof
+from governor.domain.documents import EventSignature
 from governor.lib.errors import Invalid, NotFound
 from reviews.models import DecisionSignature, Passkey, Review, Status
 
@@ -235,7 +236,7 @@ def signature_record(review: Review, user: User, signed: Signed) -> DecisionSign
         signature=signed.assertion["signature"], digest=signed.digest)
 
 
-def event_signatures(rows: Iterable[DecisionSignature]) -> list[dict[str, Any]]:
+def event_signatures(rows: Iterable[DecisionSignature]) -> list[EventSignature]:
     """The decision event's `signatures`: who signed, with which credential and nonce, and the
     assertion's digest (the assertion itself is in the export)."""
     return sorted(({"userId": row.user_id, "credentialId": row.passkey.credential_id,
