@@ -4,7 +4,6 @@ drives them: registering a passkey, signing a decision before it is posted)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -88,7 +87,7 @@ def remove(request: MemberRequest, passkey_id: int) -> HttpResponse:
 def public_keys(request: MemberRequest) -> HttpResponse:
     """The reviewer's own public keys, as `python -m governor.verify --reviewer-keys` reads
     them: publish them where the people who check exports can find them."""
-    keys: list[dict[str, Any]] = [passkeys.reviewer_key(key)
+    keys: list[dict[str, object]] = [passkeys.reviewer_key(key)
                                   for key in passkeys.passkeys_of(request.user)]
     response = JsonResponse(keys, safe=False, json_dumps_params={"indent": 2})
     response["Content-Disposition"] = (

@@ -145,7 +145,7 @@ def signing_options(user: User, review: Review, *, receipt: str, decision: str,
 
 
 def _statement(user: User, review: Review, *, receipt: str, decision: str,
-               nonce: str) -> dict[str, Any]:
+               nonce: str) -> proof.DecisionStatement:
     return proof.statement(proposal_receipt=receipt, stage=review.stage, decision=decision,
                            reviewer=user.pk, nonce=nonce)
 
@@ -247,7 +247,7 @@ def event_signatures(rows: Iterable[DecisionSignature]) -> list[EventSignature]:
 # --- exports and published keys ----------------------------------------------------------------
 
 
-def reviewer_key(passkey: Passkey) -> dict[str, Any]:
+def reviewer_key(passkey: Passkey) -> export.ExportLine:
     """A reviewer's public key as an export line (and as `--reviewer-keys` lists it)."""
     return export.reviewer_key_line(
         credential_id=passkey.credential_id, user_id=passkey.user_id,
@@ -255,7 +255,7 @@ def reviewer_key(passkey: Passkey) -> dict[str, Any]:
         cose=bytes(passkey.public_key))
 
 
-def export_lines(signed: dict[int, list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+def export_lines(signed: dict[int, list[dict[str, Any]]]) -> Iterator[export.ExportLine]:
     """The reviewer-key lines (credential id order), then the assertion lines ((seq, credential
     id) order) of the signed decision events `signed` (seq → the event's `signatures`)."""
     nonces = {entry["nonce"]: seq for seq, entries in signed.items() for entry in entries}
