@@ -40,7 +40,7 @@ SHORT_TREE_HEX = 12  # hex digits of a tree id or digest in evidence text
 TreeKey = tuple[str, str]  # (tree id, exclusions digest): two trees are the same when both are
 
 
-def tree_key(reference: Any) -> TreeKey | None:
+def tree_key(reference: object) -> TreeKey | None:
     """A tree reference `{"id", "exclusions"}` as a comparable key; None when it is not one."""
     if not isinstance(reference, Mapping):
         return None
@@ -212,7 +212,7 @@ class LogEvidence:
         ]
 
 
-def _int(value: Any, default: int) -> int:
+def _int(value: object, default: int) -> int:
     return value if type(value) is int else default
 
 
@@ -236,7 +236,7 @@ def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord
     )
 
 
-def _environment_digest(reference: Any) -> str | None:
+def _environment_digest(reference: object) -> str | None:
     digest = reference.get("digest") if isinstance(reference, Mapping) else None
     return digest if isinstance(digest, str) else None
 
@@ -247,7 +247,7 @@ _INDEX_RE = re.compile(r"^(0|[1-9][0-9]*)$")
 _MISSING = object()
 
 
-def resolve_pointer(document: Any, pointer: str) -> tuple[bool, Any]:
+def resolve_pointer(document: object, pointer: str) -> tuple[bool, object]:
     """RFC 6901, strictly: (True, value) when `pointer` names a value in `document`, else
     (False, None). Array indices are decimal without leading zeros and in range; `-` and any
     other name on an array, and any step into a scalar, resolve to nothing."""
@@ -274,7 +274,7 @@ def resolve_pointer(document: Any, pointer: str) -> tuple[bool, Any]:
 # --- evaluation ------------------------------------------------------------------------------
 
 
-def _snippet(value: Any) -> str:
+def _snippet(value: object) -> str:
     text = value if isinstance(value, str) else canonical_bytes(value).decode("utf-8")
     if len(text) > EVIDENCE_SNIPPET_CHARS:
         text = text[: EVIDENCE_SNIPPET_CHARS - 1] + "…"

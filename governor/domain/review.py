@@ -260,14 +260,15 @@ class TextChange:
     after: list[tuple[str, bool]] | None
 
 
-def _shown(value: Any, *, exact: bool = False) -> str:
+def _shown(value: object, *, exact: bool = False) -> str:
     """A value as a reviewer compares it: text as it is, anything else (and, `exact`, text too:
     a check's parameter, where quotes and spaces matter) as JSON."""
     return value if isinstance(value, str) and not exact else json.dumps(value, ensure_ascii=False,
                                                            sort_keys=True)
 
 
-def _text_change(what: str, before: Any, after: Any, *, exact: bool = False) -> TextChange:
+def _text_change(what: str, before: object, after: object, *, exact: bool = False
+                 ) -> TextChange:
     if before is None:
         return TextChange(what, None, [(_shown(after, exact=exact), True)])
     if after is None:
@@ -276,7 +277,7 @@ def _text_change(what: str, before: Any, after: Any, *, exact: bool = False) -> 
     return TextChange(what, old, new)
 
 
-def _list_changes(label: str, before: list[Any], after: list[Any]) -> list[TextChange]:
+def _list_changes(label: str, before: list[object], after: list[object]) -> list[TextChange]:
     """The items of an intent list that differ, aligned as a line diff aligns lines: a replaced
     run pairs its old and new items in order; the rest are added or removed."""
     rows = []
