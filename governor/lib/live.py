@@ -55,11 +55,11 @@ class Shown:
     changes_in: float | None = None
 
 
-def version_of(*parts: Any) -> str:
+def version_of(*parts: object) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
-def live_url(name: str, *args: Any, version: str, **query: Any) -> str:
+def live_url(name: str, *args: object, version: str, **query: str | int) -> str:
     """The address a live part waits on: what it shows (`version`) and how long to wait."""
     params = urlencode({**query, "version": version, "wait": LIVE_WAIT_SECONDS})
     return f"{reverse(name, args=args)}?{params}"
@@ -94,7 +94,7 @@ def signed_in_live(view: Callable[..., Any]) -> Callable[..., Any]:
     check then sends them to sign in; a redirect would put the login form into the live
     part."""
     @wraps(view)
-    async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    async def wrapper(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
         if request.method != "GET":
             return HttpResponseNotAllowed(["GET"])
         user = await request.auser()
