@@ -5,7 +5,6 @@ through governor/selectors and render. Included from governor/urls.py under `ses
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
@@ -97,7 +96,7 @@ def _seq(request: HttpRequest, name: str) -> int | None:
 
 
 
-def _live_runs(session: Session, *, since: int | None, delay: int = 0) -> dict[str, Any]:
+def _live_runs(session: Session, *, since: int | None, delay: int = 0) -> dict[str, object]:
     """The timeline's live part: the runs, and how many events were appended since the page
     was loaded (at seq `since`). Its version is read before what it shows, so a change in
     between is shown at the next wait, never missed."""
@@ -108,7 +107,7 @@ def _live_runs(session: Session, *, since: int | None, delay: int = 0) -> dict[s
                                      since=since), "delay": delay}}
 
 
-def _outcome_part(session: Session, *, reviewer: bool, delay: int = 0) -> dict[str, Any]:
+def _outcome_part(session: Session, *, reviewer: bool, delay: int = 0) -> dict[str, object]:
     """The outcome panel; while an observation asked for is on its way, a live part that
     waits for it (its version read before what it shows, as the runs' is)."""
     outcome = outcome_panel(session)

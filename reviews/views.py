@@ -69,7 +69,7 @@ def _inbox_shown(user: User) -> Shown:
     return Shown(version_of(row), None if soonest is None else (soonest - now).total_seconds())
 
 
-def _inbox_list(user: User, page_number: Any, *, delay: int = 0) -> dict[str, Any]:
+def _inbox_list(user: User, page_number: Any, *, delay: int = 0) -> dict[str, object]:
     """The inbox's live part: a page of the waiting proposals. Its version is read before the
     proposals, so a change in between is shown at the next wait, never missed."""
     shown = _inbox_shown(user)
@@ -128,7 +128,7 @@ def _next_review(review: Review) -> Review | None:
 
 def _panel(request: MemberRequest, review: Review, *, form: DecisionForm | None = None,
            refusal: str = "", refusal_title: str = "", just_decided: bool = False,
-           confirming: bool = False) -> dict[str, Any]:
+           confirming: bool = False) -> dict[str, object]:
     approvals = list(review.approvals.values_list("user_id", flat=True))
     pending = review.status == Status.PENDING and review.expires_at > timezone.now()
     return {
@@ -150,7 +150,7 @@ def _panel(request: MemberRequest, review: Review, *, form: DecisionForm | None 
     }
 
 
-def _revision(review: Review) -> dict[str, Any] | None:
+def _revision(review: Review) -> dict[str, object] | None:
     """The memory of earlier rounds: the latest feedback given in this session before this
     proposal (the one it answers), and what changed against the previous proposal of its stage.
     None for a session's first proposal of its stage."""
@@ -181,7 +181,7 @@ def diff_view(request: HttpRequest) -> str:
     return "split" if request.GET.get("diff") == "split" else "unified"
 
 
-def _delivery(request: HttpRequest, review: Review) -> dict[str, Any]:
+def _delivery(request: HttpRequest, review: Review) -> dict[str, object]:
     pending = review.status == Status.PENDING and review.expires_at > timezone.now()
     return {"proposal": review.proposal, **delivery_shown(review),
             "diff_view": diff_view(request), "comments": comments_shown(review),
@@ -189,7 +189,7 @@ def _delivery(request: HttpRequest, review: Review) -> dict[str, Any]:
             "comment_at": (request.GET.get("path", ""), request.GET.get("comment", ""))}
 
 
-def _proposal(request: HttpRequest, review: Review) -> dict[str, Any]:
+def _proposal(request: HttpRequest, review: Review) -> dict[str, object]:
     proposal = review.proposal
     if review.stage == Stage.DELIVERY:
         return _delivery(request, review)

@@ -93,11 +93,12 @@ def review_expire_due(session: Session) -> None:
             _decide(review, state, decision=Status.EXPIRED, decided_by={"kind": "system"})
 
 
-def _plan(proposal: contract_domain.Proposal, **extra: Any) -> dict[str, Any]:
+def _plan(proposal: contract_domain.Proposal, **extra: object) -> dict[str, object]:
     return {**asdict(proposal), **extra}
 
 
-def _create(session: Session, stage: str, proposal: domain.ReviewProposal, plan: dict[str, Any],
+def _create(session: Session, stage: str, proposal: domain.ReviewProposal,
+            plan: Mapping[str, object],
             proposed_by: AgentToken | None) -> Review:
     ttl = timedelta(seconds=session.project.review_ttl_seconds)
     review = Review.objects.create(
