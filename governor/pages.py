@@ -5,10 +5,9 @@ through governor/selectors and render. Included from governor/urls.py under `ses
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.http import (
     HttpRequest,
@@ -26,7 +25,7 @@ from governor.forms import SessionFilter
 from governor.lib.downloads import NDJSON, attachment, file_response
 from governor.lib.errors import ServiceError, Unavailable
 from governor.lib.highlight import highlighted_lines
-from governor.lib.live import Shown, live_answer, live_url, signed_in_live
+from governor.lib.live import MemberRequest, Shown, live_answer, live_url, signed_in_live
 from governor.lib.notify import session_topic
 from governor.lib.waits import off_thread
 from governor.models import Session
@@ -98,7 +97,7 @@ def _seq(request: HttpRequest, name: str) -> int | None:
 
 
 
-def _live_runs(session: Session, *, since: int | None, delay: int = 0) -> dict[str, Any]:
+def _live_runs(session: Session, *, since: int | None, delay: int = 0) -> dict[str, object]:
     """The timeline's live part: the runs, and how many events were appended since the page
     was loaded (at seq `since`). Its version is read before what it shows, so a change in
     between is shown at the next wait, never missed."""
@@ -109,7 +108,7 @@ def _live_runs(session: Session, *, since: int | None, delay: int = 0) -> dict[s
                                      since=since), "delay": delay}}
 
 
-def _outcome_part(session: Session, *, reviewer: bool, delay: int = 0) -> dict[str, Any]:
+def _outcome_part(session: Session, *, reviewer: bool, delay: int = 0) -> dict[str, object]:
     """The outcome panel; while an observation asked for is on its way, a live part that
     waits for it (its version read before what it shows, as the runs' is)."""
     outcome = outcome_panel(session)
@@ -125,11 +124,11 @@ def _outcome_part(session: Session, *, reviewer: bool, delay: int = 0) -> dict[s
 
 @login_required
 @require_GET
-def session_timeline(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def session_timeline(request: MemberRequest, session_id: uuid.UUID) -> HttpResponse:
     return _timeline(request, session_for_member(request.user, session_id))
 
 
-def _timeline(request: HttpRequest, session: Session, *, observe_refused: str = "",
+def _timeline(request: MemberRequest, session: Session, *, observe_refused: str = "",
               status_code: int = 200) -> HttpResponse:
     status = session_status(session)
     reviews = (Review.objects.filter(session=session).defer("plan", "proposal")
@@ -151,7 +150,7 @@ def _timeline(request: HttpRequest, session: Session, *, observe_refused: str = 
 
 @login_required
 @require_POST
-def session_outcome_observe(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def session_outcome_observe(request: MemberRequest, session_id: uuid.UUID) -> HttpResponse:
     """A reviewer asks for an outcome observation now; back to the timeline's outcome panel."""
     session = session_for_member(request.user, session_id)
     if not is_reviewer(request.user, session.project_id):
@@ -165,7 +164,7 @@ def session_outcome_observe(request: HttpRequest, session_id: uuid.UUID) -> Http
 
 
 @signed_in_live
-async def session_timeline_live(request: HttpRequest, user: AbstractBaseUser,
+async def session_timeline_live(request: HttpRequest, user: User,
                                 session_id: uuid.UUID) -> HttpResponse:
     """The timeline's live part (`sessions/partials/runs.html`) once the session changes."""
     session = await off_thread(request, session_for_member, user, session_id)
@@ -178,7 +177,7 @@ async def session_timeline_live(request: HttpRequest, user: AbstractBaseUser,
 
 
 @signed_in_live
-async def session_outcome_live(request: HttpRequest, user: AbstractBaseUser,
+async def session_outcome_live(request: HttpRequest, user: User,
                                session_id: uuid.UUID) -> HttpResponse:
     """The outcome panel's live part, while an observation asked for is on its way."""
     session = await off_thread(request, session_for_member, user, session_id)
@@ -191,7 +190,7 @@ async def session_outcome_live(request: HttpRequest, user: AbstractBaseUser,
 
 @login_required
 @require_GET
-def session_changes(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def session_changes(request: MemberRequest, session_id: uuid.UUID) -> HttpResponse:
     """Every change between the contract-start tree and the tree judged, each diffed."""
     session = session_for_member(request.user, session_id)
     changes = changes_between(session, session_status(session), diffed=ALL_DIFFED, listed=None)
@@ -201,7 +200,7 @@ def session_changes(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse
 
 @login_required
 @require_GET
-def session_tree_file(request: HttpRequest, session_id: uuid.UUID, tree: str,
+def session_tree_file(request: MemberRequest, session_id: uuid.UUID, tree: str,
                       file_path: str) -> HttpResponse:
     """A file of a kept tree of the session, as an attachment (never rendered)."""
     session = session_for_member(request.user, session_id)
@@ -210,7 +209,7 @@ def session_tree_file(request: HttpRequest, session_id: uuid.UUID, tree: str,
 
 @login_required
 @require_GET
-def session_tree_view(request: HttpRequest, session_id: uuid.UUID, tree: str,
+def session_tree_view(request: MemberRequest, session_id: uuid.UUID, tree: str,
                       file_path: str) -> HttpResponse:
     """A file of a kept tree of the session as a page: highlighted, every line numbered and
     anchored (#L<n>), with the download beside it."""
@@ -225,7 +224,7 @@ def session_tree_view(request: HttpRequest, session_id: uuid.UUID, tree: str,
 
 @login_required
 @require_GET
-def session_export(request: HttpRequest, session_id: uuid.UUID) -> StreamingHttpResponse:
+def session_export(request: MemberRequest, session_id: uuid.UUID) -> StreamingHttpResponse:
     session = session_for_member(request.user, session_id)
     return attachment(export_bytes(session), export_filename(str(session.id)), NDJSON)
 
@@ -234,10 +233,9 @@ def session_export(request: HttpRequest, session_id: uuid.UUID) -> StreamingHttp
 
 @login_required
 @require_GET
-def session_list(request: HttpRequest) -> HttpResponse:
+def session_list(request: MemberRequest) -> HttpResponse:
     """The sessions of the member's projects, newest first, filtered."""
-    user: Any = request.user
-    projects = member_projects(user).order_by("slug")
+    projects = member_projects(request.user).order_by("slug")
     form = SessionFilter(request.GET or None, projects)
     valid = form.is_bound and form.is_valid()
     rows = sessions_listed(projects, narrow=form.filter if valid else None,

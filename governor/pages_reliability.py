@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from governor.domain.reliability import REPORT_KINDS, ReportInvalid, period_from
 from governor.lib.errors import Conflict, Invalid, NotFound
+from governor.lib.live import MemberRequest
 from governor.selectors.access import (
     is_reviewer,
     member_projects,
@@ -44,7 +45,7 @@ def _not_a_member(request: HttpRequest, slug: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def project_list(request: HttpRequest) -> HttpResponse:
+def project_list(request: MemberRequest) -> HttpResponse:
     """The projects the user reviews or operates, each with its reliability page."""
     projects = member_projects(request.user).order_by("slug")
     return render(request, "projects/list.html", {"projects": projects})
@@ -52,7 +53,7 @@ def project_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def reliability(request: HttpRequest, slug: str) -> HttpResponse:
+def reliability(request: MemberRequest, slug: str) -> HttpResponse:
     try:
         project = project_for_member(request.user, slug)
     except NotFound:
@@ -147,7 +148,7 @@ def _csv(summary: dict[str, Any]) -> str:
 
 @login_required
 @require_POST
-def report_post(request: HttpRequest, session_id: uuid.UUID) -> HttpResponse:
+def report_post(request: MemberRequest, session_id: uuid.UUID) -> HttpResponse:
     """A reviewer's report on an ended session (the form on its timeline)."""
     try:
         session = session_for_member(request.user, session_id)

@@ -8,6 +8,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from governor.domain.documents import SentComment
 from governor.models import AgentToken, JSONTextField, Session
 
 
@@ -149,7 +150,7 @@ class LineComment(models.Model):
     def __str__(self) -> str:
         return f"{self.user_id} on {self.path}:{self.side}{self.line} of {self.review_id}"
 
-    def as_sent(self) -> dict[str, object]:
+    def as_sent(self) -> SentComment:
         """The comment as the agent receives it and the decision's receipt binds it."""
         return {"path": self.path, "side": self.side, "line": self.line, "body": self.body,
                 "userId": self.user_id}

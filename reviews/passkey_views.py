@@ -4,7 +4,6 @@ drives them: registering a passkey, signing a decision before it is posted)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -13,6 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from governor.lib.live import MemberRequest
 from governor.selectors.access import review_for_reviewer
 from governor.services import passkeys
 
@@ -37,7 +37,7 @@ def _options(text: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def page(request: HttpRequest) -> HttpResponse:
+def page(request: MemberRequest) -> HttpResponse:
     return render(request, "reviews/passkeys.html", {
         "passkeys": passkeys.passkeys_of(request.user), "rp_id": settings.WEBAUTHN_RP_ID,
         "rp_usable": passkeys.rp_id_usable(), "max_name": passkeys.MAX_NAME_CHARS,
@@ -47,7 +47,7 @@ def page(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def registration_options(request: HttpRequest) -> HttpResponse:
+def registration_options(request: MemberRequest) -> HttpResponse:
     if not passkeys.rp_id_usable():
         return JsonResponse({"error": "passkeys need this site served under a domain name "
                                       "(GOVERNOR_PUBLIC_URL), not an IP address"}, status=400)
@@ -56,7 +56,7 @@ def registration_options(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def register(request: HttpRequest) -> HttpResponse:
+def register(request: MemberRequest) -> HttpResponse:
     try:
         credential = json.loads(request.POST.get("credential", ""))
     except ValueError:
@@ -75,7 +75,7 @@ def register(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def remove(request: HttpRequest, passkey_id: int) -> HttpResponse:
+def remove(request: MemberRequest, passkey_id: int) -> HttpResponse:
     passkey = passkeys.passkey_remove(request.user, passkey_id)  # NotFound answers 404
     messages.success(request, f"Passkey “{passkey.name}” removed: it signs nothing more. The "
                               "decisions it signed stay checkable.")
@@ -84,10 +84,10 @@ def remove(request: HttpRequest, passkey_id: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def public_keys(request: HttpRequest) -> HttpResponse:
+def public_keys(request: MemberRequest) -> HttpResponse:
     """The reviewer's own public keys, as `python -m governor.verify --reviewer-keys` reads
     them: publish them where the people who check exports can find them."""
-    keys: list[dict[str, Any]] = [passkeys.reviewer_key(key)
+    keys: list[dict[str, object]] = [passkeys.reviewer_key(key)
                                   for key in passkeys.passkeys_of(request.user)]
     response = JsonResponse(keys, safe=False, json_dumps_params={"indent": 2})
     response["Content-Disposition"] = (
@@ -97,7 +97,7 @@ def public_keys(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def signing_options(request: HttpRequest, review_id: str) -> HttpResponse:
+def signing_options(request: MemberRequest, review_id: str) -> HttpResponse:
     review = review_for_reviewer(request.user, review_id)
     try:
         return _options(passkeys.signing_options(

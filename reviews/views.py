@@ -11,8 +11,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.db.models import Count, Max, Min, Q
 from django.http import HttpRequest, HttpResponse
@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from governor.domain.review import ReviewError, plan_changes
 from governor.lib.errors import Conflict, Invalid
 from governor.lib.live import (
-    HtmxHttpRequest,
+    MemberRequest,
     Shown,
     live_answer,
     live_url,
@@ -56,7 +56,7 @@ RECENTLY_DECIDED = 10
 REVISIONS_READ = 20  # the earlier proposals of a session searched for feedback and a base
 
 
-def _inbox_shown(user: Any) -> Shown:
+def _inbox_shown(user: User) -> Shown:
     """The version of what the inbox list shows: the proposals waiting (how many, the newest)
     and the latest decision in the projects `user` reviews; it changes with time alone when the
     first waiting proposal's time runs out."""
@@ -69,7 +69,7 @@ def _inbox_shown(user: Any) -> Shown:
     return Shown(version_of(row), None if soonest is None else (soonest - now).total_seconds())
 
 
-def _inbox_list(user: Any, page_number: Any, *, delay: int = 0) -> dict[str, Any]:
+def _inbox_list(user: User, page_number: Any, *, delay: int = 0) -> dict[str, object]:
     """The inbox's live part: a page of the waiting proposals. Its version is read before the
     proposals, so a change in between is shown at the next wait, never missed."""
     shown = _inbox_shown(user)
@@ -86,7 +86,7 @@ def _inbox_list(user: Any, page_number: Any, *, delay: int = 0) -> dict[str, Any
 
 @login_required
 @require_GET
-def inbox(request: HttpRequest) -> HttpResponse:
+def inbox(request: MemberRequest) -> HttpResponse:
     decided = (Review.objects.select_related("session__project", "decided_by").defer("plan")
                .filter(session__project__in=reviewed_projects(request.user),
                        decided_at__isnull=False)
@@ -96,7 +96,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
 
 
 @signed_in_live
-async def inbox_live(request: HttpRequest, user: AbstractBaseUser) -> HttpResponse:
+async def inbox_live(request: HttpRequest, user: User) -> HttpResponse:
     """The inbox's live part (`reviews/partials/inbox_list.html`) once a proposal in one of the
     person's projects is opened or decided."""
     projects = await off_thread(request, lambda: list(
@@ -126,9 +126,9 @@ def _next_review(review: Review) -> Review | None:
     return None
 
 
-def _panel(request: HtmxHttpRequest, review: Review, *, form: DecisionForm | None = None,
+def _panel(request: MemberRequest, review: Review, *, form: DecisionForm | None = None,
            refusal: str = "", refusal_title: str = "", just_decided: bool = False,
-           confirming: bool = False) -> dict[str, Any]:
+           confirming: bool = False) -> dict[str, object]:
     approvals = list(review.approvals.values_list("user_id", flat=True))
     pending = review.status == Status.PENDING and review.expires_at > timezone.now()
     return {
@@ -150,7 +150,7 @@ def _panel(request: HtmxHttpRequest, review: Review, *, form: DecisionForm | Non
     }
 
 
-def _revision(review: Review) -> dict[str, Any] | None:
+def _revision(review: Review) -> dict[str, object] | None:
     """The memory of earlier rounds: the latest feedback given in this session before this
     proposal (the one it answers), and what changed against the previous proposal of its stage.
     None for a session's first proposal of its stage."""
@@ -181,7 +181,7 @@ def diff_view(request: HttpRequest) -> str:
     return "split" if request.GET.get("diff") == "split" else "unified"
 
 
-def _delivery(request: HttpRequest, review: Review) -> dict[str, Any]:
+def _delivery(request: HttpRequest, review: Review) -> dict[str, object]:
     pending = review.status == Status.PENDING and review.expires_at > timezone.now()
     return {"proposal": review.proposal, **delivery_shown(review),
             "diff_view": diff_view(request), "comments": comments_shown(review),
@@ -189,7 +189,7 @@ def _delivery(request: HttpRequest, review: Review) -> dict[str, Any]:
             "comment_at": (request.GET.get("path", ""), request.GET.get("comment", ""))}
 
 
-def _proposal(request: HttpRequest, review: Review) -> dict[str, Any]:
+def _proposal(request: HttpRequest, review: Review) -> dict[str, object]:
     proposal = review.proposal
     if review.stage == Stage.DELIVERY:
         return _delivery(request, review)
@@ -220,7 +220,7 @@ def _proposal(request: HttpRequest, review: Review) -> dict[str, Any]:
     }
 
 
-def _render(request: HtmxHttpRequest, review: Review, *, status: int = 200,
+def _render(request: MemberRequest, review: Review, *, status: int = 200,
             **panel: Any) -> HttpResponse:
     context = _panel(request, review, **panel)
     if request.htmx:
@@ -237,7 +237,7 @@ def _current(review: Review) -> Review:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def detail(request: HtmxHttpRequest, review_id: str) -> HttpResponse:
+def detail(request: MemberRequest, review_id: str) -> HttpResponse:
     review = review_for_reviewer(request.user, review_id)
     if request.method == "GET":
         return _render(request, _current(review))
@@ -270,7 +270,7 @@ def detail(request: HtmxHttpRequest, review_id: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def comment(request: HttpRequest, review_id: str) -> HttpResponse:
+def comment(request: MemberRequest, review_id: str) -> HttpResponse:
     """A reviewer's comment on one line of a pending delivery's change; back to that line."""
     review = review_for_reviewer(request.user, review_id)
     view = "split" if request.POST.get("diff") == "split" else "unified"
@@ -287,7 +287,7 @@ def comment(request: HttpRequest, review_id: str) -> HttpResponse:
                     f"#comment-{added.pk}")
 
 
-def _signed(request: HttpRequest, review: Review, form: DecisionForm) -> passkeys.Signed | None:
+def _signed(request: MemberRequest, review: Review, form: DecisionForm) -> passkeys.Signed | None:
     """The passkey signature static/passkeys.js posted with the decision, verified; None when
     the form carries none (pages without JavaScript, reviewers without a passkey)."""
     if not form.cleaned_data["assertion"]:

@@ -10,7 +10,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from django.db import models
 
 from governor.domain.outcomes import STORED_FIELDS as OUTCOME_STORED_FIELDS
-from governor.domain.outcomes import outcome_definition, outcome_profile_receipt
+from governor.domain.outcomes import (
+    OutcomeDefinition,
+    outcome_definition,
+    outcome_profile_receipt,
+)
 from governor.domain.profiles import (
     STORED_FIELDS,
     ProfileDefinition,
@@ -204,7 +208,7 @@ class ProbeNetwork(models.TextChoices):
     HOST = "host", "host: the probe shares the worker's network"
 
 
-class OutcomeProfile(VersionedProfile[dict[str, Any]]):
+class OutcomeProfile(VersionedProfile[OutcomeDefinition]):
     """An operator's probe of a business metric, and how an outcome contract judges it. The
     agent can only name it; `receipt` covers everything that changes what it measures or how
     it is judged, and every receipt it had stays readable in `OutcomeProfileVersion`."""
@@ -239,7 +243,7 @@ class OutcomeProfile(VersionedProfile[dict[str, Any]]):
         return {"id": self.profile_id, **stored}
 
     @classmethod
-    def stored(cls, validated: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str]:
+    def stored(cls, validated: dict[str, Any]) -> tuple[dict[str, Any], OutcomeDefinition, str]:
         definition = outcome_definition(validated)
         columns = {name: validated[name] for name in OUTCOME_STORED_FIELDS}
         return columns, definition, outcome_profile_receipt(definition)

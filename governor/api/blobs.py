@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Router, Status
@@ -30,7 +28,7 @@ router = Router(tags=["snapshots"])
 
 
 @router.get("/project", response={200: ProjectOut, **ERROR_RESPONSES})
-def project(request: HttpRequest) -> dict[str, Any]:
+def project(request: HttpRequest) -> dict[str, object]:
     """What an agent needs to compute the tree the server computes (rules §10.1): the
     project's exclusions, and the caps a snapshot must keep; and what it must not change (the
     protected paths, §14.3) and whether its evidence must tell done from not done (§14.5)."""
@@ -45,7 +43,7 @@ def project(request: HttpRequest) -> dict[str, Any]:
 
 
 @router.post("/blobs/missing", response={200: MissingOut, **ERROR_RESPONSES})
-def blobs_missing(request: HttpRequest, payload: BlobIdsIn) -> dict[str, Any]:
+def blobs_missing(request: HttpRequest, payload: BlobIdsIn) -> dict[str, object]:
     """The ids of the project's store lacks, of those given (at most 10,000)."""
     return {"missing": blobs.blobs_missing(agent_token(request).project, payload.blobs)}
 
@@ -56,7 +54,7 @@ BLOB_BODY = {"requestBody": {"required": True, "content": {
 
 @router.put("/blobs/{blob_id}", response={201: BlobOut, 200: BlobOut, **ERROR_RESPONSES},
             openapi_extra=BLOB_BODY)
-def blob_put(request: HttpRequest, blob_id: str) -> Status[dict[str, Any]]:
+def blob_put(request: HttpRequest, blob_id: str) -> Status[dict[str, object]]:
     """The raw bytes of a blob; the id is recomputed. 201 stored, 200 already present."""
     created = blobs.blob_put(agent_token(request).project, blob_id, request)
     return Status(201 if created else 200, {"blob": blob_id})
@@ -86,7 +84,7 @@ def tree_file(request: HttpRequest, session_id: str, tree: str, file_path: str) 
 
 @router.post("/sessions/{session_id}/snapshots", response={201: SnapshotOut, **ERROR_RESPONSES})
 def snapshot_create(request: HttpRequest, session_id: str,
-                    payload: SnapshotIn) -> Status[dict[str, Any]]:
+                    payload: SnapshotIn) -> Status[dict[str, object]]:
     session = session_for_token(agent_token(request), session_id)
     snapshot = snapshots.snapshot_create(session=session, body=sent(payload))
     return Status(201, snapshot_out(snapshot))

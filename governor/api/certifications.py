@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest
 from ninja import Router
 
@@ -17,7 +15,7 @@ router = Router(tags=["certified commits"])
 
 @router.get("/certifications", response={200: CertificationsOut, **ERROR_RESPONSES})
 def certifications(request: HttpRequest, tree: str | None = None,
-                   session: str | None = None) -> dict[str, Any]:
+                   session: str | None = None) -> dict[str, object]:
     """The certified terminals of the caller's project for one tree id (`tree`) or one session
     (`session`, with each certified tree's manifest): each with its DSSE envelope, the tree's
     exclusions and its terminal receipt. A verifier checks the envelopes against the keys."""

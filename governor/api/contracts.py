@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router, Status
@@ -31,6 +29,7 @@ from governor.selectors import sessions as selectors
 from governor.selectors.access import session_for_token
 from governor.selectors.reviews import review_newest, review_status
 from governor.services import contracts, reviews
+from reviews.models import Review
 
 router = Router(tags=["contracts"])
 
@@ -40,13 +39,13 @@ def _session(request: HttpRequest, session_id: str) -> Session:
 
 
 @router.get("/sessions/{session_id}", response={200: SessionStatus, **ERROR_RESPONSES})
-def get_session(request: HttpRequest, session_id: str) -> dict[str, Any]:
+def get_session(request: HttpRequest, session_id: str) -> dict[str, object]:
     return selectors.session_status(_session(request, session_id))
 
 
 @router.post("/sessions/{session_id}/assess", response={200: AssessOut, **ERROR_RESPONSES})
 def assess(request: HttpRequest, session_id: str, payload: ProposalIn,
-           kind: str = "general") -> dict[str, Any]:
+           kind: str = "general") -> dict[str, object]:
     """`?kind=code` assesses as a code contract (the required profiles' checks injected)."""
     session = _session(request, session_id)
     return contracts.contract_assess(session=session, body=sent(payload),
@@ -54,14 +53,14 @@ def assess(request: HttpRequest, session_id: str, payload: ProposalIn,
 
 
 def _begin(request: HttpRequest, session_id: str, payload: BeginIn,
-           kind: str) -> Status[dict[str, Any]]:
+           kind: str) -> Status[dict[str, object]]:
     token = agent_token(request)
     session = session_for_token(token, session_id)
     body = sent(payload)
     tree = body.pop("tree", None)  # a snapshot session's start tree (§11.3)
     result = contracts.contract_begin(session=session, token=token, body=body, kind=kind,
                                       tree=tree)
-    answer: dict[str, Any] = {"status": result.status, "assessment": result.assessment}
+    answer: dict[str, object] = {"status": result.status, "assessment": result.assessment}
     if result.status == "review-required":
         return Status(200, answer)
     if result.status == "review-pending":
@@ -77,24 +76,24 @@ BEGIN_RESPONSES = {200: BeginOut, 201: BeginOut, 202: BeginOut, **ERROR_RESPONSE
 
 
 @router.post("/sessions/{session_id}/contracts", response=BEGIN_RESPONSES)
-def begin(request: HttpRequest, session_id: str, payload: BeginIn) -> Status[dict[str, Any]]:
+def begin(request: HttpRequest, session_id: str, payload: BeginIn) -> Status[dict[str, object]]:
     return _begin(request, session_id, payload, "general")
 
 
 @router.post("/sessions/{session_id}/code-contracts", response=BEGIN_RESPONSES)
 def begin_code(request: HttpRequest, session_id: str,
-               payload: BeginIn) -> Status[dict[str, Any]]:
+               payload: BeginIn) -> Status[dict[str, object]]:
     return _begin(request, session_id, payload, "code")
 
 
-def _outcome(result: contracts.AttemptResult) -> dict[str, Any]:
+def _outcome(result: contracts.AttemptResult) -> dict[str, object]:
     return {"decision": result.decision, "message": result.message, "attempt": result.attempt,
             "terminal": result.terminal}
 
 
 @router.post("/sessions/{session_id}/verify", response={200: Outcome, **ERROR_RESPONSES})
 def verify(request: HttpRequest, session_id: str,
-           payload: TreeIn = param_functions.Body(None)) -> dict[str, Any]:  # noqa: B008
+           payload: TreeIn = param_functions.Body(None)) -> dict[str, object]:  # noqa: B008
     """A manual attempt. A snapshot session names its latest snapshot (`{"tree": …}`, §11.3);
     a path session sends no body."""
     session = _session(request, session_id)
@@ -104,18 +103,18 @@ def verify(request: HttpRequest, session_id: str,
 
 @router.post("/sessions/{session_id}/turn-stop", response={200: TurnStopOut, **ERROR_RESPONSES})
 def turn_stop(request: HttpRequest, session_id: str,
-              payload: TreeIn = param_functions.Body(None)) -> dict[str, Any]:  # noqa: B008
+              payload: TreeIn = param_functions.Body(None)) -> dict[str, object]:  # noqa: B008
     return contracts.turn_stop(session=_session(request, session_id),
                                tree=payload.tree if payload else None)
 
 
 @router.post("/sessions/{session_id}/abstain", response={200: Outcome, **ERROR_RESPONSES})
-def abstain(request: HttpRequest, session_id: str, payload: AbstainIn) -> dict[str, Any]:
+def abstain(request: HttpRequest, session_id: str, payload: AbstainIn) -> dict[str, object]:
     session = _session(request, session_id)
     return _outcome(contracts.contract_abstain(session=session, reason=payload.reason))
 
 
-def _session_and_review(token: AgentToken, session_id: str) -> tuple[Session, Any]:
+def _session_and_review(token: AgentToken, session_id: str) -> tuple[Session, Review | None]:
     """The session and its latest review (as read: a due one is expired), in one trip off the
     event loop."""
     session = session_for_token(token, session_id)
@@ -124,7 +123,7 @@ def _session_and_review(token: AgentToken, session_id: str) -> tuple[Session, An
 
 @router.get("/sessions/{session_id}/review", response={200: ReviewAnswer, **WAIT_RESPONSES},
             auth=AgentBearerAsync())
-async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> dict[str, Any]:
+async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> dict[str, object]:
     """The latest review of the session. With `wait`, holds the request (at most 60 s, holding
     no server thread) until the pending proposal is decided, expires or is replaced by the next
     stage's."""
@@ -147,6 +146,6 @@ async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> 
 
 
 @router.delete("/sessions/{session_id}/review", response={200: ReviewAnswer, **ERROR_RESPONSES})
-def withdraw_review(request: HttpRequest, session_id: str) -> dict[str, Any]:
+def withdraw_review(request: HttpRequest, session_id: str) -> dict[str, object]:
     review = reviews.review_cancel(session=_session(request, session_id))
     return {"review": review_status(review)}

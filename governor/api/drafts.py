@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest
 from ninja import Router, Status
 
@@ -19,7 +17,7 @@ router = Router(tags=["drafts"])
              response={201: DraftOut, **ERROR_RESPONSES, 502: ErrorOut, 504: ErrorOut},
              auth=DraftingBearer())
 def create_draft(request: HttpRequest, session_id: str,
-                 payload: DraftIn) -> Status[dict[str, Any]]:
+                 payload: DraftIn) -> Status[drafts.DraftCreated]:
     """One streamed request to the project's drafting route. 201 `{draft, coverage, receipt,
     begin}`: `begin` is the wire body (with `draft_receipt`) that begins a contract matching the
     draft exactly; POST it to `/contracts` (general) or `/code-contracts` (code), adding `intent`

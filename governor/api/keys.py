@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest
 from ninja import Router
 
@@ -16,12 +14,12 @@ router = Router(tags=["keys and receipts"])
 
 
 @router.get("/keys", response=KeysOut, auth=None)
-def public_keys(request: HttpRequest) -> dict[str, Any]:
+def public_keys(request: HttpRequest) -> dict[str, object]:
     keys.key_active()
     return {"keys": published.public_keys()}
 
 
 @router.get("/receipts/{receipt}", response={200: ReceiptOut, **ERROR_RESPONSES})
-def receipt(request: HttpRequest, receipt: str) -> dict[str, Any]:
+def receipt(request: HttpRequest, receipt: str) -> dict[str, object]:
     """The record a receipt names, in the caller's project."""
     return receipt_lookup(project=agent_token(request).project, receipt=receipt)

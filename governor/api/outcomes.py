@@ -22,7 +22,7 @@ router = Router(tags=["outcomes"])
 
 
 @router.get("/outcome-profiles", response={200: OutcomeProfilesOut, **ERROR_RESPONSES})
-def outcome_profiles(request: HttpRequest) -> dict[str, Any]:
+def outcome_profiles(request: HttpRequest) -> dict[str, object]:
     return {"profiles": outcome_profiles_view(agent_token(request).project)}
 
 
@@ -30,7 +30,7 @@ def outcome_profiles(request: HttpRequest) -> dict[str, Any]:
              response={200: OutcomeStatusOut, 202: OutcomeStatusOut, **WAIT_RESPONSES},
              auth=AgentBearerAsync())
 async def observe(request: HttpRequest, session_id: str,
-                  wait: int = 0) -> Status[dict[str, Any]]:
+                  wait: int = 0) -> Status[dict[str, object]]:
     """Ask for an observation now (at most once a minute: 429 with Retry-After); a worker runs
     the probe. 202 with `pending` while it has not answered; with `wait`, holds the request (at
     most 60 s, holding no server thread) until it has, and answers 200 with it. A token that
@@ -68,6 +68,6 @@ def _ask(session: Session) -> int:
 
 
 @router.get("/sessions/{session_id}/outcome", response={200: OutcomeStatusOut, **ERROR_RESPONSES})
-def outcome(request: HttpRequest, session_id: str) -> dict[str, Any]:
+def outcome(request: HttpRequest, session_id: str) -> dict[str, object]:
     session = session_for_token(agent_token(request), session_id)
     return outcome_status(session=session)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from django.conf import settings
 from django.http import HttpRequest, StreamingHttpResponse
@@ -26,7 +26,7 @@ from governor.services.exports import export_bytes
 router = Router(tags=["sessions"])
 
 @router.post("/sessions", response={201: SessionOut, 200: SessionOut, **ERROR_RESPONSES})
-def create_session(request: HttpRequest, payload: SessionCreateIn) -> Status[dict[str, Any]]:
+def create_session(request: HttpRequest, payload: SessionCreateIn) -> Status[dict[str, object]]:
     session, created = session_services.session_create(
         token=agent_token(request),
         workspace=payload.workspace.model_dump(),
@@ -43,7 +43,7 @@ def append_events(
         alias="Idempotency-Key", max_length=200,
         description="the same batch under the same key returns the first answer, storing "
                     "nothing")] = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Each event is stored as the exact text it was sent as (its hash covers those bytes)."""
     token = agent_token(request)
     session = session_for_token(token, session_id)
@@ -58,7 +58,7 @@ def append_events(
 @router.get("/sessions/{session_id}/events", response={200: EventPage, **ERROR_RESPONSES})
 def read_events(
     request: HttpRequest, session_id: str, after: int = -1, limit: int = 500
-) -> dict[str, Any]:
+) -> dict[str, object]:
     session = session_for_token(agent_token(request), session_id)
     return selectors.events_page(session, after=after, limit=limit)
 
@@ -92,7 +92,7 @@ def import_session(
     request: HttpRequest, external_id: str | None = None,
     workspace: Annotated[str | None, param_functions.Query(
         description="absolute workspace path under an allowed root")] = None,
-) -> Status[dict[str, Any]]:
+) -> Status[dict[str, object]]:
     """A whole Harness log (NDJSON, plain or zstd) as a new session."""
     token = agent_token(request)
     external_id = external_id or None

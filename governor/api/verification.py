@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Router, Status
@@ -23,13 +21,13 @@ router = Router(tags=["verification"])
 
 
 @router.get("/code-profiles", response={200: ProfilesOut, **ERROR_RESPONSES})
-def code_profiles(request: HttpRequest) -> dict[str, Any]:
+def code_profiles(request: HttpRequest) -> dict[str, object]:
     return {"profiles": selectors.code_profiles(agent_token(request).project)}
 
 
 @router.post("/sessions/{session_id}/code-verifications",
              response={202: RunQueued, **ERROR_RESPONSES})
-def request_run(request: HttpRequest, session_id: str, payload: RunIn) -> Status[dict[str, Any]]:
+def request_run(request: HttpRequest, session_id: str, payload: RunIn) -> Status[dict[str, object]]:
     session = session_for_token(agent_token(request), session_id)
     run = services.run_request(session=session, profile_id=payload.profile, tree=payload.tree)
     return Status(202, {"id": str(run.pk), "state": run.state})
@@ -46,7 +44,7 @@ def _run_now(token: AgentToken, run_id: str) -> VerificationRun:
 
 @router.get("/code-verifications/{run_id}", response={200: RunOut, **WAIT_RESPONSES},
             auth=AgentBearerAsync())
-async def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str, Any]:
+async def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str, object]:
     """The run. With `wait`, holds the request (at most 60 s, holding no server thread) until
     it has finished."""
     token = agent_token(request)

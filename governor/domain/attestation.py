@@ -39,7 +39,7 @@ import base64
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -94,14 +94,14 @@ def encode_public_key(public_key: Ed25519PublicKey) -> str:
     return base64.b64encode(public_key_bytes(public_key)).decode("ascii")
 
 
-def decode_public_key(text: Any) -> Ed25519PublicKey:
+def decode_public_key(text: object) -> Ed25519PublicKey:
     raw = b64decode_strict(text, "public key")
     if len(raw) != 32:
         raise AttestationError(f"public key: expected 32 raw bytes, got {len(raw)}")
     return Ed25519PublicKey.from_public_bytes(raw)
 
 
-def b64decode_strict(text: Any, what: str) -> bytes:
+def b64decode_strict(text: object, what: str) -> bytes:
     """Standard base64, padded, and canonical: exactly one text per byte string, so no byte of
     the text can change without changing what it decodes to."""
     if type(text) is not str:
@@ -124,9 +124,22 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %b %d %b" % (len(type_bytes), type_bytes, len(payload), payload)
 
 
+class EnvelopeSignature(TypedDict):
+    keyid: str
+    sig: str
+
+
+class Envelope(TypedDict):
+    """A DSSE envelope: the statement's canonical bytes, base64, and who signed them."""
+
+    payloadType: str
+    payload: str
+    signatures: list[EnvelopeSignature]
+
+
 def sign(
-    statement: Mapping[str, Any], *, private_key: Ed25519PrivateKey, keyid: str
-) -> dict[str, Any]:
+    statement: Mapping[str, object], *, private_key: Ed25519PrivateKey, keyid: str
+) -> Envelope:
     """The DSSE envelope of `statement` (payload = its RFC 8785 bytes) signed by `private_key`."""
     check_statement(statement)
     payload = canonical_bytes(statement)
@@ -139,7 +152,7 @@ def sign(
 
 
 def verify_envelope(
-    envelope: Any,
+    envelope: object,
     public_keys: Mapping[str, Ed25519PublicKey],
     *,
     predicate_type: str = PREDICATE_TYPE,
@@ -183,6 +196,20 @@ def verify_envelope(
 # --- in-toto Statement ------------------------------------------------------------------------
 
 
+class Subject(TypedDict):
+    name: str
+    digest: dict[str, str]
+
+
+class Statement(TypedDict):
+    """An in-toto Statement as this module builds it (`check_statement` holds its shape)."""
+
+    _type: str
+    subject: list[Subject]
+    predicateType: str
+    predicate: dict[str, object]
+
+
 def subject_name(session_id: str, contract_id: str) -> str:
     return f"session:{session_id}/contract:{contract_id}"
 
@@ -197,14 +224,14 @@ def build_statement(
     contract_receipt: str,
     profile_receipts: Sequence[str] = (),
     status: str | None = None,
-    reason: Any = None,
+    reason: object = None,
     terminal_receipt: str | None = None,
     attempt_receipt: str | None = None,
     run_receipts: Sequence[str] | None = None,
     workspace_tree: str | None = None,
     start_tree: str | None = None,
     changes_digest: str | None = None,
-) -> dict[str, Any]:
+) -> Statement:
     """The in-toto Statement attesting the governor event at `event_seq`, whose hash is
     `chain_head`. Terminal fields are required for kind "terminal" and refused for "contract";
     `workspace_tree` (64 hex: the deciding attempt's tree) becomes a terminal's second subject;
@@ -212,7 +239,7 @@ def build_statement(
     of what changed since (rules §14.8)."""
     if kind not in PREDICATE_KINDS:
         raise AttestationError(f"predicate: kind must be one of {list(PREDICATE_KINDS)}")
-    predicate: dict[str, Any] = {
+    predicate: dict[str, object] = {
         "kind": kind,
         "eventSeq": event_seq,
         "contractReceipt": contract_receipt,
@@ -231,10 +258,11 @@ def build_statement(
     elif (status, reason, terminal_receipt, attempt_receipt, run_receipts,
           workspace_tree, start_tree, changes_digest) != (None,) * 8:
         raise AttestationError("predicate: terminal fields given for a contract attestation")
-    subject = [{"name": subject_name(session_id, contract_id), "digest": {"sha256": chain_head}}]
+    subject: list[Subject] = [{"name": subject_name(session_id, contract_id),
+                               "digest": {"sha256": chain_head}}]
     if workspace_tree is not None:
         subject.append({"name": WORKSPACE_SUBJECT, "digest": {GIT_TREE: workspace_tree}})
-    statement = {
+    statement: Statement = {
         "_type": STATEMENT_TYPE,
         "subject": subject,
         "predicateType": PREDICATE_TYPE,
@@ -245,12 +273,12 @@ def build_statement(
 
 
 def build_outcome_statement(*, session_id: str, chain_head: str, event_seq: int,
-                            terminal: Mapping[str, Any], delivery_contract_receipt: str,
-                            profile_receipt: str) -> dict[str, Any]:
+                            terminal: Mapping[str, object], delivery_contract_receipt: str,
+                            profile_receipt: str) -> Statement:
     """The in-toto Statement of an outcome terminal (`reliability/outcome-terminal`): about the
     delivery contract whose outcome it judged, naming the outcome contract's receipt and the
     outcome profile's."""
-    statement = {
+    statement: Statement = {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": subject_name(session_id, str(terminal["contractId"])),
                      "digest": {"sha256": chain_head}}],
@@ -269,11 +297,11 @@ def build_outcome_statement(*, session_id: str, chain_head: str, event_seq: int,
 
 
 def build_head_statement(
-    *, session_id: str, seq: int, head: str, project: str, harness: Mapping[str, Any] | None
-) -> dict[str, Any]:
+    *, session_id: str, seq: int, head: str, project: str, harness: Mapping[str, object] | None
+) -> Statement:
     """The in-toto Statement of an export's signed head (rules §12): the log of `session_id`
     ends at `seq` (-1 when empty) whose chain hash is `head`."""
-    statement = {
+    statement: Statement = {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": head_subject_name(session_id), "digest": {"sha256": head}}],
         "predicateType": HEAD_PREDICATE_TYPE,
@@ -294,7 +322,7 @@ def workspace_tree_of(statement: Mapping[str, Any]) -> str | None:
     return subject[1]["digest"][GIT_TREE] if len(subject) == 2 else None
 
 
-def _is_workspace_subject(entry: Any) -> bool:
+def _is_workspace_subject(entry: object) -> bool:
     if type(entry) is not dict or set(entry) != {"name", "digest"}:
         return False
     digest = entry["digest"]
@@ -303,7 +331,7 @@ def _is_workspace_subject(entry: Any) -> bool:
             and _HEX_DIGEST.fullmatch(digest[GIT_TREE]) is not None)
 
 
-def check_statement(statement: Any) -> None:
+def check_statement(statement: object) -> None:
     """Refuse a statement that is not exactly the shape this module builds."""
     if type(statement) is not dict or set(statement) != _STATEMENT_KEYS:
         raise AttestationError(f"statement: expected exactly the keys {sorted(_STATEMENT_KEYS)}")
@@ -341,7 +369,7 @@ def check_statement(statement: Any) -> None:
         _check_predicate(statement["predicate"])
 
 
-def _check_head_predicate(predicate: Any) -> None:
+def _check_head_predicate(predicate: object) -> None:
     if type(predicate) is not dict or set(predicate) != _HEAD_PREDICATE_KEYS:
         raise AttestationError(
             f"head predicate: expected exactly the keys {sorted(_HEAD_PREDICATE_KEYS)}")
@@ -353,7 +381,7 @@ def _check_head_predicate(predicate: Any) -> None:
         raise AttestationError("head predicate: harness must be an object or null")
 
 
-def _check_predicate(predicate: Any) -> None:
+def _check_predicate(predicate: object) -> None:
     if type(predicate) is not dict or predicate.get("kind") not in PREDICATE_KINDS:
         raise AttestationError(f"predicate: kind must be one of {list(PREDICATE_KINDS)}")
     if predicate["kind"] == "contract":
@@ -400,6 +428,6 @@ def _check_predicate(predicate: Any) -> None:
             _check_receipt(predicate["changesDigest"], "changesDigest")
 
 
-def _check_receipt(value: Any, field: str) -> None:
+def _check_receipt(value: object, field: str) -> None:
     if type(value) is not str or not _RECEIPT.fullmatch(value):
         raise AttestationError(f"predicate: {field} must be 'sha256:' + 64 lowercase hex")

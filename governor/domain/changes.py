@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from governor.domain.canonical import receipt
+from governor.domain.documents import Check, Claim
 from governor.domain.tree import PathMatcher
 
 SHOWN_PATHS = 20
@@ -61,7 +61,7 @@ def changes_digest(changes: Sequence[WorkspaceChange]) -> str:
     return receipt("workspace-changes", [[change.path, change.kind] for change in changes])
 
 
-def offending(check: dict[str, Any], changes: Sequence[WorkspaceChange]) -> list[WorkspaceChange]:
+def offending(check: Check, changes: Sequence[WorkspaceChange]) -> list[WorkspaceChange]:
     """The changes a scope check refuses (rule 14.2)."""
     matcher = PathMatcher(check["paths"])
     if check["kind"] == "changes_within":
@@ -78,7 +78,7 @@ def offending_text(found: Sequence[WorkspaceChange]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def scope_result(check: dict[str, Any], changes: Sequence[WorkspaceChange]) -> tuple[bool, str]:
+def scope_result(check: Check, changes: Sequence[WorkspaceChange]) -> tuple[bool, str]:
     """A scope check's result on the attempt's changes, with its evidence sentence."""
     found = offending(check, changes)
     count = len(changes)
@@ -95,17 +95,17 @@ def scope_result(check: dict[str, Any], changes: Sequence[WorkspaceChange]) -> t
                    f"the contract start: {offending_text(found)}.")
 
 
-def protected_check(patterns: Sequence[str], opened: Sequence[str]) -> dict[str, Any]:
+def protected_check(patterns: Sequence[str], opened: Sequence[str]) -> Check:
     """Rule 14.3: the injected check over the effective protected set (`opened`: the patterns a
     person's evidence approval opens, rule 14.4)."""
-    check: dict[str, Any] = {"id": PROTECTED_CHECK_ID, "kind": "unchanged",
-                             "paths": sorted(set(patterns))}
+    check: Check = {"id": PROTECTED_CHECK_ID, "kind": "unchanged",
+                    "paths": sorted(set(patterns))}
     if opened:
         check["allowed"] = sorted(set(opened))
     return check
 
 
-def protected_claim() -> dict[str, Any]:
+def protected_claim() -> Claim:
     return {"id": PROTECTED_CLAIM_ID,
             "statement": "The paths the project and its verifier profiles protect (tests and "
                          "what configures them) are unchanged, except those a person opened.",

@@ -27,6 +27,7 @@ from governor.domain.canonical import (
     loads_strict,
 )
 from governor.domain.changes import WorkspaceChange, scope_result
+from governor.domain.documents import Check
 from governor.domain.harness import is_workspace_mutation, tool_result_info
 from governor.domain.reports import against_baseline, named
 from governor.domain.tree import TREE_ID_PREFIX
@@ -39,7 +40,7 @@ SHORT_TREE_HEX = 12  # hex digits of a tree id or digest in evidence text
 TreeKey = tuple[str, str]  # (tree id, exclusions digest): two trees are the same when both are
 
 
-def tree_key(reference: Any) -> TreeKey | None:
+def tree_key(reference: object) -> TreeKey | None:
     """A tree reference `{"id", "exclusions"}` as a comparable key; None when it is not one."""
     if not isinstance(reference, Mapping):
         return None
@@ -211,7 +212,7 @@ class LogEvidence:
         ]
 
 
-def _int(value: Any, default: int) -> int:
+def _int(value: object, default: int) -> int:
     return value if type(value) is int else default
 
 
@@ -235,7 +236,7 @@ def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord
     )
 
 
-def _environment_digest(reference: Any) -> str | None:
+def _environment_digest(reference: object) -> str | None:
     digest = reference.get("digest") if isinstance(reference, Mapping) else None
     return digest if isinstance(digest, str) else None
 
@@ -246,7 +247,7 @@ _INDEX_RE = re.compile(r"^(0|[1-9][0-9]*)$")
 _MISSING = object()
 
 
-def resolve_pointer(document: Any, pointer: str) -> tuple[bool, Any]:
+def resolve_pointer(document: object, pointer: str) -> tuple[bool, object]:
     """RFC 6901, strictly: (True, value) when `pointer` names a value in `document`, else
     (False, None). Array indices are decimal without leading zeros and in range; `-` and any
     other name on an array, and any step into a scalar, resolve to nothing."""
@@ -273,7 +274,7 @@ def resolve_pointer(document: Any, pointer: str) -> tuple[bool, Any]:
 # --- evaluation ------------------------------------------------------------------------------
 
 
-def _snippet(value: Any) -> str:
+def _snippet(value: object) -> str:
     text = value if isinstance(value, str) else canonical_bytes(value).decode("utf-8")
     if len(text) > EVIDENCE_SNIPPET_CHARS:
         text = text[: EVIDENCE_SNIPPET_CHARS - 1] + "…"
@@ -296,20 +297,20 @@ class _Context:
     changes: Sequence[WorkspaceChange] | None  # since the contract start (None: unknown)
 
 
-def _file_exists(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+def _file_exists(check: Check, ctx: _Context) -> tuple[bool, str]:
     path = check["path"]
     text = ctx.workspace.read_text(path, max_bytes=ctx.max_file_bytes)
     return True, f"{path} exists as a regular UTF-8 file of {len(text.encode('utf-8'))} bytes."
 
 
-def _file_absent(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+def _file_absent(check: Check, ctx: _Context) -> tuple[bool, str]:
     path = check["path"]
     if ctx.workspace.entry_present(path):
         return False, f"{path} is present."
     return True, f"{path} does not exist."
 
 
-def _file_contains(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+def _file_contains(check: Check, ctx: _Context) -> tuple[bool, str]:
     path, needle = check["path"], check["text"]
     found = needle in ctx.workspace.read_text(path, max_bytes=ctx.max_file_bytes)
     if found:
@@ -317,12 +318,12 @@ def _file_contains(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
     return False, f"{path} does not contain {_snippet(needle)}."
 
 
-def _file_not_contains(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+def _file_not_contains(check: Check, ctx: _Context) -> tuple[bool, str]:
     passed, evidence = _file_contains(check, ctx)
     return not passed, evidence
 
 
-def _file_equals(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+def _file_equals(check: Check, ctx: _Context) -> tuple[bool, str]:
     path, expected = check["path"], check["text"]
     actual = ctx.workspace.read_text(path, max_bytes=ctx.max_file_bytes)
     if actual == expected:
@@ -338,7 +339,7 @@ def _file_equals(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
     )
 
 
-def _json_equals(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+def _json_equals(check: Check, ctx: _Context) -> tuple[bool, str]:
     path, pointer, expected = check["path"], check["pointer"], check["value"]
     text = ctx.workspace.read_text(path, max_bytes=ctx.max_file_bytes)
     try:
@@ -354,14 +355,14 @@ def _json_equals(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
     return False, f"{where} is {_snippet(actual)}, expected {_snippet(expected)}."
 
 
-def _min_count(check: Mapping[str, Any]) -> int:
+def _min_count(check: Check) -> int:
     value = check.get("minCount", 1)
     if type(value) is not int or value < 1:
         raise ValueError(f"minCount {value!r} is not a positive integer")
     return value
 
 
-def _tool_succeeded(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+def _tool_succeeded(check: Check, ctx: _Context) -> tuple[bool, str]:
     tool, needle, need = check["tool"], check.get("argumentsContain"), _min_count(check)
     count = ctx.evidence.tool_success_count(tool, ctx.after_seq, needle, need)
     matching = f" with arguments containing {_snippet(needle)}" if needle is not None else ""
@@ -372,7 +373,7 @@ def _tool_succeeded(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]
                    f"{ctx.after_seq} (at least {need} needed).")
 
 
-def _tool_not_called(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+def _tool_not_called(check: Check, ctx: _Context) -> tuple[bool, str]:
     tool = check["tool"]
     count = ctx.evidence.tool_call_count(tool, ctx.after_seq)
     if count == 0:
@@ -380,7 +381,7 @@ def _tool_not_called(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str
     return False, f"Tool {tool!r} was called {_times(count)} after seq {ctx.after_seq}."
 
 
-def _no_tool_errors(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+def _no_tool_errors(check: Check, ctx: _Context) -> tuple[bool, str]:
     error = ctx.evidence.first_tool_error(ctx.after_seq)
     if error is None:
         return True, f"No tool result after seq {ctx.after_seq} is an error."
@@ -399,7 +400,7 @@ class _Window(NamedTuple):
 
 
 def _counted_runs(
-    check: Mapping[str, Any], evidence: Evidence, after_seq: int, current: str,
+    check: Check, evidence: Evidence, after_seq: int, current: str,
     tree: TreeKey | None, environments: Mapping[str, str | None],
 ) -> _Window:
     """Rules 4.10 and 10.3: the last `minCount` fresh runs of the check's profile — started
@@ -451,7 +452,7 @@ def stale_environment_note(ran_with: str | None, now: str | None) -> str:
             f"{_short_hex(now)}")
 
 
-def _code_verification_succeeded(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+def _code_verification_succeeded(check: Check, ctx: _Context) -> tuple[bool, str]:
     profile, need = check["profile"], _min_count(check)
     current = ctx.current_profile_receipts.get(profile)
     if current is None:
@@ -534,11 +535,11 @@ def _against_baseline(profile: str, runs: Sequence[VerificationRecord],
     return True, texts[-1]
 
 
-def _scope(check: Mapping[str, Any], ctx: _Context) -> tuple[bool, str]:
+def _scope(check: Check, ctx: _Context) -> tuple[bool, str]:
     if ctx.changes is None:
         return False, ("The changes since the contract start cannot be computed: its start "
                        "tree is not kept.")
-    return scope_result(dict(check), ctx.changes)
+    return scope_result(check, ctx.changes)
 
 
 _EVALUATORS = {
@@ -558,7 +559,7 @@ _EVALUATORS = {
 
 
 def evaluate_check(
-    check: Mapping[str, Any],
+    check: Check,
     *,
     after_seq: int,
     evidence: Evidence,

@@ -40,13 +40,19 @@ statements and intent items are stored trimmed; everything else is stored exactl
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import TypeVar, cast
 
 from governor.domain import changes
-from governor.domain.canonical import JSONValueError, canonical_bytes, check_json_value, receipt
-from governor.domain.documents import ContractDocument
+from governor.domain.canonical import (
+    JSONObject,
+    JSONValueError,
+    canonical_bytes,
+    check_json_value,
+    receipt,
+)
+from governor.domain.documents import Check, Claim, ContractDocument, Intent, Plan
 from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
 from governor.domain.tree import validate_exclusions
 
@@ -73,6 +79,7 @@ MAX_INTENT_BYTES = 24 * 1024
 
 PROFILE_ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 RECEIPT_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+T = TypeVar("T")
 
 IMPORTANCES = ("critical", "important", "minor")
 VERIFICATIONS = ("deterministic", "human-required", "unsupported")
@@ -147,22 +154,22 @@ class Proposal:
     """A validated proposal; `claims`, `checks` and `intent` are in stored camelCase form."""
 
     objective: str
-    claims: list[dict[str, Any]]
-    checks: list[dict[str, Any]]
+    claims: list[Claim]
+    checks: list[Check]
     max_attempts: int
-    intent: dict[str, Any] | None = None
+    intent: Intent | None = None
     draft_receipt: str | None = None
     kind: str = "general"
     protected_changes: list[str] = field(default_factory=list)  # §14.4, opened by a person
     outcome_profile: str | None = None  # the outcome profile named at begin
-    outcome: dict[str, Any] | None = None  # its binding (the agent's view with its receipt)
+    outcome: JSONObject | None = None  # its binding (the agent's view with its receipt)
 
-    def plan(self) -> dict[str, Any]:
+    def plan(self) -> Plan:
         """Objective, claims and checks: what §9 compares canonically with a draft."""
         return {"objective": self.objective, "claims": self.claims, "checks": self.checks}
 
 
-def _identifier(errors: FieldErrors, path: str, value: Any, what: str) -> str | None:
+def _identifier(errors: FieldErrors, path: str, value: object, what: str) -> str | None:
     text = string_field(errors, path, value)
     if text is None:
         return None
@@ -176,7 +183,8 @@ def _identifier(errors: FieldErrors, path: str, value: Any, what: str) -> str | 
     return text
 
 
-def _bounded_int(errors: FieldErrors, path: str, value: Any, low: int, high: int) -> int | None:
+def _bounded_int(errors: FieldErrors, path: str, value: object, low: int, high: int
+                 ) -> int | None:
     if type(value) is not int:  # bool is not an int here, and neither is 2.0
         errors.add(path, "must be an integer")
         return None
@@ -187,7 +195,7 @@ def _bounded_int(errors: FieldErrors, path: str, value: Any, low: int, high: int
 
 
 def _unknown_fields(
-    errors: FieldErrors, base: str, raw: dict[str, Any], allowed: Iterable[str], what: str
+    errors: FieldErrors, base: str, raw: Mapping[str, object], allowed: Iterable[str], what: str
 ) -> None:
     allowed_set = set(allowed)
     for key in raw:
@@ -229,11 +237,11 @@ def normalise_path(path: str) -> str:
 
 
 _REFUSED = object()  # a field rule's answer when the value is not even of the right type
-DEFAULTS: dict[str, Any] = {"min_count": 1}
+DEFAULTS: dict[str, object] = {"min_count": 1}
 STORED_NAMES = {"arguments_contain": "argumentsContain", "min_count": "minCount"}
 
 
-def _bounded_text(errors: FieldErrors, path: str, value: Any, most: int) -> str | Any:
+def _bounded_text(errors: FieldErrors, path: str, value: object, most: int) -> object:
     text = string_field(errors, path, value)
     if text is None:
         return _REFUSED
@@ -242,7 +250,7 @@ def _bounded_text(errors: FieldErrors, path: str, value: Any, most: int) -> str 
     return text
 
 
-def _path_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+def _path_rule(errors: FieldErrors, path: str, value: object, kind: str) -> object:
     text = string_field(errors, path, value)
     if text is None:
         return _REFUSED
@@ -251,14 +259,14 @@ def _path_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
     return text
 
 
-def _text_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+def _text_rule(errors: FieldErrors, path: str, value: object, kind: str) -> object:
     text = _bounded_text(errors, path, value, MAX_TEXT_CHARS)
     if text == "" and kind != "file_equals":
         errors.add(path, f"must not be empty for kind {kind}")
     return text
 
 
-def _pointer_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+def _pointer_rule(errors: FieldErrors, path: str, value: object, kind: str) -> object:
     text = string_field(errors, path, value)
     if text is None:
         return _REFUSED
@@ -267,7 +275,7 @@ def _pointer_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
     return text
 
 
-def _value_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+def _value_rule(errors: FieldErrors, path: str, value: object, kind: str) -> object:
     try:
         check_json_value(value)
     except JSONValueError as exc:
@@ -275,32 +283,32 @@ def _value_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
     return value
 
 
-def _tool_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+def _tool_rule(errors: FieldErrors, path: str, value: object, kind: str) -> object:
     if type(value) is str and not value.strip():
         errors.add(path, "must not be empty or blank")
         return value
     return _bounded_text(errors, path, value, MAX_TOOL_CHARS)
 
 
-def _arguments_contain_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+def _arguments_contain_rule(errors: FieldErrors, path: str, value: object, kind: str) -> object:
     if value == "":
         errors.add(path, "must not be empty when given")
         return value
     return _bounded_text(errors, path, value, MAX_ARGUMENTS_CONTAIN_CHARS)
 
 
-def _profile_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+def _profile_rule(errors: FieldErrors, path: str, value: object, kind: str) -> object:
     text = _bounded_text(errors, path, value, MAX_PROFILE_CHARS)
     if type(text) is str and len(text) <= MAX_PROFILE_CHARS and not PROFILE_ID_RE.match(text):
         errors.add(path, "must be kebab-case (^[a-z0-9]+(-[a-z0-9]+)*$)")
     return text
 
 
-def _min_count_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+def _min_count_rule(errors: FieldErrors, path: str, value: object, kind: str) -> object:
     return _bounded_int(errors, path, value, *MIN_COUNT_RANGE)
 
 
-def patterns_problem(errors: FieldErrors, path: str, value: Any) -> list[str] | None:
+def patterns_problem(errors: FieldErrors, path: str, value: object) -> list[str] | None:
     """Rule 14.2: 1..MAX_PATTERNS patterns, each ≤ MAX_PATTERN_CHARS, in the exclusions' syntax
     (each refusal names the pattern's index)."""
     if type(value) is not list or not value:
@@ -322,20 +330,20 @@ def patterns_problem(errors: FieldErrors, path: str, value: Any) -> list[str] | 
     return list(value) if len(errors.items) == before else None
 
 
-def _paths_rule(errors: FieldErrors, path: str, value: Any, kind: str) -> Any:
+def _paths_rule(errors: FieldErrors, path: str, value: object, kind: str) -> object:
     patterns = patterns_problem(errors, path, value)
     return _REFUSED if patterns is None else patterns
 
 
 # Rules 4.2–4.4: one rule per check field, whichever kinds it belongs to (CHECK_FIELDS).
-_FIELD_RULES: dict[str, Callable[[FieldErrors, str, Any, str], Any]] = {
+_FIELD_RULES: dict[str, Callable[[FieldErrors, str, object, str], object]] = {
     "path": _path_rule, "text": _text_rule, "pointer": _pointer_rule, "value": _value_rule,
     "tool": _tool_rule, "arguments_contain": _arguments_contain_rule,
     "profile": _profile_rule, "min_count": _min_count_rule, "paths": _paths_rule,
 }
 
 
-def _parse_check(errors: FieldErrors, index: int, raw: Any) -> dict[str, Any] | None:
+def _parse_check(errors: FieldErrors, index: int, raw: object) -> Check | None:
     base = join_path("checks", index)
     if type(raw) is not dict:
         errors.add(base, "must be an object")
@@ -361,7 +369,7 @@ def _parse_check(errors: FieldErrors, index: int, raw: Any) -> dict[str, Any] | 
         if name not in raw:
             errors.add(join_path(base, name), f"required for kind {kind}")
 
-    stored: dict[str, Any] = {"id": check_id, "kind": kind}
+    stored: dict[str, object] = {"id": check_id, "kind": kind}
     for name in (rule for rule in _FIELD_RULES if rule in required | optional):
         if name not in raw and name not in DEFAULTS:
             continue
@@ -369,12 +377,12 @@ def _parse_check(errors: FieldErrors, index: int, raw: Any) -> dict[str, Any] | 
         value = _FIELD_RULES[name](errors, path, raw.get(name, DEFAULTS.get(name)), kind)
         if value is not _REFUSED:
             stored[STORED_NAMES.get(name, name)] = value
-    return stored if len(errors.items) == before else None
+    return cast(Check, stored) if len(errors.items) == before else None
 
 
 def _parse_claim(
-    errors: FieldErrors, index: int, raw: Any, check_ids: set[str]
-) -> dict[str, Any] | None:
+    errors: FieldErrors, index: int, raw: object, check_ids: set[str]
+) -> Claim | None:
     base = join_path("claims", index)
     if type(raw) is not dict:
         errors.add(base, "must be an object")
@@ -384,7 +392,7 @@ def _parse_claim(
     for name in ("id", "statement", "importance", "verification", "check_ids"):
         if name not in raw:
             errors.add(join_path(base, name), "required")
-    stored: dict[str, Any] = {}
+    stored: dict[str, object] = {}
     if "id" in raw:
         stored["id"] = _identifier(errors, join_path(base, "id"), raw["id"], "claim id")
     if "statement" in raw:
@@ -429,12 +437,12 @@ def _parse_claim(
         raw.get("minimum_independent_sources", 1),
         *INDEPENDENT_SOURCES_RANGE,
     )
-    return stored if len(errors.items) == before else None
+    return cast(Claim, stored) if len(errors.items) == before else None
 
 
 def _parse_list(
-    errors: FieldErrors, body: dict[str, Any], name: str, allow_empty: bool
-) -> list[Any]:
+    errors: FieldErrors, body: Mapping[str, object], name: str, allow_empty: bool
+) -> list[object]:
     if name not in body:
         if not allow_empty:
             errors.add(name, "required")
@@ -447,15 +455,15 @@ def _parse_list(
 
 
 def _parse_items(
-    errors: FieldErrors, name: str, raws: list[Any], parse: Callable[[int, Any], Any], *,
-    most: int, allow_empty: bool,
-) -> list[dict[str, Any]]:
+    errors: FieldErrors, name: str, raws: list[object], parse: Callable[[int, object], T | None],
+    *, most: int, allow_empty: bool,
+) -> list[T]:
     """Each item of the list `name` (`checks`, `claims`) parsed, and each id used once."""
     if not raws and not allow_empty:
         errors.add(name, f"at least one {name[:-1]} is required")
     if len(raws) > most:
         errors.add(name, f"at most {most} {name} are allowed (got {len(raws)})")
-    items: list[dict[str, Any]] = []
+    items: list[T] = []
     first_at: dict[str, int] = {}
     for index, raw in enumerate(raws):
         parsed = parse(index, raw)
@@ -472,35 +480,35 @@ def _parse_items(
 
 
 def _parse_checks(
-    errors: FieldErrors, raw_checks: list[Any], *, max_checks: int, allow_empty: bool
-) -> list[dict[str, Any]]:
+    errors: FieldErrors, raw_checks: list[object], *, max_checks: int, allow_empty: bool
+) -> list[Check]:
     return _parse_items(errors, "checks", raw_checks,
                         lambda index, raw: _parse_check(errors, index, raw),
                         most=max_checks, allow_empty=allow_empty)
 
 
-def _declared_id(raw: Any) -> str | None:
+def _declared_id(raw: object) -> str | None:
     if type(raw) is dict and type(raw.get("id")) is str and raw["id"].strip():
         return str(raw["id"].strip())
     return None
 
 
 def _parse_claims(
-    errors: FieldErrors, raw_claims: list[Any], raw_checks: list[Any], *, allow_empty: bool
-) -> list[dict[str, Any]]:
+    errors: FieldErrors, raw_claims: list[object], raw_checks: list[object], *, allow_empty: bool
+) -> list[Claim]:
     check_ids = {i for i in (_declared_id(raw) for raw in raw_checks) if i is not None}
     return _parse_items(errors, "claims", raw_claims,
                         lambda index, raw: _parse_claim(errors, index, raw, check_ids),
                         most=MAX_CLAIMS, allow_empty=allow_empty)
 
 
-def _parse_intent(errors: FieldErrors, raw: Any) -> dict[str, Any] | None:
+def _parse_intent(errors: FieldErrors, raw: object) -> Intent | None:
     if type(raw) is not dict:
         errors.add("intent", "must be an object")
         return None
     before = len(errors.items)
     _unknown_fields(errors, "intent", raw, INTENT_LISTS, "the intent")
-    intent: dict[str, Any] = {}
+    intent: dict[str, list[str]] = {}
     for wire, stored in INTENT_LISTS.items():
         items = raw.get(wire, [])
         base = join_path("intent", wire)
@@ -531,11 +539,11 @@ def _parse_intent(errors: FieldErrors, raw: Any) -> dict[str, Any] | None:
     if size > MAX_INTENT_BYTES:
         errors.add("intent", f"is larger than {MAX_INTENT_BYTES} bytes as canonical JSON ({size})")
         return None
-    return intent
+    return cast(Intent, intent)
 
 
 def validate_proposal(
-    body: Any,
+    body: object,
     *,
     max_checks: int,
     max_attempts_cap: int,
@@ -617,8 +625,8 @@ def validate_proposal(
 
 
 def validate_plan(
-    body: Any, *, max_checks: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    body: object, *, max_checks: int
+) -> tuple[list[Claim], list[Check]]:
     """§9: a drafted ``{claims, checks}`` object with exactly the fields of §4/§5 (wire names).
     Returns (claims, checks) in stored form or raises ContractError."""
     errors = FieldErrors()
@@ -675,7 +683,7 @@ def inject_code_profiles(
         )
     if errors.items:
         raise ContractError(errors.items)
-    injected_checks = [
+    injected_checks: list[Check] = [
         {
             "id": CODE_PROFILE_CHECK_PREFIX + profile_id,
             "kind": "code_verification_succeeded",
@@ -707,7 +715,7 @@ def contract_document(
     version: int,
     started_at_seq: int,
     coverage_receipt: str | None = None,
-    authorship: dict[str, Any] | None = None,
+    authorship: JSONObject | None = None,
     intent_proposal_receipt: str | None = None,
     intent_review_receipt: str | None = None,
     contract_proposal_receipt: str | None = None,
@@ -735,7 +743,7 @@ def contract_document(
         "contractProposalReceipt": contract_proposal_receipt,
         "contractReviewReceipt": contract_review_receipt,
     }
-    document: dict[str, Any] = {
+    document: dict[str, object] = {
         "contractId": contract_id,
         "version": version,
         "kind": proposal.kind,
@@ -773,7 +781,7 @@ def contract_document(
     return cast(ContractDocument, document)
 
 
-def contract_receipt(document: dict[str, Any]) -> str:
+def contract_receipt(document: Mapping[str, object]) -> str:
     """receipt("contract", the stored contract minus its receipt)."""
     return receipt("contract", {key: value for key, value in document.items() if key != "receipt"})
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from governor.domain import lifecycle
 
@@ -23,16 +23,28 @@ TYPES = (USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT, lifecycle.CONT
          lifecycle.INTENT_REVIEW, lifecycle.CONTRACT_REVIEW, lifecycle.DELIVERY_REVIEW)
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+class Capped(TypedDict):
+    text: str
+    omitted: int  # characters left out
+
+
+class GovernorLine(TypedDict):
+    kind: str
+    title: str
+    detail: str
+    ok: bool | None
+
+
+def _mapping(value: object) -> Mapping[str, object]:
     return value if isinstance(value, Mapping) else {}
 
 
-def capped(text: str, limit: int = TEXT_CHARS) -> dict[str, Any]:
+def capped(text: str, limit: int = TEXT_CHARS) -> Capped:
     """`text` cut to `limit` characters, with how many were left out."""
     return {"text": text[:limit], "omitted": max(0, len(text) - limit)}
 
 
-def _parts_text(parts: Any, kinds: tuple[str, ...] = ("text",)) -> str:
+def _parts_text(parts: object, kinds: tuple[str, ...] = ("text",)) -> str:
     """The text of content parts of the given kinds; any other part is named, not shown."""
     if isinstance(parts, str):
         return parts
@@ -46,7 +58,7 @@ def _parts_text(parts: Any, kinds: tuple[str, ...] = ("text",)) -> str:
     return "\n\n".join(pieces)
 
 
-def user_request(data: Mapping[str, Any]) -> str | None:
+def user_request(data: Mapping[str, object]) -> str | None:
     """The text of a message the person typed (source kind `user`); None for messages a plugin
     or the harness put in the user's place (reminders, context)."""
     if _mapping(data.get("source")).get("kind") != "user":
@@ -54,7 +66,7 @@ def user_request(data: Mapping[str, Any]) -> str | None:
     return _parts_text(data.get("content"))
 
 
-def _arguments(raw: Any) -> str:
+def _arguments(raw: object) -> str:
     """Tool arguments as indented JSON when they parse, else exactly as sent."""
     if isinstance(raw, str):
         try:
@@ -65,7 +77,7 @@ def _arguments(raw: Any) -> str:
     return json.dumps(raw, indent=2, ensure_ascii=False)
 
 
-def _tool_result(data: Mapping[str, Any]) -> tuple[str, str, bool]:
+def _tool_result(data: Mapping[str, object]) -> tuple[str, str, bool]:
     """(call id, result text, is error) of a tool/result event."""
     blocks = _mapping(data.get("message")).get("content")
     block = _mapping(blocks[0] if isinstance(blocks, list) and blocks else None)
@@ -73,7 +85,7 @@ def _tool_result(data: Mapping[str, Any]) -> tuple[str, str, bool]:
             block.get("isError") is True)
 
 
-def _governor(kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
+def _governor(kind: str, data: Mapping[str, object]) -> GovernorLine:
     """A one-line account of a governor event."""
     if kind == lifecycle.CONTRACT:
         version = data.get("version")
@@ -104,11 +116,11 @@ def _governor(kind: str, data: Mapping[str, Any]) -> dict[str, Any]:
             "detail": "", "ok": decision == "approved"}
 
 
-def entries(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def entries(events: Iterable[Mapping[str, Any]]) -> list[dict[str, object]]:
     """The conversation of `events` (each `{seq, type, time, data}`, in seq order): one entry
     per message, tool call (its result attached when it follows in these events) or governor
     event. Tool results whose call is not among them stand alone."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     calls: dict[str, dict[str, Any]] = {}
     for event in events:
         kind, data = event["type"], _mapping(event["data"])

@@ -19,7 +19,7 @@ least `minimumIndependentSources` distinct evidence sources. Weighted scores cou
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from governor.domain.canonical import receipt
 from governor.domain.changes import PROTECTED_CLAIM_ID
@@ -29,6 +29,7 @@ from governor.domain.contracts import (
     TOOL_CHECK_KINDS,
     normalise_path,
 )
+from governor.domain.documents import Check, Claim
 
 WEIGHTS = {"critical": 5, "important": 3, "minor": 1}
 TRAJECTORY_SOURCE = "session-trajectory:tool-events"
@@ -57,7 +58,30 @@ CHECK_WARNINGS = {
 }
 
 
-def evidence_source(check: dict[str, Any]) -> str:
+class Finding(TypedDict):
+    code: str
+    severity: Literal["warning", "error"]
+    message: str
+    claimId: NotRequired[str]
+    checkId: NotRequired[str]
+
+
+class Score(TypedDict):
+    covered: int
+    total: int
+    percent: float
+
+
+class ClaimCoverage(TypedDict):
+    id: str
+    importance: str
+    verification: str
+    covered: bool
+    sources: list[str]
+    requiredSources: int
+
+
+def evidence_source(check: Check) -> str:
     """Where a check's evidence comes from: one file, the session trajectory or a profile."""
     kind = check["kind"]
     if kind in FILE_CHECK_KINDS:
@@ -71,13 +95,13 @@ def evidence_source(check: dict[str, Any]) -> str:
     raise ValueError(f"unknown check kind {kind!r}")
 
 
-def _score(covered: int, total: int) -> dict[str, Any]:
+def _score(covered: int, total: int) -> Score:
     percent = round(covered / total * 100, 2) if total else 0
     return {"covered": covered, "total": total, "percent": percent}
 
 
 def assess(
-    objective: str, claims: Sequence[dict[str, Any]], checks: Sequence[dict[str, Any]], *,
+    objective: str, claims: Sequence[Claim], checks: Sequence[Check], *,
     baselines: Mapping[str, str] | None = None, require_discriminating: bool = False,
 ) -> dict[str, Any]:
     """The coverage assessment of §5, with its receipt. With `baselines` (each check's result on
@@ -92,7 +116,7 @@ def assess(
         for check_id in claim["checkIds"]:
             users.setdefault(check_id, []).append(claim["id"])
 
-    findings: list[dict[str, Any]] = [
+    findings: list[Finding] = [
         {
             "code": "structural_coverage_only",
             "severity": "warning",
@@ -149,7 +173,7 @@ def assess(
                               else " — unless its trusted run fails on the start tree"
                               if "unknown" in known else "") + "."})
 
-    claim_rows: list[dict[str, Any]] = []
+    claim_rows: list[ClaimCoverage] = []
     for claim in claims:
         claim_sources = sorted({sources[check_id] for check_id in claim["checkIds"]})
         required = claim.get("minimumIndependentSources", 1)
@@ -240,9 +264,9 @@ def assess(
 
 def assessment_receipt(
     objective: str,
-    claims: Sequence[dict[str, Any]],
-    checks: Sequence[dict[str, Any]],
-    assessment: dict[str, Any],
+    claims: Sequence[Claim],
+    checks: Sequence[Check],
+    assessment: Mapping[str, object],
 ) -> str:
     """Recompute the receipt an assessment carries (for verifiers)."""
     return receipt(

@@ -8,12 +8,61 @@ from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
+from governor.domain.canonical import JSONValue
+
 
 class TreeRef(TypedDict):
     """A workspace tree (rules §10.2): its id and the digest of the exclusions it used."""
 
     id: str
     exclusions: str
+
+
+class Claim(TypedDict):
+    """A claim (rules §5) in stored form."""
+
+    id: str
+    statement: str
+    importance: str
+    verification: str
+    checkIds: list[str]
+    minimumIndependentSources: int
+
+
+class Check(TypedDict):
+    """A check (rules §4) in stored form: its id, its kind and the kind's fields
+    (`CHECK_FIELDS` in governor/domain/contracts.py; `allowed` only on the injected protected
+    paths check, §14.4)."""
+
+    id: str
+    kind: str
+    path: NotRequired[str]
+    text: NotRequired[str]
+    pointer: NotRequired[str]
+    value: NotRequired[JSONValue]
+    tool: NotRequired[str]
+    argumentsContain: NotRequired[str]
+    minCount: NotRequired[int]
+    profile: NotRequired[str]
+    paths: NotRequired[list[str]]
+    allowed: NotRequired[list[str]]
+
+
+class Intent(TypedDict):
+    """What a reviewer approves first (§6), each list trimmed and distinct."""
+
+    constraints: list[str]
+    assumptions: list[str]
+    nonGoals: list[str]
+    ambiguities: list[str]
+
+
+class Plan(TypedDict):
+    """Objective, claims and checks: what §9 compares canonically with a draft."""
+
+    objective: str
+    claims: list[Claim]
+    checks: list[Check]
 
 
 class ContractReview(TypedDict):
@@ -69,18 +118,46 @@ class TerminalDocument(TypedDict):
     receipt: str
 
 
+class DecidedBy(TypedDict):
+    """Who decided a review: `system`, `agent`, a `reviewer` (`userId`) or the `reviewers`
+    whose approvals decided it (`userIds`)."""
+
+    kind: str
+    userId: NotRequired[int]
+    userIds: NotRequired[list[int]]
+
+
+class EventSignature(TypedDict):
+    """A reviewer's passkey signature as a decision event lists it (the assertion by digest)."""
+
+    userId: int
+    credentialId: str
+    nonce: str
+    assertion: str
+
+
+class SentComment(TypedDict):
+    """A reviewer's line comment as the agent receives it and a decision's receipt binds it."""
+
+    path: str
+    side: str
+    line: int
+    body: str
+    userId: int
+
+
 class ReviewDecisionDocument(TypedDict):
     """`reliability/intent-review` and `reliability/contract-review` (§6): who decided what about
     which receipt; never the feedback itself."""
 
     proposalReceipt: str
     decision: str
-    decidedBy: dict[str, Any]
+    decidedBy: DecidedBy
     feedbackBytes: int
     feedbackReceipt: NotRequired[str]
     intentProposalReceipt: NotRequired[str]
     carriedFrom: NotRequired[list[str]]
-    signatures: NotRequired[list[dict[str, Any]]]
+    signatures: NotRequired[list[EventSignature]]
     commentsCount: NotRequired[int]
     commentsReceipt: NotRequired[str]
     receipt: str

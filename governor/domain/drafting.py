@@ -29,19 +29,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 from urllib.parse import urlsplit
 
 from governor.domain import contracts
 from governor.domain.canonical import (
+    JSONObject,
     JSONValueError,
     canonical_bytes,
     canonical_equal,
     loads_strict,
     receipt,
 )
+from governor.domain.documents import Check, Claim, Plan
 
 PROMPT_VERSION = "contract-draft-v2"
 MAX_RESPONSE_BYTES = 256 * 1024
@@ -139,11 +141,16 @@ class DraftError(Exception):
         self.message = message
         self.errors = errors
 
-    def details(self) -> dict[str, Any]:
-        details: dict[str, Any] = {"reason": self.reason}
+    def details(self) -> DraftErrorDetails:
+        details: DraftErrorDetails = {"reason": self.reason}
         if self.errors is not None:
             details["errors"] = self.errors
         return details
+
+
+class DraftErrorDetails(TypedDict):
+    reason: str
+    errors: NotRequired[list[dict[str, str]]]
 
 
 UPSTREAM = "DRAFT_UPSTREAM"  # the provider could not be reached or answered an error status
@@ -162,7 +169,7 @@ class DraftRequest:
     context: str
 
 
-def draft_request(body: Any) -> DraftRequest:
+def draft_request(body: object) -> DraftRequest:
     """The agent's `{contract_kind, objective, context?}` body, or ContractError."""
     problems: list[dict[str, str]] = []
     if type(body) is not dict:
@@ -193,7 +200,22 @@ def draft_request(body: Any) -> DraftRequest:
     return DraftRequest(kind=str(kind), objective=str(objective), context=str(context))
 
 
-def user_block(request: DraftRequest, profiles: Sequence[dict[str, Any]]) -> dict[str, Any]:
+class ProfileChoice(TypedDict):
+    """A verifier profile as the model is told of it."""
+
+    id: str
+    description: str
+    required: bool
+
+
+class UserBlock(TypedDict):
+    contractKind: str
+    objective: str
+    context: str
+    availableCodeProfiles: list[ProfileChoice]
+
+
+def user_block(request: DraftRequest, profiles: Sequence[ProfileChoice]) -> UserBlock:
     """The one user block: `profiles` as `{id, description, required}`, sorted by id."""
     return {
         "contractKind": request.kind,
@@ -205,16 +227,23 @@ def user_block(request: DraftRequest, profiles: Sequence[dict[str, Any]]) -> dic
     }
 
 
-def user_text(block: dict[str, Any]) -> str:
+def user_text(block: UserBlock) -> str:
     """The exact text of the user block as sent: its canonical JSON."""
     return canonical_bytes(block).decode("utf-8")
 
 
-def input_receipt(block: dict[str, Any]) -> str:
+def input_receipt(block: UserBlock) -> str:
     return receipt("contract-author-input", block)
 
 
 # --- the route and the provider request --------------------------------------------------------
+
+
+class RouteShown(TypedDict):
+    provider: str
+    model: str
+    baseUrlHost: str
+    reasoningEffort: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -227,11 +256,11 @@ class Route:
     timeout_seconds: float
     max_input_bytes: int
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> RouteShown:
         """What the log and the contract say about the route: never the URL path or a
         credential, only the host."""
-        described: dict[str, Any] = {"provider": self.provider, "model": self.model,
-                                     "baseUrlHost": base_url_host(self.base_url)}
+        described: RouteShown = {"provider": self.provider, "model": self.model,
+                                "baseUrlHost": base_url_host(self.base_url)}
         if self.reasoning_effort:
             described["reasoningEffort"] = self.reasoning_effort
         return described
@@ -282,7 +311,7 @@ def provider_request(route: Route, text: str) -> tuple[str, dict[str, str], byte
     base = route.base_url.rstrip("/")
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
                "Accept-Encoding": "identity"}
-    body: dict[str, Any]
+    body: dict[str, object]
     if route.provider == OPENAI:
         url = base + "/chat/completions"
         body = {
@@ -330,7 +359,7 @@ def redact(text: str, secret: str) -> str:
     return text
 
 
-def provider_error_type(payload: Any, secret: str) -> str | None:
+def provider_error_type(payload: object, secret: str) -> str | None:
     """A short identifier the provider gave for its error (`error.type` or `error.code`), if
     it is one, and only when it cannot carry the credential; never free text."""
     error = payload.get("error") if isinstance(payload, dict) else None
@@ -351,7 +380,7 @@ def provider_error_type(payload: Any, secret: str) -> str | None:
 
 def parse_plan_text(
     text: str, *, max_checks: int
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[Claim], list[Check]]:
     """The answer text as exactly one strict JSON object `{claims, checks}` with the field sets
     of §4/§5: (claims, checks) in stored form, or DraftError. Whitespace around the object is
     the only thing allowed besides it."""
@@ -379,10 +408,33 @@ def parse_plan_text(
                          f"the model's plan was refused: {exc}", exc.errors) from None
 
 
+class DraftAuthorship(TypedDict):
+    mode: str
+    route: RouteShown
+    promptVersion: str
+    inputReceipt: str
+    inputBytes: int
+
+
+class DraftDocument(TypedDict):
+    """`reliability/contract-draft` (§9): the drafted plan, its coverage and who drafted it."""
+
+    draftId: str
+    sessionId: str
+    kind: str
+    objective: str
+    claims: list[Claim]
+    checks: list[Check]
+    coverage: JSONObject
+    authorship: DraftAuthorship
+    usage: dict[str, int]
+    receipt: str
+
+
 def draft_proposal(
     request: DraftRequest,
-    claims: list[dict[str, Any]],
-    checks: list[dict[str, Any]],
+    claims: list[Claim],
+    checks: list[Check],
     *,
     required_profile_ids: Sequence[str],
     max_checks: int,
@@ -405,13 +457,13 @@ def draft_document(
     draft_id: str,
     session_id: str,
     proposal: contracts.Proposal,
-    coverage: dict[str, Any],
+    coverage: JSONObject,
     route: Route,
     input_receipt: str,
     input_bytes: int,
     usage: dict[str, int],
-) -> dict[str, Any]:
-    document: dict[str, Any] = {
+) -> DraftDocument:
+    document: dict[str, object] = {
         "draftId": draft_id,
         "sessionId": session_id,
         "kind": proposal.kind,
@@ -429,14 +481,14 @@ def draft_document(
         "usage": dict(usage),
     }
     document["receipt"] = draft_receipt(document)
-    return document
+    return cast(DraftDocument, document)
 
 
-def draft_receipt(document: dict[str, Any]) -> str:
+def draft_receipt(document: Mapping[str, object]) -> str:
     return receipt("contract-draft", {k: v for k, v in document.items() if k != "receipt"})
 
 
-def contract_authorship(draft: dict[str, Any]) -> dict[str, Any]:
+def contract_authorship(draft: Mapping[str, Any]) -> JSONObject:
     """The authorship a contract begun from `draft` carries."""
     return {
         "mode": "auxiliary-model",
@@ -452,11 +504,11 @@ _WIRE_NAMES = {"argumentsContain": "arguments_contain", "minCount": "min_count",
                "checkIds": "check_ids", "minimumIndependentSources": "minimum_independent_sources"}
 
 
-def _wire(item: dict[str, Any]) -> dict[str, Any]:
+def _wire(item: Mapping[str, object]) -> dict[str, object]:
     return {_WIRE_NAMES.get(key, key): value for key, value in item.items()}
 
 
-def begin_body(draft: dict[str, Any]) -> dict[str, Any]:
+def begin_body(draft: DraftDocument) -> dict[str, object]:
     """The wire body that begins a contract matching `draft` exactly (add `intent` and
     `max_attempts` as needed). For a code draft the injected required checks and claim are
     left out: the code-contract route injects them again."""
@@ -469,14 +521,15 @@ def begin_body(draft: dict[str, Any]) -> dict[str, Any]:
             "checks": [_wire(c) for c in checks], "draft_receipt": draft["receipt"]}
 
 
-def plan_differences(draft: dict[str, Any], plan: dict[str, Any]) -> list[dict[str, str]]:
+def plan_differences(draft: Mapping[str, Any], plan: Plan) -> list[dict[str, str]]:
     """Where a begin's canonical plan (`Proposal.plan()`) differs from the draft's, as
     {"path", "message"} in stored form (a code plan includes the injected items)."""
     found: list[dict[str, str]] = []
     if not canonical_equal(draft["objective"], plan["objective"]):
         found.append({"path": "objective", "message": "differs from the draft's objective"})
     for name in ("claims", "checks"):
-        ours, theirs = draft[name], plan[name]
+        ours = draft[name]
+        theirs: Sequence[Mapping[str, object]] = plan[name]
         if len(ours) != len(theirs):
             found.append({"path": name, "message": f"has {len(theirs)} items; the draft has "
                                                    f"{len(ours)}"})

@@ -5,7 +5,6 @@ offline verifier (`governor/verify.py`) reads it."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -16,6 +15,7 @@ from governor.domain.passkey import ASSERTION_FIELDS, b64url, cose_to_spki
 from governor.domain.tree import TREE_ID_PREFIX, ManifestEntry
 
 FORMAT = "reliability-governor-export/3"
+ExportLine = dict[str, object]  # one line's JSON object, as `serialise_line` writes it
 
 
 def export_filename(session: str) -> str:
@@ -23,14 +23,14 @@ def export_filename(session: str) -> str:
     return f"session-{session}.jsonl"
 
 
-def serialise_line(line: Mapping[str, Any]) -> str:
+def serialise_line(line: Mapping[str, object]) -> str:
     """The exact text of one export line, without its "\\n"."""
     return canonical_bytes(line).decode("utf-8")
 
 
 def header_line(
-    *, session: str, project: str, harness: Mapping[str, Any] | None, exported_at: int
-) -> dict[str, Any]:
+    *, session: str, project: str, harness: Mapping[str, object] | None, exported_at: int
+) -> ExportLine:
     return {
         "kind": "header",
         "format": FORMAT,
@@ -48,11 +48,11 @@ def event_line(
     type: str,
     time: int,
     origin: str,
-    data: Any,
+    data: object,
     prev: str,
     hash: str,
-    meta: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+    meta: Mapping[str, object] | None = None,
+) -> ExportLine:
     line = {
         "kind": "event",
         "session": session,
@@ -71,11 +71,11 @@ def event_line(
     return line
 
 
-def attestation_line(*, seq: int, envelope: Mapping[str, Any]) -> dict[str, Any]:
+def attestation_line(*, seq: int, envelope: Mapping[str, object]) -> ExportLine:
     return {"kind": "attestation", "seq": seq, "envelope": dict(envelope)}
 
 
-def key_line(public_key: Ed25519PublicKey) -> dict[str, Any]:
+def key_line(public_key: Ed25519PublicKey) -> ExportLine:
     return {
         "kind": "key",
         "keyid": key_id(public_key),
@@ -85,7 +85,7 @@ def key_line(public_key: Ed25519PublicKey) -> dict[str, Any]:
 
 
 def reviewer_key_line(*, credential_id: str, user_id: int, username: str, rp_id: str,
-                      cose: bytes) -> dict[str, Any]:
+                      cose: bytes) -> ExportLine:
     """A reviewer's passkey public key (issue 18): the COSE key as registered, and the same key
     as a DER SubjectPublicKeyInfo, which `cryptography` loads."""
     algorithm, spki = cose_to_spki(cose)
@@ -94,14 +94,14 @@ def reviewer_key_line(*, credential_id: str, user_id: int, username: str, rp_id:
             "spki": b64url(spki)}
 
 
-def assertion_line(*, seq: int, assertion: Mapping[str, str]) -> dict[str, Any]:
+def assertion_line(*, seq: int, assertion: Mapping[str, str]) -> ExportLine:
     """A reviewer's passkey assertion over the decision event at `seq`."""
     return {"kind": "assertion", "seq": seq,
             **{name: assertion[name] for name in ASSERTION_FIELDS}}
 
 
 def manifest_line(*, tree: str, exclusions: Sequence[str],
-                  entries: Iterable[ManifestEntry]) -> dict[str, Any]:
+                  entries: Iterable[ManifestEntry]) -> ExportLine:
     """The manifest of a certified tree: every file and symlink (path, mode, blob id) and the
     exclusion patterns it was hashed with."""
     return {"kind": "manifest", "tree": tree, "exclusions": list(exclusions),
@@ -109,12 +109,12 @@ def manifest_line(*, tree: str, exclusions: Sequence[str],
                         for path, mode, blob in entries]}
 
 
-def head_line(*, session: str, seq: int, hash: str, envelope: Mapping[str, Any]) -> dict[str, Any]:
+def head_line(*, session: str, seq: int, hash: str, envelope: Mapping[str, object]) -> ExportLine:
     return {"kind": "head", "session": session, "seq": seq, "hash": hash,
             "envelope": dict(envelope)}
 
 
-def tree_ref(value: Any) -> tuple[str, str] | None:
+def tree_ref(value: object) -> tuple[str, str] | None:
     """(tree id, exclusions digest) of a tree reference `{"id", "exclusions"}` in event data;
     None when there is none (events recorded before trees were) or it is not one."""
     if type(value) is not dict or set(value) != {"id", "exclusions"}:

@@ -6,7 +6,6 @@ each segment escaped as an RFC 6901 token; ``""`` is the root itself."""
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from typing import Any
 
 from governor.domain.canonical import JSONValueError, check_json_value
 
@@ -30,7 +29,7 @@ class FieldErrors:
     def add(self, path: str, message: str) -> None:
         self.items.append({"path": path, "message": message})
 
-    def keys(self, path: str, value: dict[str, Any], known: Collection[str],
+    def keys(self, path: str, value: Collection[str], known: Collection[str],
              required: Iterable[str] = ()) -> None:
         """The keys of the object `value` at `path`: each that is not `known` is an unknown
         field, each `required` one it lacks is required."""
@@ -48,7 +47,7 @@ def join_path(base: str, *parts: object) -> str:
     return "/".join([base, *tokens] if base else tokens)
 
 
-def string_field(errors: FieldErrors, path: str, value: Any) -> str | None:
+def string_field(errors: FieldErrors, path: str, value: object) -> str | None:
     """`value` if it is a lossless JSON string (rules §1.2), else None (recorded)."""
     if type(value) is not str:
         errors.add(path, "must be a string")

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from governor.domain.canonical import JSONValueError, check_json_value, loads_strict
 
@@ -119,6 +119,20 @@ class InvariantError(Exception):
 SurfaceNode = int | tuple[int, str]
 
 
+class TraceStateJSON(TypedDict):
+    """A `TraceState` as the session's state row keeps it."""
+
+    v: int
+    count: int
+    lastSourceSeq: int | None
+    openTurn: int | None
+    turns: int
+    openStep: int | None
+    steps: int
+    stepCallIds: list[str]
+    surface: list[int | list[object]]  # a tool result's node: [seq, fingerprint]
+
+
 @dataclass
 class TraceState:
     """What the relational rules need to judge the next event of a session, and nothing more."""
@@ -145,7 +159,7 @@ class TraceState:
             surface=list(self.surface),
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TraceStateJSON:
         return {
             "v": _STATE_VERSION,
             "count": self.count,
@@ -159,7 +173,7 @@ class TraceState:
         }
 
     @classmethod
-    def from_json(cls, value: dict[str, Any]) -> TraceState:
+    def from_json(cls, value: Mapping[str, Any]) -> TraceState:
         if value.get("v") != _STATE_VERSION:
             raise ValueError(f"trace state version {value.get('v')!r} is not {_STATE_VERSION}")
         surface: list[SurfaceNode] = [
@@ -182,14 +196,14 @@ def is_governor_tool(name: str) -> bool:
     return name.rsplit("__", 1)[-1].rsplit(".", 1)[-1] in GOVERNOR_TOOL_NAMES
 
 
-def is_workspace_mutation(event_type: str, tool_name: Any) -> bool:
+def is_workspace_mutation(event_type: str, tool_name: object) -> bool:
     """Rule 4.10's boundary events: a tool call or code dispatch that is not the governor's."""
     return event_type in ("tool/call", "tool/code-dispatch-start") and not (
         isinstance(tool_name, str) and is_governor_tool(tool_name)
     )
 
 
-def tool_call_info(envelope: Mapping[str, Any]) -> tuple[str, str, str] | None:
+def tool_call_info(envelope: Mapping[str, object]) -> tuple[str, str, str] | None:
     """(call id, tool name, arguments text) of a `tool/call` event, else None."""
     if envelope.get("type") != "tool/call":
         return None
@@ -202,7 +216,7 @@ def tool_call_info(envelope: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return call_id, name, arguments
 
 
-def tool_result_info(envelope: Mapping[str, Any]) -> tuple[str, bool] | None:
+def tool_result_info(envelope: Mapping[str, object]) -> tuple[str, bool] | None:
     """(call id, is_error) of a `tool/result` event, else None. An error is `content[0].isError`
     true or a `data.error` present."""
     if envelope.get("type") != "tool/result":
@@ -230,7 +244,7 @@ def tool_result_info(envelope: Mapping[str, Any]) -> tuple[str, bool] | None:
 
 def validate_batch(
     state: TraceState,
-    envelopes: list[dict[str, Any]],
+    envelopes: Sequence[object],
     *,
     allow_reliability: bool = False,
     extra_types: frozenset[str] = frozenset(),
@@ -251,7 +265,7 @@ def validate_batch(
 
 def validate_event(
     state: TraceState,
-    envelope: dict[str, Any],
+    envelope: object,
     *,
     index: int,
     allow_reliability: bool = False,
@@ -329,16 +343,20 @@ def validate_event(
     state.count = position + 1
 
 
+# A relational rule: checks an event's data against the state and advances it.
+RelationalCheck = Callable[["TraceState", Mapping[str, object], int, int], None]
+
+
 # --- turn and step rules (S2–S9, S12) ---------------------------------------------------------
 
 
-def _positive(value: Any, label: str, rule: str, index: int, seq: int) -> int:
+def _positive(value: object, label: str, rule: str, index: int, seq: int) -> int:
     if type(value) is not int or value < 1:
         raise InvariantError(rule, index, seq, f"{label} must be a positive integer")
     return value
 
 
-def _turn_start(state: TraceState, data: dict[str, Any], index: int, seq: int) -> None:
+def _turn_start(state: TraceState, data: Mapping[str, object], index: int, seq: int) -> None:
     turn = _positive(data.get("turn"), "turn/start.turn", "S3", index, seq)
     if len(data) != 1:
         # Pre-identity builds attributed a turn to its message with `trigger: {kind: "message",
@@ -363,7 +381,7 @@ def _turn_start(state: TraceState, data: dict[str, Any], index: int, seq: int) -
     state.steps = 0
 
 
-def _turn_end(state: TraceState, data: dict[str, Any], index: int, seq: int) -> None:
+def _turn_end(state: TraceState, data: Mapping[str, object], index: int, seq: int) -> None:
     turn = _positive(data.get("turn"), "turn/end.turn", "S4", index, seq)
     if turn != state.open_turn:
         open_turn = _open(state.open_turn)
@@ -377,7 +395,7 @@ def _turn_end(state: TraceState, data: dict[str, Any], index: int, seq: int) -> 
     state.open_turn = None
 
 
-def _step_start(state: TraceState, data: dict[str, Any], index: int, seq: int) -> None:
+def _step_start(state: TraceState, data: Mapping[str, object], index: int, seq: int) -> None:
     turn = _positive(data.get("turn"), "step/start.turn", "S6", index, seq)
     step = _positive(data.get("step"), "step/start.step", "S8", index, seq)
     if turn != state.open_turn:
@@ -401,7 +419,7 @@ def _step_start(state: TraceState, data: dict[str, Any], index: int, seq: int) -
 
 
 def _names_open_step(
-    state: TraceState, data: dict[str, Any], event_type: str, index: int, seq: int
+    state: TraceState, data: Mapping[str, object], event_type: str, index: int, seq: int
 ) -> None:
     """S9: the event names the currently open turn and step."""
     turn, step = data.get("turn"), data.get("step")
@@ -415,17 +433,17 @@ def _names_open_step(
         raise InvariantError("S9", index, seq, f"{event_type}.step is {step!r} but {expected}")
 
 
-def _step_end(state: TraceState, data: dict[str, Any], index: int, seq: int) -> None:
+def _step_end(state: TraceState, data: Mapping[str, object], index: int, seq: int) -> None:
     _names_open_step(state, data, "step/end", index, seq)
     state.open_step = None
     state.step_call_ids = []
 
 
-def _assistant_chunk(state: TraceState, data: dict[str, Any], index: int, seq: int) -> None:
+def _assistant_chunk(state: TraceState, data: Mapping[str, object], index: int, seq: int) -> None:
     _names_open_step(state, data, "assistant/chunk", index, seq)
 
 
-def _tool_call(state: TraceState, data: dict[str, Any], index: int, seq: int) -> None:
+def _tool_call(state: TraceState, data: Mapping[str, object], index: int, seq: int) -> None:
     _names_open_step(state, data, "tool/call", index, seq)
     call_id, name = data.get("callId"), data.get("name")
     if type(call_id) is not str or not call_id:
@@ -438,8 +456,8 @@ def _tool_call(state: TraceState, data: dict[str, Any], index: int, seq: int) ->
     state.step_call_ids.append(call_id)
 
 
-def _open_turn_only(event_type: str) -> Any:
-    def check(state: TraceState, data: dict[str, Any], index: int, seq: int) -> None:
+def _open_turn_only(event_type: str) -> RelationalCheck:
+    def check(state: TraceState, data: Mapping[str, object], index: int, seq: int) -> None:
         if state.open_turn is None:
             raise InvariantError("S12", index, seq, f"{event_type} outside an open turn")
 
@@ -450,7 +468,7 @@ def _open(turn: int | None) -> str:
     return "none" if turn is None else str(turn)
 
 
-_RELATIONAL_CHECKS: dict[str, Any] = {
+_RELATIONAL_CHECKS: dict[str, RelationalCheck] = {
     "turn/start": _turn_start,
     "turn/end": _turn_end,
     "step/start": _step_start,
@@ -530,7 +548,7 @@ def _check_surface_event(
         _replace(state, replace, sources, fingerprint, node, index, seq)
 
 
-def _check_sources(sources: Any, event_type: str, index: int, seq: int) -> None:
+def _check_sources(sources: object, event_type: str, index: int, seq: int) -> None:
     if type(sources) is not list:
         raise InvariantError("surface", index, seq, "sourceEventSeqs must be an array")
     if not sources and event_type != "assistant/message":
@@ -597,7 +615,8 @@ def _replace(
     state.surface[first : last + 1] = [node]
 
 
-def _check_message(message: Any, label: str, role: str, index: int, seq: int) -> dict[str, Any]:
+def _check_message(message: object, label: str, role: str, index: int, seq: int
+                   ) -> dict[str, Any]:
     """Every current-shape message has an identity: id, role, content array and source."""
     if type(message) is not dict:
         raise InvariantError("message-shape", index, seq, f"{label} must be an object")
@@ -619,7 +638,7 @@ def _check_message(message: Any, label: str, role: str, index: int, seq: int) ->
     return message
 
 
-def _check_assistant_message(message: Any, index: int, seq: int) -> None:
+def _check_assistant_message(message: object, index: int, seq: int) -> None:
     source = _check_message(message, "assistant/message.message", "assistant", index, seq)["source"]
     if source.get("kind") != "model":
         raise InvariantError(
@@ -703,7 +722,7 @@ def check_log_complete(state: TraceState, index: int) -> None:
         )
 
 
-def check_header(header: dict[str, Any] | None) -> None:
+def check_header(header: Mapping[str, object] | None) -> None:
     """The header line, when present, declares a format-0 session."""
     if header is None:
         return
@@ -718,8 +737,8 @@ def check_header(header: dict[str, Any] | None) -> None:
 
 
 def validate_log(
-    header: dict[str, Any] | None,
-    events: list[dict[str, Any]],
+    header: Mapping[str, object] | None,
+    events: Sequence[object],
     *,
     extra_types: frozenset[str] = frozenset(),
 ) -> TraceState:
@@ -754,7 +773,7 @@ class LogTooLong(Exception):
         self.cap = cap
 
 
-def _packed_count(row: dict[str, Any]) -> int:
+def _packed_count(row: Mapping[str, Any]) -> int:
     """The events a packed chunk row expands to (0 when malformed: `_expand_packed` says why)."""
     data = row.get("data")
     pieces = data.get("args" if row["type"] == "tool-call-chunks" else "texts") \

@@ -62,7 +62,7 @@ _LATEST_OF_KIND = {
 class LifecycleError(ValueError):
     """A governor event that the lifecycle cannot accept at this point of the log."""
 
-    def __init__(self, seq: Any, message: str) -> None:
+    def __init__(self, seq: object, message: str) -> None:
         super().__init__(f"seq {seq}: {message}")
         self.seq = seq
         self.message = message
@@ -121,7 +121,20 @@ def initial_state() -> LifecycleState:
     }
 
 
-def read_contract(data: Any, seq: Any = None) -> dict[str, Any]:
+class ContractSummary(TypedDict):
+    """The fields every contract version 1–5 has (`read_contract`)."""
+
+    contractId: str
+    version: int
+    startedAtSeq: int
+    maxAttempts: int
+    checks: list[object]
+    claims: list[object]
+    objective: str
+    reviewed: bool
+
+
+def read_contract(data: object, seq: object = None) -> ContractSummary:
     """The fields every contract version 1–5 has, normalised:
     {contractId, version, startedAtSeq, maxAttempts, checks, claims, objective, reviewed}."""
     if not isinstance(data, dict):

@@ -4,7 +4,7 @@ What decides is `governor/domain/attempts.py`."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TypeVar
 
 from governor.domain.changes import PROTECTED_CHECK_ID
 
@@ -12,12 +12,15 @@ IMPORTED = ("this session was imported: its log is history, shown and folded but
             "evaluated, attested or continued by this server")
 
 
-def failed(results: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+Result = TypeVar("Result", bound=Mapping[str, object])
+
+
+def failed(results: Sequence[Result]) -> list[Result]:
     """The results that did not pass (`passed` is exactly true for a pass)."""
     return [result for result in results if result["passed"] is not True]
 
 
-def _failure_list(checks: Sequence[Mapping[str, Any]]) -> str:
+def _failure_list(checks: Sequence[Mapping[str, object]]) -> str:
     return "\n".join(f"- {r['id']} ({r['kind']}): {r['evidence']}" for r in checks)
 
 
@@ -32,7 +35,7 @@ TRUSTED_RUN_STEER = (
 
 
 def repair_message(
-    results: Sequence[Mapping[str, Any]], attempt_number: int, max_attempts: int
+    results: Sequence[Mapping[str, object]], attempt_number: int, max_attempts: int
 ) -> str:
     failed_checks = failed(results)
     steers = []
@@ -50,7 +53,7 @@ def repair_message(
     )
 
 
-def certified_message(terminal: Mapping[str, Any]) -> str:
+def certified_message(terminal: Mapping[str, object]) -> str:
     return (
         "The completion contract is certified: every check passed. Report the result to the user "
         "truthfully — say what was verified and nothing more — and cite the terminal receipt "
@@ -58,7 +61,8 @@ def certified_message(terminal: Mapping[str, Any]) -> str:
     )
 
 
-def exhausted_message(terminal: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> str:
+def exhausted_message(terminal: Mapping[str, object],
+                      results: Sequence[Mapping[str, object]]) -> str:
     failed_checks = failed(results)
     return (
         "The completion contract is exhausted: the last allowed attempt still failed. Do not "
@@ -68,7 +72,7 @@ def exhausted_message(terminal: Mapping[str, Any], results: Sequence[Mapping[str
     )
 
 
-def abstained_message(terminal: Mapping[str, Any]) -> str:
+def abstained_message(terminal: Mapping[str, object]) -> str:
     return (
         f"You abstained: {terminal['reason']}\n"
         "Do not claim the task is complete. Tell the user why you stopped and cite the terminal "
@@ -76,7 +80,8 @@ def abstained_message(terminal: Mapping[str, Any]) -> str:
     )
 
 
-def terminal_message(terminal: Mapping[str, Any], results: Sequence[Mapping[str, Any]] = ()) -> str:
+def terminal_message(terminal: Mapping[str, object],
+                     results: Sequence[Mapping[str, object]] = ()) -> str:
     """The text for a terminal; `results` are the final attempt's results (for exhausted)."""
     status = terminal["status"]
     if status == "certified":

@@ -6,13 +6,20 @@ the same numbers are in a table beside it."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 WIDTH, HEIGHT = 640, 220
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 40
 
 
-def _scale(low: float, high: float, size: int, flip: bool) -> Any:
+class ChartLine(TypedDict):
+    label: str
+    value: float
+    style: str  # target | guardrail
+
+
+def _scale(low: float, high: float, size: int, flip: bool) -> Callable[[float], float]:
     span = (high - low) or 1.0
 
     def place(value: float) -> float:
@@ -23,14 +30,14 @@ def _scale(low: float, high: float, size: int, flip: bool) -> Any:
 
 
 def metric_chart(*, metric: str, unit: str, contract: dict[str, Any],
-                 observations: list[dict[str, Any]]) -> dict[str, Any]:
+                 observations: list[dict[str, Any]]) -> dict[str, object]:
     """The chart of `metric` over the outcome window: observed values by observation time,
     the baseline, the target (for a `delta-*` target: baseline + value) and the window."""
     profile = contract["profile"]
     baseline = ((contract.get("baseline") or {}).get("metrics") or {}).get(metric)
     predicates = [profile["target"], *profile["guardrails"]]
     mine = [p for p in predicates if p["metric"] == metric]
-    lines: list[dict[str, Any]] = []
+    lines: list[ChartLine] = []
     for predicate in mine:
         value = predicate["value"]
         if predicate["operator"].startswith("delta-"):
@@ -79,6 +86,6 @@ def metric_chart(*, metric: str, unit: str, contract: dict[str, Any],
 
 
 def outcome_charts(contract: dict[str, Any], observations: list[dict[str, Any]]
-                   ) -> list[dict[str, Any]]:
+                   ) -> list[dict[str, object]]:
     return [metric_chart(metric=m["name"], unit=m["unit"], contract=contract,
                          observations=observations) for m in contract["profile"]["metrics"]]

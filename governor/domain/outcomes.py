@@ -40,9 +40,16 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NotRequired, TypedDict, cast
 
-from governor.domain.canonical import JSONValueError, check_json_value, loads_strict, receipt
+from governor.domain.canonical import (
+    JSONObject,
+    JSONValueError,
+    check_json_value,
+    loads_strict,
+    receipt,
+)
 from governor.domain.fields import FieldErrors, FieldsInvalid, join_path
 from governor.domain.profiles import (
     DEFAULT_TIMEOUT_MS,
@@ -104,6 +111,85 @@ class ProbeOutputInvalid(ValueError):
     """A probe's stdout that is not exactly the one JSON object the rules allow."""
 
 
+class Predicate(TypedDict):
+    """The target or a guardrail: `metric` compared by `operator` with `value`."""
+
+    id: str
+    metric: str
+    operator: str
+    value: float
+
+
+class OutcomeDefinition(TypedDict):
+    """What an outcome profile's receipt covers (`outcome_definition`)."""
+
+    id: str
+    argv: list[str]
+    env: dict[str, str]
+    timeoutMs: int
+    metrics: list[dict[str, str]]
+    target: Predicate
+    guardrails: list[Predicate]
+    minimumSampleSize: int | None
+    maxDataAgeMs: int
+    notBeforeMs: int
+    deadlineMs: int
+    observeEveryMs: int
+    attribution: str
+    network: str
+
+
+class ProbeOutput(TypedDict):
+    """A probe's stdout as the strict reading of §2 accepts it."""
+
+    dataAsOf: int
+    metrics: dict[str, float]
+    sampleSize: NotRequired[int]
+
+
+class OutcomeContractDocument(TypedDict):
+    """`reliability/outcome-contract`: the bound profile, the baseline and the window."""
+
+    outcomeContractId: str
+    deliveryContractId: str
+    deliveryContractReceipt: str
+    profile: JSONObject
+    profileReceipt: str
+    baseline: JSONObject | None
+    startedAt: int
+    notBeforeAt: int
+    deadlineAt: int
+    receipt: str
+
+
+class ObservationDocument(TypedDict):
+    """`reliability/outcome-observation`."""
+
+    outcomeContractId: str
+    contractId: str
+    observation: int
+    trigger: str
+    observedAt: int
+    profileReceipt: str
+    bound: bool
+    result: JSONObject | None
+    evaluation: JSONObject
+    receipt: str
+
+
+class OutcomeTerminalDocument(TypedDict):
+    """`reliability/outcome-terminal`."""
+
+    outcomeContractId: str
+    contractId: str
+    outcomeContractReceipt: str
+    status: str
+    reason: str
+    causalClaimPermitted: bool
+    observationReceipt: NotRequired[str]
+    receipt: str
+
+
 # --- §1: the profile --------------------------------------------------------------------------
 
 
@@ -120,7 +206,7 @@ def _finite(errors: FieldErrors, path: str, value: Any) -> float | int | None:
     return number
 
 
-def _metrics(errors: FieldErrors, value: Any) -> list[dict[str, str]] | None:
+def _metrics(errors: FieldErrors, value: object) -> list[dict[str, str]] | None:
     if type(value) is not list:
         errors.add("metrics", "must be a list of {name, unit}")
         return None
@@ -153,8 +239,8 @@ def _metrics(errors: FieldErrors, value: Any) -> list[dict[str, str]] | None:
     return metrics if len(errors.items) == before else None
 
 
-def _predicate(errors: FieldErrors, path: str, value: Any,
-               metrics: list[dict[str, str]] | None) -> dict[str, Any] | None:
+def _predicate(errors: FieldErrors, path: str, value: object,
+               metrics: list[dict[str, str]] | None) -> Predicate | None:
     if type(value) is not dict:
         errors.add(path, "must be an object {id, metric, operator, value}")
         return None
@@ -178,12 +264,12 @@ def _predicate(errors: FieldErrors, path: str, value: Any,
             "value": value["value"]}
 
 
-def _window(errors: FieldErrors, name: str, raw: dict[str, Any], default: int,
+def _window(errors: FieldErrors, name: str, raw: Mapping[str, object], default: int,
             low: int, high: int = MAX_WINDOW_MS) -> int | None:
     return _integer(errors, name, raw.get(name, default), low, high)
 
 
-def validate_outcome_profile(raw: Any) -> dict[str, Any]:
+def validate_outcome_profile(raw: object) -> dict[str, Any]:
     """The outcome profile `raw` describes, with every default filled in (snake_case), or
     OutcomeProfileError listing every failing field and its rule."""
     errors = FieldErrors()
@@ -192,7 +278,7 @@ def validate_outcome_profile(raw: Any) -> dict[str, Any]:
     errors.keys("", raw, FIELDS, REQUIRED_FIELDS)
     metrics = _metrics(errors, raw["metrics"]) if "metrics" in raw else None
     target = _predicate(errors, "target", raw["target"], metrics) if "target" in raw else None
-    guardrails: list[dict[str, Any]] | None = []
+    guardrails: list[Predicate] | None = []
     raw_guardrails = raw.get("guardrails", [])
     if type(raw_guardrails) is not list:
         errors.add("guardrails", "must be a list of predicates")
@@ -250,7 +336,7 @@ def validate_outcome_profile(raw: Any) -> dict[str, Any]:
     return profile
 
 
-def outcome_definition(validated: dict[str, Any]) -> dict[str, Any]:
+def outcome_definition(validated: Mapping[str, Any]) -> OutcomeDefinition:
     """Everything that changes what a profile measures or how it is judged: the document its
     receipt covers. The description is not part of it."""
     return {
@@ -264,12 +350,12 @@ def outcome_definition(validated: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def outcome_profile_receipt(definition: dict[str, Any]) -> str:
+def outcome_profile_receipt(definition: Mapping[str, object]) -> str:
     return receipt("outcome-profile", definition)
 
 
-def agent_view(definition: dict[str, Any], description: str, profile_receipt: str
-               ) -> dict[str, Any]:
+def agent_view(definition: Mapping[str, Any], description: str, profile_receipt: str
+               ) -> JSONObject:
     """What an agent (and a reviewer's proposal) sees: never argv, env or network."""
     return {
         "id": definition["id"], "description": description, "metrics": definition["metrics"],
@@ -285,7 +371,7 @@ def agent_view(definition: dict[str, Any], description: str, profile_receipt: st
     }
 
 
-def probe_definition(definition: dict[str, Any]) -> dict[str, Any]:
+def probe_definition(definition: Mapping[str, Any]) -> dict[str, Any]:
     """The sandbox definition a probe runs with: always read-only, default limits, 64 KiB of
     stdout kept (more is `invalid-output`), the profile's network choice."""
     limits = {camel: default for default, _low, _high, camel in LIMITS.values()}
@@ -310,11 +396,11 @@ def duration_words(ms: int) -> str:
     return f"{ms:,} ms"
 
 
-def predicate_words(predicate: dict[str, Any]) -> str:
+def predicate_words(predicate: Mapping[str, Any]) -> str:
     return f"{predicate['metric']} {OPERATOR_WORDS[predicate['operator']]} {predicate['value']}"
 
 
-def summary_words(view: dict[str, Any]) -> str:
+def summary_words(view: Mapping[str, Any]) -> str:
     """The reviewer's sentence: "after delivery: conversion ≥ 0.031 between day 1 and day 7;
     correlational" (guardrails and a minimum sample follow)."""
     windows = view["windows"]
@@ -336,7 +422,7 @@ def attribution_words(causal: bool) -> str:
 
 
 def parse_probe_output(stdout: bytes, *, truncated: bool, metrics: list[dict[str, str]],
-                       max_data_age_ms: int, now_ms: int) -> dict[str, Any]:
+                       max_data_age_ms: int, now_ms: int) -> ProbeOutput:
     """`{dataAsOf, metrics, sampleSize?}` from a probe's stdout, or ProbeOutputInvalid saying
     why: exactly one JSON object (surrounding whitespace allowed) with only those keys, the
     declared metric names and no other, each finite; `dataAsOf` positive epoch ms, at most five
@@ -383,7 +469,7 @@ def parse_probe_output(stdout: bytes, *, truncated: bool, metrics: list[dict[str
     for name, number in observed.items():
         if type(number) not in (int, float) or not math.isfinite(number):
             raise ProbeOutputInvalid(f"metrics/{name} must be a finite number")
-    result: dict[str, Any] = {"dataAsOf": as_of, "metrics": dict(sorted(observed.items()))}
+    result: ProbeOutput = {"dataAsOf": as_of, "metrics": dict(sorted(observed.items()))}
     if "sampleSize" in value:
         sample = value["sampleSize"]
         if type(sample) is not int or sample < 0:
@@ -392,7 +478,7 @@ def parse_probe_output(stdout: bytes, *, truncated: bool, metrics: list[dict[str
     return result
 
 
-def probe_record(run: dict[str, Any], parsed: dict[str, Any] | None, why: str | None
+def probe_record(run: Mapping[str, Any], parsed: ProbeOutput | None, why: str | None
                  ) -> dict[str, Any]:
     """A probe's result as recorded: how the sandbox run ended (never its output, only each
     stream's size and receipt) and, when it passed and its output was valid, the values.
@@ -414,8 +500,8 @@ def probe_record(run: dict[str, Any], parsed: dict[str, Any] | None, why: str | 
 # --- §5: evaluation ---------------------------------------------------------------------------
 
 
-def predicate_holds(predicate: dict[str, Any], observed: dict[str, Any],
-                    baseline: dict[str, Any] | None) -> tuple[bool | None, float | None]:
+def predicate_holds(predicate: Predicate, observed: Mapping[str, float],
+                    baseline: Mapping[str, float] | None) -> tuple[bool | None, float | None]:
     """(holds, the compared value): None when a `delta-*` predicate has no baseline value."""
     value = observed[predicate["metric"]]
     operator = predicate["operator"]
@@ -429,7 +515,7 @@ def predicate_holds(predicate: dict[str, Any], observed: dict[str, Any],
     return holds, value
 
 
-def evaluate(contract: dict[str, Any], result: dict[str, Any] | None, now_ms: int
+def evaluate(contract: Mapping[str, Any], result: Mapping[str, Any] | None, now_ms: int
              ) -> dict[str, Any]:
     """The status after one observation (`result` None: refused as unbound):
 
@@ -471,14 +557,14 @@ def evaluate(contract: dict[str, Any], result: dict[str, Any] | None, now_ms: in
             "predicates": rows}
 
 
-def deadline_passed_status(observations: list[dict[str, Any]]) -> str | None:
+def deadline_passed_status(observations: Sequence[Mapping[str, Any]]) -> str | None:
     """At the deadline with no valid observation the status is `expired` (None otherwise)."""
     valid = [o for o in observations if (o.get("result") or {}).get("passed")]
     return None if valid else "expired"
 
 
-def judge(contract: dict[str, Any], result: dict[str, Any] | None, now_ms: int,
-          earlier: list[dict[str, Any]]) -> dict[str, Any]:
+def judge(contract: Mapping[str, Any], result: Mapping[str, Any] | None, now_ms: int,
+          earlier: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """`evaluate`, then: at or after the deadline, an observation that is not valid (the probe
     unbound or failed) after no valid one before it is `expired`, not `inconclusive`."""
     evaluation = evaluate(contract, result, now_ms)
@@ -494,13 +580,13 @@ def judge(contract: dict[str, Any], result: dict[str, Any] | None, now_ms: int,
 # --- event documents --------------------------------------------------------------------------
 
 
-def outcome_contract_payload(*, outcome_contract_id: str, delivery_contract: dict[str, Any],
-                             view: dict[str, Any], baseline: dict[str, Any] | None,
-                             started_at: int) -> dict[str, Any]:
+def outcome_contract_payload(*, outcome_contract_id: str, delivery_contract: Mapping[str, Any],
+                             view: Mapping[str, Any], baseline: JSONObject | None,
+                             started_at: int) -> OutcomeContractDocument:
     """`reliability/outcome-contract`, written when the delivery contract is certified: the
     window counts from then; the baseline is the probe taken when the contract activated."""
     windows = view["windows"]
-    document: dict[str, Any] = {
+    document: dict[str, object] = {
         "outcomeContractId": outcome_contract_id,
         "deliveryContractId": delivery_contract["contractId"],
         "deliveryContractReceipt": delivery_contract["receipt"],
@@ -509,28 +595,28 @@ def outcome_contract_payload(*, outcome_contract_id: str, delivery_contract: dic
         "deadlineAt": started_at + windows["deadlineMs"],
     }
     document["receipt"] = receipt("outcome-contract", document)
-    return document
+    return cast(OutcomeContractDocument, document)
 
 
-def observation_payload(*, contract: dict[str, Any], number: int, trigger: str,
-                        observed_at: int, profile_receipt: str, result: dict[str, Any] | None,
-                        evaluation: dict[str, Any]) -> dict[str, Any]:
+def observation_payload(*, contract: Mapping[str, Any], number: int, trigger: str,
+                        observed_at: int, profile_receipt: str, result: JSONObject | None,
+                        evaluation: JSONObject) -> ObservationDocument:
     """`reliability/outcome-observation`. `result` None: refused, the profile's receipt is not
     the bound one (the probe did not run)."""
-    document: dict[str, Any] = {
+    document: dict[str, object] = {
         "outcomeContractId": contract["outcomeContractId"],
         "contractId": contract["deliveryContractId"], "observation": number,
         "trigger": trigger, "observedAt": observed_at, "profileReceipt": profile_receipt,
         "bound": result is not None, "result": result, "evaluation": evaluation,
     }
     document["receipt"] = receipt("outcome-observation", document)
-    return document
+    return cast(ObservationDocument, document)
 
 
-def outcome_terminal_payload(*, contract: dict[str, Any], status: str, reason: str,
-                             observation_receipt: str | None) -> dict[str, Any]:
+def outcome_terminal_payload(*, contract: Mapping[str, Any], status: str, reason: str,
+                             observation_receipt: str | None) -> OutcomeTerminalDocument:
     causal = contract["profile"]["attribution"] != "correlational"
-    document: dict[str, Any] = {
+    document: dict[str, object] = {
         "outcomeContractId": contract["outcomeContractId"],
         "contractId": contract["deliveryContractId"],
         "outcomeContractReceipt": contract["receipt"], "status": status, "reason": reason,
@@ -539,11 +625,11 @@ def outcome_terminal_payload(*, contract: dict[str, Any], status: str, reason: s
     if observation_receipt is not None:
         document["observationReceipt"] = observation_receipt
     document["receipt"] = receipt("outcome-terminal", document)
-    return document
+    return cast(OutcomeTerminalDocument, document)
 
 
-def terminal_reason(status: str, evaluation: dict[str, Any] | None, contract: dict[str, Any]
-                    ) -> str:
+def terminal_reason(status: str, evaluation: Mapping[str, Any] | None,
+                    contract: Mapping[str, Any]) -> str:
     """The sentence a terminal carries; "correlated with", never "caused", when attribution is
     correlational."""
     work = attribution_words(contract["profile"]["attribution"] != "correlational")
@@ -557,7 +643,7 @@ def terminal_reason(status: str, evaluation: dict[str, Any] | None, contract: di
     return "The outcome expired: the deadline passed with no valid observation."
 
 
-def status_words(status: str, contract: dict[str, Any] | None) -> str:
+def status_words(status: str, contract: Mapping[str, Any] | None) -> str:
     """What an agent is told about the outcome after delivery is certified."""
     if contract is None:
         return ""

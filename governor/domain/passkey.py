@@ -20,8 +20,9 @@ import binascii
 import hashlib
 import json
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
@@ -45,7 +46,7 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def from_b64url(text: Any, what: str) -> bytes:
+def from_b64url(text: object, what: str) -> bytes:
     if type(text) is not str or "=" in text:
         raise PasskeyError(f"{what} must be unpadded base64url text")
     try:
@@ -54,18 +55,28 @@ def from_b64url(text: Any, what: str) -> bytes:
         raise PasskeyError(f"{what} is not base64url") from None
 
 
+class DecisionStatement(TypedDict):
+    """What a reviewer's passkey signs: one decision on one proposal, by them, once."""
+
+    proposalReceipt: str
+    stage: str
+    decision: str
+    reviewer: int
+    nonce: str
+
+
 def statement(*, proposal_receipt: str, stage: str, decision: str, reviewer: int,
-              nonce: str) -> dict[str, Any]:
+              nonce: str) -> DecisionStatement:
     return {"proposalReceipt": proposal_receipt, "stage": stage, "decision": decision,
             "reviewer": reviewer, "nonce": nonce}
 
 
-def challenge(signed: dict[str, Any]) -> bytes:
+def challenge(signed: Mapping[str, object]) -> bytes:
     """What the authenticator signs over (inside clientDataJSON): the statement's receipt."""
     return bytes.fromhex(receipt(STATEMENT_KIND, signed).removeprefix("sha256:"))
 
 
-def assertion_digest(assertion: dict[str, Any]) -> str:
+def assertion_digest(assertion: Mapping[str, object]) -> str:
     return receipt(ASSERTION_KIND, {name: assertion[name] for name in ASSERTION_FIELDS})
 
 
@@ -161,7 +172,7 @@ class Checked:
     origin: str
 
 
-def check_assertion(*, assertion: dict[str, Any], signed: dict[str, Any], alg: int,
+def check_assertion(*, assertion: Mapping[str, object], signed: Mapping[str, object], alg: int,
                     spki: bytes, rp_id: str) -> Checked:
     """The assertion is the key's signature, made with the user present and verified, over
     exactly `signed` for `rp_id`; else PasskeyError saying which part fails."""
@@ -221,7 +232,7 @@ class ReviewerKey:
     spki: bytes
 
 
-def parse_reviewer_key(obj: Any) -> ReviewerKey:
+def parse_reviewer_key(obj: object) -> ReviewerKey:
     """A reviewer-key line (or an entry of a --reviewer-keys file): its SPKI must be the key of
     its COSE key."""
     if type(obj) is not dict or set(obj) != _KEY_LINE or obj["kind"] != "reviewer-key":
@@ -289,7 +300,7 @@ class SignedDecisions:
     def signed(self) -> bool:
         return any(data.get("signatures") for _, _, data in self.events)
 
-    def event(self, seq: int, event_type: str, data: Any) -> None:
+    def event(self, seq: int, event_type: str, data: object) -> None:
         if event_type not in REVIEW_STAGES or type(data) is not dict:
             return
         entries = data.get("signatures", [])
@@ -300,7 +311,7 @@ class SignedDecisions:
                           f"the keys {sorted(_SIGNATURE_ENTRY)}", seq=seq)
         self.events.append((seq, REVIEW_STAGES[event_type], data))
 
-    def key_line(self, line_no: int, obj: dict[str, Any]) -> None:
+    def key_line(self, line_no: int, obj: object) -> None:
         try:
             key = parse_reviewer_key(obj)
         except PasskeyError as exc:
@@ -326,7 +337,7 @@ class SignedDecisions:
         decisions: list[Decision] = []
         counters: dict[str, int] = {}
         used: set[tuple[int, str]] = set()
-        firsts: dict[tuple[str, str], tuple[int, Any]] = {}
+        firsts: dict[tuple[str, str], tuple[int, object]] = {}
         for seq, stage, data in self.events:
             signers = {}
             for entry in data.get("signatures", []):
@@ -356,7 +367,7 @@ class SignedDecisions:
 
     @staticmethod
     def check_once(seq: int, entry: dict[str, Any],
-                   firsts: dict[tuple[str, str], tuple[int, Any]]) -> None:
+                   firsts: dict[tuple[str, str], tuple[int, object]]) -> None:
         """Issue 25: the server issues a nonce for one signing and takes it once, so a nonce, or
         an assertion, that two signatures carry is a copy. With a passkey that keeps no
         signature counter (synced passkeys report 0) the copy would check out against the

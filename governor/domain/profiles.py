@@ -142,7 +142,7 @@ class ProfileError(FieldsInvalid):
     root = "(profile)"
 
 
-def _text(errors: FieldErrors, path: str, value: Any, low: int, high: int) -> str | None:
+def _text(errors: FieldErrors, path: str, value: object, low: int, high: int) -> str | None:
     """`value` if it is a string of `low`..`high` characters with no NUL, else None (recorded)."""
     text = string_field(errors, path, value)
     if text is None:
@@ -156,7 +156,7 @@ def _text(errors: FieldErrors, path: str, value: Any, low: int, high: int) -> st
     return text
 
 
-def _integer(errors: FieldErrors, path: str, value: Any, low: int, high: int) -> int | None:
+def _integer(errors: FieldErrors, path: str, value: object, low: int, high: int) -> int | None:
     if type(value) is not int:  # True is not 1 here, and neither is 1.0
         errors.add(path, "must be an integer")
         return None
@@ -166,14 +166,14 @@ def _integer(errors: FieldErrors, path: str, value: Any, low: int, high: int) ->
     return value
 
 
-def _boolean(errors: FieldErrors, path: str, value: Any) -> bool | None:
+def _boolean(errors: FieldErrors, path: str, value: object) -> bool | None:
     if type(value) is not bool:
         errors.add(path, "must be true or false")
         return None
     return value
 
 
-def _profile_id(errors: FieldErrors, value: Any) -> str | None:
+def _profile_id(errors: FieldErrors, value: object) -> str | None:
     text = _text(errors, "id", value, 1, MAX_ID_CHARS)
     if text is not None and not PROFILE_ID_RE.match(text):
         errors.add(
@@ -185,7 +185,7 @@ def _profile_id(errors: FieldErrors, value: Any) -> str | None:
     return text
 
 
-def _description(errors: FieldErrors, value: Any) -> str | None:
+def _description(errors: FieldErrors, value: object) -> str | None:
     if type(value) is str and not value.strip():
         errors.add("description", "must not be empty or blank")
         return None
@@ -198,7 +198,7 @@ def _description(errors: FieldErrors, value: Any) -> str | None:
     )
 
 
-def _argv(errors: FieldErrors, value: Any) -> list[str] | None:
+def _argv(errors: FieldErrors, value: object) -> list[str] | None:
     if type(value) is not list:
         errors.add("argv", "must be a list: the command and its arguments")
         return None
@@ -226,7 +226,7 @@ def _is_command(command: str) -> bool:
     return "/" not in command and command not in (".", "..")
 
 
-def _env(errors: FieldErrors, value: Any) -> dict[str, str] | None:
+def _env(errors: FieldErrors, value: object) -> dict[str, str] | None:
     if type(value) is not dict:
         errors.add("env", "must be an object of NAME: value")
         return None
@@ -262,7 +262,7 @@ def _env(errors: FieldErrors, value: Any) -> dict[str, str] | None:
     return dict(value) if len(errors.items) == before else None
 
 
-def _limits(errors: FieldErrors, value: Any) -> dict[str, int] | None:
+def _limits(errors: FieldErrors, value: object) -> dict[str, int] | None:
     if type(value) is not dict:
         errors.add("limits", "must be an object")
         return None
@@ -281,7 +281,7 @@ def _limits(errors: FieldErrors, value: Any) -> dict[str, int] | None:
     return limits if len(errors.items) == before else None
 
 
-def _rootfs(errors: FieldErrors, value: Any) -> str | None:
+def _rootfs(errors: FieldErrors, value: object) -> str | None:
     if value is None or value == "":
         return None
     text = _text(errors, "rootfs", value, 1, MAX_ROOTFS_CHARS)
@@ -298,7 +298,7 @@ def _rootfs(errors: FieldErrors, value: Any) -> str | None:
     return None
 
 
-def _environment_path(errors: FieldErrors, path: str, value: Any) -> str | None:
+def _environment_path(errors: FieldErrors, path: str, value: object) -> str | None:
     text = _text(errors, path, value, 1, MAX_ENVIRONMENT_PATH_CHARS)
     if text is None:
         return None
@@ -313,7 +313,7 @@ def _environment_path(errors: FieldErrors, path: str, value: Any) -> str | None:
     return text
 
 
-def _environment(errors: FieldErrors, value: Any) -> list[str] | None:
+def _environment(errors: FieldErrors, value: object) -> list[str] | None:
     if type(value) is not list:
         errors.add("environment", "must be a list of directory paths")
         return None
@@ -338,7 +338,7 @@ def _environment(errors: FieldErrors, value: Any) -> list[str] | None:
     return sorted(str(path) for path in paths) if len(errors.items) == before else None
 
 
-def _protected_paths(errors: FieldErrors, value: Any) -> list[str] | None:
+def _protected_paths(errors: FieldErrors, value: object) -> list[str] | None:
     if value == []:
         return []
     return patterns_problem(errors, "protected_paths", value)
@@ -352,7 +352,7 @@ def _report(errors: FieldErrors, value: Any) -> str | None:
     return value if value in REPORT_FORMATS else None
 
 
-def validate_profile(raw: Any) -> dict[str, Any]:
+def validate_profile(raw: object) -> dict[str, Any]:
     """§8: the profile `raw` describes, with every default filled in (snake_case), or
     ProfileError listing every failing field."""
     errors = FieldErrors()

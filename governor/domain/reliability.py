@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from governor.domain.canonical import receipt
 from governor.domain.fields import FieldsInvalid
@@ -64,8 +64,26 @@ def report_kinds_for(status: str) -> list[str]:
     return [kind for kind, (applies, _) in REPORT_KINDS.items() if applies in (None, status)]
 
 
+class ReportedBy(TypedDict):
+    kind: str
+    userId: int
+
+
+class OutcomeReport(TypedDict):
+    """`reliability/outcome-report`: a reviewer's word on how an ended contract turned out."""
+
+    contractId: str
+    terminalReceipt: str
+    terminalStatus: str
+    kind: str
+    check: NotRequired[str]
+    reason: str
+    reportedBy: ReportedBy
+    receipt: str
+
+
 def report_payload(*, contract: Mapping[str, Any], terminal: Mapping[str, Any], kind: Any,
-                   reason: Any, check: Any, user_id: int) -> dict[str, Any]:
+                   reason: object, check: object, user_id: int) -> OutcomeReport:
     """The `reliability/outcome-report` data for a report on `terminal` (of `contract`), or
     `ReportInvalid` naming the field and the reason."""
     if kind not in REPORT_KINDS:
@@ -79,7 +97,7 @@ def report_payload(*, contract: Mapping[str, Any], terminal: Mapping[str, Any], 
     text = reason.strip()
     if len(text) > MAX_REASON_CHARS:
         raise ReportInvalid("reason", f"is {len(text)} characters; at most {MAX_REASON_CHARS}")
-    payload: dict[str, Any] = {
+    payload: dict[str, object] = {
         "contractId": contract["contractId"], "terminalReceipt": terminal["receipt"],
         "terminalStatus": status, "kind": kind,
     }
@@ -97,7 +115,7 @@ def report_payload(*, contract: Mapping[str, Any], terminal: Mapping[str, Any], 
     payload["reason"] = text
     payload["reportedBy"] = {"kind": "reviewer", "userId": user_id}
     payload["receipt"] = receipt("outcome-report", payload)
-    return payload
+    return cast(OutcomeReport, payload)
 
 
 @dataclass(frozen=True)
@@ -124,7 +142,7 @@ def event_facts(event_type: str, data: Mapping[str, Any], *, attempts: int,
         return [Fact("terminal", status=str(data.get("status")), value=attempts,
                      contract_id=contract_id)]
     if event_type == ATTEMPT:
-        results: Sequence[Any] = data.get("results") or []
+        results: Sequence[object] = data.get("results") or []
         return [Fact("check", str(result.get("id")), str(result.get("kind")),
                      value=int(data.get("attempt") or 0), contract_id=contract_id)
                 for result in results if isinstance(result, dict) and not result.get("passed")]
@@ -179,10 +197,10 @@ class Period:
         return f"{first.day} {first:%b %Y} – {last.day} {last:%b %Y}"
 
 
-def period_from(raw_first: Any, raw_last: Any, *, today: datetime.date) -> Period:
+def period_from(raw_first: object, raw_last: object, *, today: datetime.date) -> Period:
     """The period the query names (`from`, `to`: YYYY-MM-DD, both optional): by default the
     DEFAULT_PERIOD_DAYS days ending today. Refusals name the field."""
-    def parse(name: str, raw: Any) -> datetime.date | None:
+    def parse(name: str, raw: object) -> datetime.date | None:
         if raw in (None, ""):
             return None
         try:

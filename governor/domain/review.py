@@ -27,11 +27,22 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
-from governor.domain.canonical import receipt
-from governor.domain.documents import ReviewDecisionDocument
+from governor.domain.canonical import JSONObject, receipt
+from governor.domain.documents import (
+    Check,
+    Claim,
+    ContractDocument,
+    DecidedBy,
+    EventSignature,
+    Intent,
+    ReviewDecisionDocument,
+    SentComment,
+    TreeRef,
+)
 from governor.domain.fields import FieldsInvalid
 from governor.domain.outcomes import summary_words
 from governor.domain.treediff import word_diff
@@ -50,8 +61,59 @@ class ReviewError(FieldsInvalid):
         super().__init__([{"path": path, "message": message}])
 
 
-def intent_proposal(*, session_id: str, kind: str, objective: str, intent: dict[str, Any],
-                    authorship: dict[str, Any]) -> dict[str, Any]:
+class IntentProposal(TypedDict):
+    stage: Literal["intent"]
+    sessionId: str
+    contractKind: str
+    objective: str
+    constraints: list[str]
+    assumptions: list[str]
+    nonGoals: list[str]
+    ambiguities: list[str]
+    authorship: JSONObject
+
+
+class ApprovedIntent(TypedDict):
+    proposal: JSONObject
+    proposalReceipt: str
+    reviewReceipt: str
+
+
+class EvidenceProposal(TypedDict):
+    stage: Literal["evidence"]
+    sessionId: str
+    contractId: str
+    contractKind: str
+    objective: str
+    claims: list[Claim]
+    checks: list[Check]
+    maxAttempts: int
+    authorship: JSONObject
+    coverage: JSONObject
+    approvedIntent: ApprovedIntent
+    protectedChanges: NotRequired[list[str]]
+    profileReceipts: NotRequired[dict[str, str]]
+    outcome: NotRequired[JSONObject]
+
+
+class DeliveryProposal(TypedDict):
+    stage: Literal["delivery"]
+    sessionId: str
+    contractId: str
+    contractReceipt: str
+    objective: str
+    attemptReceipt: str
+    attempt: int
+    tree: TreeRef | None
+    startTree: TreeRef | None
+    changes: list[dict[str, str]] | None
+
+
+ReviewProposal = IntentProposal | EvidenceProposal | DeliveryProposal
+
+
+def intent_proposal(*, session_id: str, kind: str, objective: str, intent: Intent,
+                    authorship: JSONObject) -> IntentProposal:
     return {
         "stage": "intent", "sessionId": session_id, "contractKind": kind,
         "objective": objective, "constraints": intent["constraints"],
@@ -61,18 +123,18 @@ def intent_proposal(*, session_id: str, kind: str, objective: str, intent: dict[
 
 
 def evidence_proposal(*, session_id: str, contract_id: str, kind: str, objective: str,
-                      claims: list[dict[str, Any]], checks: list[dict[str, Any]],
-                      max_attempts: int, authorship: dict[str, Any], coverage: dict[str, Any],
-                      intent_proposal: dict[str, Any], intent_proposal_receipt: str,
+                      claims: list[Claim], checks: list[Check],
+                      max_attempts: int, authorship: JSONObject, coverage: JSONObject,
+                      intent_proposal: JSONObject, intent_proposal_receipt: str,
                       intent_review_receipt: str,
                       protected_changes: list[str] | None = None,
                       profile_receipts: dict[str, str] | None = None,
-                      outcome: dict[str, Any] | None = None) -> dict[str, Any]:
+                      outcome: JSONObject | None = None) -> EvidenceProposal:
     """The evidence plan a person approves. The coverage assessment carries every check's
     baseline (§14.5), `protectedChanges` (§14.4) the protected paths this task opens, and
     `profileReceipts` the receipt of each verifier profile its checks name as the reviewer is
     shown it (so a later edit of the profile shows): all bound by the proposal's receipt."""
-    proposal = {
+    proposal: EvidenceProposal = {
         "stage": "evidence", "sessionId": session_id, "contractId": contract_id,
         "contractKind": kind, "objective": objective, "claims": claims, "checks": checks,
         "maxAttempts": max_attempts, "authorship": authorship, "coverage": coverage,
@@ -88,8 +150,9 @@ def evidence_proposal(*, session_id: str, contract_id: str, kind: str, objective
     return proposal
 
 
-def delivery_proposal(*, session_id: str, contract: dict[str, Any], attempt: dict[str, Any],
-                      changes: list[dict[str, str]] | None) -> dict[str, Any]:
+def delivery_proposal(*, session_id: str, contract: ContractDocument,
+                      attempt: Mapping[str, Any], changes: list[dict[str, str]] | None
+                      ) -> DeliveryProposal:
     """The third, optional stage (issue 28): what a person approves once every check passed —
     the contract (its receipt), the passing attempt (its receipt and the tree it judged) and
     what changed since the contract's start tree — bound by receipt("delivery-proposal")."""
@@ -102,11 +165,11 @@ def delivery_proposal(*, session_id: str, contract: dict[str, Any], attempt: dic
     }
 
 
-def proposal_receipt(stage: str, proposal: dict[str, Any]) -> str:
+def proposal_receipt(stage: str, proposal: Mapping[str, object]) -> str:
     return receipt(STAGE_KINDS[stage][0], proposal)
 
 
-def feedback_text(raw: Any) -> str:
+def feedback_text(raw: object) -> str:
     if raw is None:
         return ""
     if not isinstance(raw, str):
@@ -118,11 +181,11 @@ def feedback_text(raw: Any) -> str:
 
 
 def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
-                     decided_by: dict[str, Any], feedback: str = "",
+                     decided_by: DecidedBy, feedback: str = "",
                      intent_proposal_receipt: str | None = None,
                      carried_from: list[str] | None = None,
-                     signatures: list[dict[str, Any]] | None = None,
-                     comments: list[dict[str, Any]] | None = None) -> ReviewDecisionDocument:
+                     signatures: list[EventSignature] | None = None,
+                     comments: list[SentComment] | None = None) -> ReviewDecisionDocument:
     """The review event's data: who decided what about which receipt; never the feedback.
     `comments`: the reviewers' comments on lines of the delivered change, bound by their count
     and receipt (never their text), as the feedback is.
@@ -131,7 +194,7 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
     if decision not in DECISIONS:
         raise ReviewError("decision", f"must be one of {', '.join(DECISIONS)}")
     _, review_kind, feedback_kind = STAGE_KINDS[stage]
-    payload: dict[str, Any] = {
+    payload: dict[str, object] = {
         "proposalReceipt": proposal_receipt, "decision": decision, "decidedBy": decided_by,
         "feedbackBytes": len(feedback.encode("utf-8")),
     }
@@ -197,14 +260,15 @@ class TextChange:
     after: list[tuple[str, bool]] | None
 
 
-def _shown(value: Any, *, exact: bool = False) -> str:
+def _shown(value: object, *, exact: bool = False) -> str:
     """A value as a reviewer compares it: text as it is, anything else (and, `exact`, text too:
     a check's parameter, where quotes and spaces matter) as JSON."""
     return value if isinstance(value, str) and not exact else json.dumps(value, ensure_ascii=False,
                                                            sort_keys=True)
 
 
-def _text_change(what: str, before: Any, after: Any, *, exact: bool = False) -> TextChange:
+def _text_change(what: str, before: object, after: object, *, exact: bool = False
+                 ) -> TextChange:
     if before is None:
         return TextChange(what, None, [(_shown(after, exact=exact), True)])
     if after is None:
@@ -213,7 +277,7 @@ def _text_change(what: str, before: Any, after: Any, *, exact: bool = False) -> 
     return TextChange(what, old, new)
 
 
-def _list_changes(label: str, before: list[Any], after: list[Any]) -> list[TextChange]:
+def _list_changes(label: str, before: list[object], after: list[object]) -> list[TextChange]:
     """The items of an intent list that differ, aligned as a line diff aligns lines: a replaced
     run pairs its old and new items in order; the rest are added or removed."""
     rows = []

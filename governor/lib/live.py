@@ -1,5 +1,5 @@
 """Live parts of the pages: a fragment that waits on the server for its next change (the one
-long poll, governor.lib.waits), and the request type django-htmx leaves."""
+long poll, governor.lib.waits), and the request types django-htmx and `login_required` leave."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from functools import wraps
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -32,6 +33,13 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
+class MemberRequest(HtmxHttpRequest):
+    """A request `login_required` let through: its user is a signed-in person (django-stubs
+    types `request.user` as possibly anonymous)."""
+
+    user: User
+
+
 LIVE_WAIT_SECONDS = 30  # how long one wait of a page's live part lasts before "unchanged" (204)
 
 
@@ -47,17 +55,17 @@ class Shown:
     changes_in: float | None = None
 
 
-def version_of(*parts: Any) -> str:
+def version_of(*parts: object) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
-def live_url(name: str, *args: Any, version: str, **query: Any) -> str:
+def live_url(name: str, *args: object, version: str, **query: str | int) -> str:
     """The address a live part waits on: what it shows (`version`) and how long to wait."""
     params = urlencode({**query, "version": version, "wait": LIVE_WAIT_SECONDS})
     return f"{reverse(name, args=args)}?{params}"
 
 
-async def live_answer(request: HttpRequest, *, user: AbstractBaseUser, topics: Sequence[str],
+async def live_answer(request: HttpRequest, *, user: User, topics: Sequence[str],
                       shown: Callable[[], Shown],
                       fragment: Callable[[int], HttpResponse]) -> HttpResponse:
     """The answer to a live part's `?version=…&wait=…`: the fresh `fragment` (200) as soon as
@@ -86,7 +94,7 @@ def signed_in_live(view: Callable[..., Any]) -> Callable[..., Any]:
     check then sends them to sign in; a redirect would put the login form into the live
     part."""
     @wraps(view)
-    async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    async def wrapper(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
         if request.method != "GET":
             return HttpResponseNotAllowed(["GET"])
         user = await request.auser()

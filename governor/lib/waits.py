@@ -18,7 +18,7 @@ from typing import Any, TypeVar, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.handlers.asgi import ASGIRequest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Min, QuerySet
@@ -42,7 +42,7 @@ MAX_WAIT_SECONDS = 60
 
 
 # Who waits: an agent token (the API's long polls) or a signed-in person (the pages' live parts).
-Waiter = AgentToken | AbstractBaseUser
+Waiter = AgentToken | User
 
 
 def _holder(waiter: Waiter) -> tuple[dict[str, Any], int, str]:

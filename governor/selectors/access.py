@@ -7,8 +7,9 @@ not be told apart from a wrong one); pages answer it as 404, the API as its NOT_
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Mapping
 
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 
 from governor.lib.errors import NotFound
@@ -19,7 +20,7 @@ from verification.models import VerificationRun
 MEMBER_ROLES = (Role.REVIEWER, Role.OPERATOR)
 
 
-def _key(value: Any, missing: str) -> uuid.UUID:
+def _key(value: object, missing: str) -> uuid.UUID:
     try:
         return uuid.UUID(str(value))
     except ValueError:
@@ -28,7 +29,7 @@ def _key(value: Any, missing: str) -> uuid.UUID:
 
 # --- agents (bearer token): their project's objects ---------------------------------------------
 
-def session_for_token(token: AgentToken, session_id: Any) -> Session:
+def session_for_token(token: AgentToken, session_id: object) -> Session:
     """The session if it belongs to the token's project."""
     missing = f"session {session_id} not found"
     session = Session.objects.filter(pk=_key(session_id, missing),
@@ -39,7 +40,7 @@ def session_for_token(token: AgentToken, session_id: Any) -> Session:
     return session
 
 
-def run_for_token(token: AgentToken, run_id: Any) -> VerificationRun:
+def run_for_token(token: AgentToken, run_id: object) -> VerificationRun:
     """The verification run if its session belongs to the token's project."""
     missing = f"verification {run_id} not found"
     run = (VerificationRun.objects.select_related("profile", "session")
@@ -51,13 +52,13 @@ def run_for_token(token: AgentToken, run_id: Any) -> VerificationRun:
 
 # --- people (login): the projects they are members of --------------------------------------------
 
-def member_projects(user: Any) -> QuerySet[Project]:
+def member_projects(user: User) -> QuerySet[Project]:
     """The projects `user` reviews or operates."""
     return Project.objects.filter(memberships__user_id=user.pk,
                                   memberships__role__in=MEMBER_ROLES).distinct()
 
 
-def project_for_member(user: Any, slug: str) -> Project:
+def project_for_member(user: User, slug: str) -> Project:
     """The project named `slug` if `user` reviews or operates it."""
     project = member_projects(user).filter(slug=slug).first()
     if project is None:
@@ -65,17 +66,17 @@ def project_for_member(user: Any, slug: str) -> Project:
     return project
 
 
-def reviewed_projects(user: Any) -> QuerySet[Membership, Any]:
+def reviewed_projects(user: User) -> QuerySet[Membership, Mapping[str, object]]:
     """The ids of the projects `user` reviews (a subquery)."""
     return Membership.objects.filter(user_id=user.pk, role=Role.REVIEWER).values("project_id")
 
 
-def is_reviewer(user: Any, project_id: Any) -> bool:
+def is_reviewer(user: User, project_id: int) -> bool:
     return Membership.objects.filter(user_id=user.pk, project_id=project_id,
                                      role=Role.REVIEWER).exists()
 
 
-def session_for_member(user: Any, session_id: Any) -> Session:
+def session_for_member(user: User, session_id: object) -> Session:
     """The session if `user` reviews or operates its project."""
     missing = "session not found"
     session = (Session.objects.select_related("project")
@@ -87,7 +88,7 @@ def session_for_member(user: Any, session_id: Any) -> Session:
     return session
 
 
-def review_for_reviewer(user: Any, review_id: Any) -> Review:
+def review_for_reviewer(user: User, review_id: object) -> Review:
     """The review if `user` reviews its project."""
     missing = "review not found"
     review = (Review.objects.select_related("session__project")

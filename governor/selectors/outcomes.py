@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from governor.domain import lifecycle
+from governor.domain.canonical import JSONObject
 from governor.domain.outcome_chart import outcome_charts
 from governor.domain.outcomes import agent_view, status_words, summary_words
 from governor.lib.errors import Conflict
@@ -18,7 +19,7 @@ BOUND, OBSERVING, DROPPED = "bound", "observing", "dropped"
 LOST_REQUEST_MS = 60_000  # after the probe's time limit: a requested observation never taken
 
 
-def outcome_profiles_view(project: Project) -> list[dict[str, Any]]:
+def outcome_profiles_view(project: Project) -> list[JSONObject]:
     """Each outcome profile as an agent sees it (never argv, env or network), with the
     sentence a reviewer reads."""
     views = []
@@ -99,7 +100,7 @@ def _utc(ms: int) -> tuple[str, str]:
     return moment.strftime("%Y-%m-%d %H:%M:%S"), moment.isoformat()
 
 
-def outcome_panel(session: Session) -> dict[str, Any] | None:
+def outcome_panel(session: Session) -> dict[str, object] | None:
     """The timeline's outcome panel: the status, the sentence, the window, a chart per metric
     and the observations (None when the session watches no outcome)."""
     status = outcome_status(session=session)
@@ -107,7 +108,7 @@ def outcome_panel(session: Session) -> dict[str, Any] | None:
         return None
     contract = status["contract"]
     view = contract["profile"] if contract else status["profile"]
-    panel: dict[str, Any] = {
+    panel: dict[str, object] = {
         "status": status["status"], "summary": summary_words(view),
         "attribution": view["attribution"], "causal": view["causalClaimPermitted"],
         "contract": contract, "terminal": status.get("terminal"), "charts": [],

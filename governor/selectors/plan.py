@@ -5,6 +5,7 @@ tree that passed, and the attempt and runs that proved each claim. Reads only.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from governor.domain.contracts import FILE_CHECK_KINDS
@@ -21,7 +22,7 @@ from verification.models import VerificationRun, VerifierProfile
 PREVIEW_BYTES = 4096
 
 
-def profile_shown(profile: VerifierProfile, proposed_receipt: str | None) -> dict[str, Any]:
+def profile_shown(profile: VerifierProfile, proposed_receipt: str | None) -> dict[str, object]:
     """A profile as the evidence page shows it: every field that decides what runs."""
     definition = profile.definition()
     return {
@@ -36,7 +37,7 @@ def profile_shown(profile: VerifierProfile, proposed_receipt: str | None) -> dic
     }
 
 
-def _file_now(session: Session, path: str) -> dict[str, Any]:
+def _file_now(session: Session, path: str) -> dict[str, object]:
     """The file at `path` as the workspace holds it now: its text, capped, highlighted; or
     why it cannot be shown."""
     try:
@@ -58,7 +59,7 @@ def _file_now(session: Session, path: str) -> dict[str, Any]:
             "cut": len(data) > PREVIEW_BYTES}
 
 
-def plan_details(session: Session, proposal: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def plan_details(session: Session, proposal: Mapping[str, Any]) -> dict[str, dict[str, object]]:
     """By check id: `profile` for a trusted run's check, `file` for a file check."""
     checks = proposal.get("checks", [])
     named = {str(check.get("profile")) for check in checks
@@ -67,8 +68,8 @@ def plan_details(session: Session, proposal: dict[str, Any]) -> dict[str, dict[s
     profiles = {profile.profile_id: profile_shown(profile, proposed.get(profile.profile_id))
                 for profile in VerifierProfile.objects.filter(project_id=session.project_id,
                                                               profile_id__in=named)}
-    details: dict[str, dict[str, Any]] = {}
-    files: dict[str, dict[str, Any]] = {}
+    details: dict[str, dict[str, object]] = {}
+    files: dict[str, dict[str, object]] = {}
     for check in checks:
         kind = check.get("kind")
         if kind == "code_verification_succeeded":
@@ -84,7 +85,7 @@ def plan_details(session: Session, proposal: dict[str, Any]) -> dict[str, dict[s
 DELIVERY_DIFFED = 200  # files diffed on the delivery page; all are listed
 
 
-def delivery_shown(review: Review) -> dict[str, Any]:
+def delivery_shown(review: Review) -> dict[str, object]:
     """The delivery page's reads: the contract, its passing attempt (the one the proposal
     names), the runs that attempt counted with their report counts, and the changes."""
     proposal = review.proposal

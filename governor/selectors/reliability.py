@@ -6,6 +6,7 @@ sessions (benchmark B12). Nothing here writes."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -147,7 +148,7 @@ def reliability_summary(project: Project, period: Period) -> dict[str, Any]:
     }
 
 
-def session_reports(session: Session, status: dict[str, Any]) -> dict[str, Any]:
+def session_reports(session: Session, status: Mapping[str, Any]) -> dict[str, object]:
     """The reports on `session` (every contract's, oldest first, with who made them), and what
     a new report can say about its ended contract (`status`: its `session_status`)."""
     rows = list(Event.objects.filter(session=session, type=reliability.OUTCOME_REPORT)

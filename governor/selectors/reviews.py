@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
@@ -91,7 +92,7 @@ def comments_answered(previous: Review, review: Review) -> list[AnsweredComment]
                             != blobs.get((now, comment.path))) for comment in comments]
 
 
-def carried_approval(user: Any, review: Review) -> Approval | None:
+def carried_approval(user: User, review: Review) -> Approval | None:
     """`user`'s approval of an earlier intent proposal of this session with exactly this
     proposal's receipt, whose stage it approved (rules §13); None for any other."""
     if review.stage != Stage.INTENT:

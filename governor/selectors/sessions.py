@@ -18,7 +18,7 @@ def lifecycle_of(state: SessionState) -> lifecycle.LifecycleState:
     return state.lifecycle or lifecycle.initial_state()
 
 
-def session_out(session: Session) -> dict[str, Any]:
+def session_out(session: Session) -> dict[str, object]:
     state = SessionState.objects.get(session=session)
     return {
         "id": str(session.id),
@@ -68,7 +68,7 @@ def session_status(session: Session) -> dict[str, Any]:
     }
 
 
-def events_page(session: Session, *, after: int, limit: int) -> dict[str, Any]:
+def events_page(session: Session, *, after: int, limit: int) -> dict[str, object]:
     """Up to `limit` (1..5000) events after seq `after`, and where the next page starts."""
     limit = max(1, min(limit, EVENTS_MAX_LIMIT))
     rows = list(Event.objects.filter(session=session, seq__gt=after).order_by("seq")[:limit])
@@ -77,7 +77,7 @@ def events_page(session: Session, *, after: int, limit: int) -> dict[str, Any]:
     return {"events": events, "next_after": rows[-1].seq if len(rows) == limit else None}
 
 
-def code_profiles(project: Project) -> list[dict[str, Any]]:
+def code_profiles(project: Project) -> list[dict[str, object]]:
     """What an agent may run, by name. Never the command or its environment."""
     return [{"id": p.profile_id, "description": p.description, "required": p.required,
              "timeout_ms": p.timeout_ms, "sandbox_mode": p.sandbox_mode,

@@ -4,14 +4,20 @@ read in a fixed number of queries whatever the log's length."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db.models import Exists, OuterRef, QuerySet, Subquery
 
 from governor.domain import conversation, lifecycle
-from governor.domain.changes import PROTECTED_CHECK_ID, offending, workspace_changes
+from governor.domain.changes import (
+    PROTECTED_CHECK_ID,
+    WorkspaceChange,
+    offending,
+    workspace_changes,
+)
 from governor.lib.errors import NotFound
 from governor.lib.live import version_of
 from governor.models import Event, Project, Session, SessionState
@@ -32,7 +38,19 @@ ALL_DIFFED = 1000
 USER_MESSAGES_READ = 100  # plugins may put many reminders in the user's place between requests
 
 
-def check_parameters(check: dict[str, Any]) -> dict[str, Any]:
+class UserRequest(TypedDict):
+    seq: int
+    time: datetime | None
+    body: conversation.Capped
+
+
+class AttemptChanges(TypedDict):
+    protected: list[WorkspaceChange]
+    other: list[WorkspaceChange]
+    total: int
+
+
+def check_parameters(check: Mapping[str, object]) -> dict[str, object]:
     """A check as a reviewer reads it: id, kind and every other field as exact JSON text, so
     whitespace, quotes and types stay visible."""
     return {
@@ -42,7 +60,7 @@ def check_parameters(check: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def session_runs(session: Session) -> dict[str, Any]:
+def session_runs(session: Session) -> dict[str, object]:
     runs = list(VerificationRun.objects.filter(session=session).select_related("profile")
                 .order_by("created_at"))
     rows = []
@@ -64,7 +82,7 @@ def session_runs(session: Session) -> dict[str, Any]:
     return {"runs": rows, "runs_live": live}
 
 
-def events_window(session: Session, before: int | None) -> dict[str, Any]:
+def events_window(session: Session, before: int | None) -> dict[str, object]:
     events = Event.objects.filter(session=session).defer("data", "raw").order_by("-seq")
     if before is not None:
         events = events.filter(seq__lt=before)
@@ -95,7 +113,7 @@ def event_time(milliseconds: int) -> datetime | None:
         return None
 
 
-def conversation_window(session: Session) -> dict[str, Any]:
+def conversation_window(session: Session) -> dict[str, object]:
     """The latest `CONVERSATION_EVENTS` messages, tool round trips and governor events, read in
     one query whatever their number."""
     rows = list(Event.objects.filter(session=session, type__in=conversation.TYPES)
@@ -107,13 +125,13 @@ def conversation_window(session: Session) -> dict[str, Any]:
             "conversation_cut": shown[0].seq if len(rows) > CONVERSATION_EVENTS else None}
 
 
-def user_requests(session: Session, *, up_to_seq: int | None = None) -> list[dict[str, Any]]:
+def user_requests(session: Session, *, up_to_seq: int | None = None) -> list[UserRequest]:
     """The last `USER_REQUESTS` messages the person typed (not those a plugin put in their
     place), up to `up_to_seq`, oldest first, each capped."""
     events = Event.objects.filter(session=session, type=conversation.USER_MESSAGE)
     if up_to_seq is not None:
         events = events.filter(seq__lte=up_to_seq)
-    found = []
+    found: list[UserRequest] = []
     for event in events.only("seq", "time", "data").order_by("-seq")[:USER_MESSAGES_READ]:
         text = conversation.user_request(event.data)
         if text is not None:
@@ -124,7 +142,7 @@ def user_requests(session: Session, *, up_to_seq: int | None = None) -> list[dic
     return found[::-1]
 
 
-def contract_shown(status: dict[str, Any]) -> dict[str, Any] | None:
+def contract_shown(status: Mapping[str, Any]) -> dict[str, object] | None:
     contract = status["contract"]
     if contract is None:
         return None
@@ -133,7 +151,7 @@ def contract_shown(status: dict[str, Any]) -> dict[str, Any] | None:
             "checks_shown": [check_parameters(check) for check in contract.get("checks", [])]}
 
 
-def timeline_version(session_id: Any) -> tuple[int, str]:
+def timeline_version(session_id: uuid.UUID) -> tuple[int, str]:
     """The session's next seq, and the version of what its timeline's live part shows: the
     events appended and the state of each run."""
     next_seq = SessionState.objects.filter(session_id=session_id).values_list(
@@ -143,7 +161,7 @@ def timeline_version(session_id: Any) -> tuple[int, str]:
     return next_seq, version_of(next_seq, runs)
 
 
-def judged_trees(status: dict[str, Any]) -> tuple[str, str] | None:
+def judged_trees(status: Mapping[str, Any]) -> tuple[str, str] | None:
     """(contract-start tree, tree judged last) of the session's contract, when both exist."""
     contract = status.get("contract") or {}
     start = (contract.get("startTree") or {}).get("id")
@@ -163,7 +181,7 @@ def changes_so_far(session: Session) -> TreeChanges | None:
                               "attempts": [attempt["data"] for attempt in folded["attempts"]]})
 
 
-def changes_between(session: Session, status: dict[str, Any], *, diffed: int = TIMELINE_DIFFED,
+def changes_between(session: Session, status: Mapping[str, Any], *, diffed: int = TIMELINE_DIFFED,
              listed: int | None = TIMELINE_LISTED) -> TreeChanges | None:
     trees = judged_trees(status)
     if trees is None:
@@ -225,8 +243,8 @@ def sessions_described(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return described
 
 
-def attempt_changes(session: Session, contract: dict[str, Any] | None,
-                    attempts: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+def attempt_changes(session: Session, contract: Mapping[str, Any] | None,
+                    attempts: Sequence[Mapping[str, Any]]) -> dict[int, AttemptChanges]:
     """What each attempt changed since the contract start (rules §14.1), the paths the
     contract protects first: by attempt number, {"protected", "other"} lists of changes (the
     first TIMELINE_LISTED of all) and the total. The manifests are read in one query."""
@@ -239,7 +257,7 @@ def attempt_changes(session: Session, contract: dict[str, Any] | None,
         return {}
     protected = next((check for check in contract.get("checks", [])
                       if check.get("id") == PROTECTED_CHECK_ID), None)
-    shown: dict[int, dict[str, Any]] = {}
+    shown: dict[int, AttemptChanges] = {}
     for attempt in attempts:
         tree = attempt.get("tree") or {}
         now = manifests.get((str(tree.get("id")), str(tree.get("exclusions"))))

@@ -5,10 +5,12 @@ off (`governor/services/contracts.py`), or at the evidence approval of a two-sta
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from governor.domain import contracts as domain
 from governor.domain import drafting, lifecycle
+from governor.domain.canonical import JSONObject
 from governor.domain.documents import ContractDocument
 from governor.lib.errors import Conflict, Invalid
 from governor.models import Event, Origin, Project, Session, SessionState
@@ -19,7 +21,7 @@ from governor.services.profiles import profile_receipts
 from governor.services.trees import TreeUnavailable, session_tree_reference
 
 
-def authorship(project: Project, draft: dict[str, Any] | None = None) -> dict[str, Any]:
+def authorship(project: Project, draft: Mapping[str, Any] | None = None) -> JSONObject:
     """Who wrote the claims and checks. Begun from an auxiliary-model draft: the draft's route,
     prompt version and receipt (§9). Otherwise only what the caller declares, and labelled so."""
     if draft is not None:
@@ -56,8 +58,8 @@ def contract_activate(
     version: int,
     coverage_receipt: str,
     contract_id: str | None = None,
-    approved_authorship: dict[str, Any] | None = None,
-    tree: Any = None,
+    approved_authorship: JSONObject | None = None,
+    tree: object = None,
     baselines: dict[str, str] | None = None,
     start_tree: dict[str, str] | None = None,
     **review_refs: str,

@@ -48,7 +48,7 @@ def attest(
     return Attestation.objects.create(event=event, keyid=key.keyid, envelope=envelope)
 
 
-def head_sign(*, session: Session, seq: int, head: str) -> tuple[str, dict[str, Any]]:
+def head_sign(*, session: Session, seq: int, head: str) -> tuple[str, attestation.Envelope]:
     """(keyid, DSSE envelope) of the signed head of an export of `session` ending at `seq`."""
     statement = attestation.build_head_statement(
         session_id=str(session.pk), seq=seq, head=head, project=session.project.slug,

@@ -17,12 +17,13 @@ import logging
 import os
 import time
 import uuid
-from typing import Any
+from typing import TypedDict
 
 import httpx
 
 from governor.domain import coverage, lifecycle
 from governor.domain import drafting as domain
+from governor.domain.canonical import JSONObject
 from governor.lib.errors import Conflict, Invalid, Unavailable
 from governor.lib.provider_streams import SSEDecoder, StreamResult, stream_reader
 from governor.models import AuthoringMode, DraftRoute, Project, Session
@@ -152,7 +153,7 @@ def provider_call(route: domain.Route, text: str, key: str) -> StreamResult:
     return reader.result()
 
 
-def _profiles(project: Project) -> list[dict[str, Any]]:
+def _profiles(project: Project) -> list[domain.ProfileChoice]:
     return [{"id": p.profile_id, "description": p.description, "required": p.required}
             for p in VerifierProfile.objects.filter(project=project).order_by("profile_id")]
 
@@ -165,7 +166,17 @@ def drafting_required(project: Project) -> None:
                        "'auxiliary-model'")
 
 
-def draft_create(*, session: Session, body: Any) -> dict[str, Any]:
+class DraftCreated(TypedDict):
+    """The answer to a draft: the draft, its coverage, its receipt and the body that begins
+    a contract matching it exactly."""
+
+    draft: domain.DraftDocument
+    coverage: JSONObject
+    receipt: str
+    begin: dict[str, object]
+
+
+def draft_create(*, session: Session, body: object) -> DraftCreated:
     """§9: draft claims and checks with the project's auxiliary model and record the draft."""
     project = session.project
     drafting_required(project)

@@ -27,7 +27,7 @@ class AppendResult:
     head: str
     replayed: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"first_seq": self.first_seq, "last_seq": self.last_seq, "head": self.head}
 
 
@@ -137,7 +137,7 @@ def _insert(rows: list[dict[str, Any]]) -> None:
         cursor.executemany(sql, values)
 
 
-def batch_digest(envelopes: list[dict[str, Any]]) -> str:
+def batch_digest(envelopes: Sequence[object]) -> str:
     return sha256_hex(canonical_bytes(envelopes))
 
 

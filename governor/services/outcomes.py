@@ -3,7 +3,7 @@ hash-chained `reliability/outcome-report` event (governor.domain.reliability).""
 
 from __future__ import annotations
 
-from typing import Any
+from django.contrib.auth.models import User
 
 from governor.domain import reliability
 from governor.lib.errors import Conflict, Invalid
@@ -12,8 +12,8 @@ from governor.selectors.sessions import lifecycle_of
 from governor.services.events import governor_event_append, session_locked
 
 
-def outcome_report(*, session: Session, user: Any, kind: Any, reason: Any,
-                   check: Any = None) -> dict[str, Any]:
+def outcome_report(*, session: Session, user: User, kind: object, reason: object,
+                   check: object = None) -> reliability.OutcomeReport:
     """Record `user`'s report on the session's ended contract; the event's data. Refused, with
     nothing stored, naming the field: a session whose contract has not ended, an imported
     terminal, a kind that does not fit the terminal, a missing reason, an unknown check, or

@@ -16,6 +16,7 @@ from typing import Any
 
 import webauthn
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.utils import timezone
 from webauthn.helpers import exceptions as webauthn_errors
 from webauthn.helpers.structs import (
@@ -27,6 +28,7 @@ from webauthn.helpers.structs import (
 
 from governor.domain import export
 from governor.domain import passkey as proof
+from governor.domain.documents import EventSignature
 from governor.lib.errors import Invalid, NotFound
 from reviews.models import DecisionSignature, Passkey, Review, Status
 
@@ -44,7 +46,7 @@ class PasskeyRefused(Invalid):
         super().__init__(message, details=[{"path": field, "message": message}])
 
 
-def passkeys_of(user: Any) -> list[Passkey]:
+def passkeys_of(user: User) -> list[Passkey]:
     return list(Passkey.objects.filter(user_id=user.pk, removed_at__isnull=True)
                 .order_by("created_at"))
 
@@ -59,7 +61,7 @@ def rp_id_usable() -> bool:
 # --- registration ------------------------------------------------------------------------------
 
 
-def registration_options(user: Any, state: MutableMapping[str, Any]) -> str:
+def registration_options(user: User, state: MutableMapping[str, Any]) -> str:
     """The options for navigator.credentials.create() (JSON); the challenge is kept in `state`
     (the login session) until registration_finish."""
     options = webauthn.generate_registration_options(
@@ -76,7 +78,7 @@ def registration_options(user: Any, state: MutableMapping[str, Any]) -> str:
     return webauthn.options_to_json(options)
 
 
-def passkey_register(user: Any, state: MutableMapping[str, Any], *, name: str,
+def passkey_register(user: User, state: MutableMapping[str, Any], *, name: str,
                      credential: Any) -> Passkey:
     """Store the passkey `credential` (navigator.credentials.create()'s JSON) under `name`,
     after py_webauthn verified it against the challenge issued to this login session."""
@@ -106,7 +108,7 @@ def passkey_register(user: Any, state: MutableMapping[str, Any], *, name: str,
         rp_id=settings.WEBAUTHN_RP_ID, sign_count=verified.sign_count)
 
 
-def passkey_remove(user: Any, passkey_id: int) -> Passkey:
+def passkey_remove(user: User, passkey_id: int) -> Passkey:
     """It signs nothing more; the decisions it signed stay checkable (it is kept, marked)."""
     passkey = Passkey.objects.filter(pk=int(passkey_id), user_id=user.pk,
                                      removed_at__isnull=True).first()
@@ -120,7 +122,7 @@ def passkey_remove(user: Any, passkey_id: int) -> Passkey:
 # --- signing a decision ------------------------------------------------------------------------
 
 
-def signing_options(user: Any, review: Review, *, receipt: str, decision: str,
+def signing_options(user: User, review: Review, *, receipt: str, decision: str,
                     state: MutableMapping[str, Any]) -> str:
     """The options for navigator.credentials.get() whose challenge is this decision's, with a
     fresh nonce kept in `state` for decision_signature."""
@@ -142,8 +144,8 @@ def signing_options(user: Any, review: Review, *, receipt: str, decision: str,
     return webauthn.options_to_json(options)
 
 
-def _statement(user: Any, review: Review, *, receipt: str, decision: str,
-               nonce: str) -> dict[str, Any]:
+def _statement(user: User, review: Review, *, receipt: str, decision: str,
+               nonce: str) -> proof.DecisionStatement:
     return proof.statement(proposal_receipt=receipt, stage=review.stage, decision=decision,
                            reviewer=user.pk, nonce=nonce)
 
@@ -164,7 +166,7 @@ class Signed:
         return proof.assertion_digest(self.assertion)
 
 
-def decision_signature(user: Any, review: Review, *, receipt: str, decision: str,
+def decision_signature(user: User, review: Review, *, receipt: str, decision: str,
                        credential: Any, state: MutableMapping[str, Any]) -> Signed:
     """Verify `credential` (navigator.credentials.get()'s JSON) as `user`'s signature of exactly
     this decision, with the nonce issued to this login session for it (used once)."""
@@ -217,7 +219,7 @@ def _reason(exc: Exception) -> str:
     return f"the passkey signature does not verify: {text}"
 
 
-def signature_record(review: Review, user: Any, signed: Signed) -> DecisionSignature:
+def signature_record(review: Review, user: User, signed: Signed) -> DecisionSignature:
     """Inside the decision's transaction: advance the passkey's counter (refusing a counter
     that did not move forward since the check) and keep the assertion with the decision."""
     passkey = Passkey.objects.select_for_update().get(pk=signed.passkey.pk)
@@ -234,7 +236,7 @@ def signature_record(review: Review, user: Any, signed: Signed) -> DecisionSigna
         signature=signed.assertion["signature"], digest=signed.digest)
 
 
-def event_signatures(rows: Iterable[DecisionSignature]) -> list[dict[str, Any]]:
+def event_signatures(rows: Iterable[DecisionSignature]) -> list[EventSignature]:
     """The decision event's `signatures`: who signed, with which credential and nonce, and the
     assertion's digest (the assertion itself is in the export)."""
     return sorted(({"userId": row.user_id, "credentialId": row.passkey.credential_id,
@@ -245,7 +247,7 @@ def event_signatures(rows: Iterable[DecisionSignature]) -> list[dict[str, Any]]:
 # --- exports and published keys ----------------------------------------------------------------
 
 
-def reviewer_key(passkey: Passkey) -> dict[str, Any]:
+def reviewer_key(passkey: Passkey) -> export.ExportLine:
     """A reviewer's public key as an export line (and as `--reviewer-keys` lists it)."""
     return export.reviewer_key_line(
         credential_id=passkey.credential_id, user_id=passkey.user_id,
@@ -253,7 +255,7 @@ def reviewer_key(passkey: Passkey) -> dict[str, Any]:
         cose=bytes(passkey.public_key))
 
 
-def export_lines(signed: dict[int, list[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+def export_lines(signed: dict[int, list[dict[str, Any]]]) -> Iterator[export.ExportLine]:
     """The reviewer-key lines (credential id order), then the assertion lines ((seq, credential
     id) order) of the signed decision events `signed` (seq → the event's `signatures`)."""
     nonces = {entry["nonce"]: seq for seq, entries in signed.items() for entry in entries}

@@ -5,16 +5,24 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from governor.domain import attempts, lifecycle
 from governor.domain import contracts as contract_domain
 from governor.domain import review as domain
-from governor.domain.documents import ContractDocument, ReviewDecisionDocument
+from governor.domain.documents import (
+    Check,
+    ContractDocument,
+    DecidedBy,
+    EventSignature,
+    ReviewDecisionDocument,
+)
 from governor.lib import metrics
 from governor.lib.errors import Conflict, Invalid, NotFound
 from governor.lib.notify import announce_on_commit, inbox_topic, review_topic
@@ -93,11 +101,12 @@ def review_settle(session: Session, state: SessionState) -> Review | None:
     return review
 
 
-def _plan(proposal: contract_domain.Proposal, **extra: Any) -> dict[str, Any]:
+def _plan(proposal: contract_domain.Proposal, **extra: object) -> dict[str, object]:
     return {**asdict(proposal), **extra}
 
 
-def _create(session: Session, stage: str, proposal: dict[str, Any], plan: dict[str, Any],
+def _create(session: Session, stage: str, proposal: domain.ReviewProposal,
+            plan: Mapping[str, object],
             proposed_by: AgentToken | None) -> Review:
     ttl = timedelta(seconds=session.project.review_ttl_seconds)
     review = Review.objects.create(
@@ -124,12 +133,12 @@ def _notify_on_commit(review: Review) -> None:
 
 
 def review_open_delivery(*, session: Session, contract: ContractDocument,
-                         attempt: dict[str, Any], evidence: TerminalEvidence,
+                         attempt: Mapping[str, Any], evidence: TerminalEvidence,
                          changes: list[dict[str, str]] | None) -> dict[str, Any]:
     """The delivery stage (issue 28): every check of `contract` passed on `attempt`; a person
     reviews the delivered change before it is certified. Called inside the attempt's lock; the
     terminal it would have written waits in the review's plan."""
-    document = domain.delivery_proposal(session_id=str(session.pk), contract=dict(contract),
+    document = domain.delivery_proposal(session_id=str(session.pk), contract=contract,
                                         attempt=attempt, changes=changes)
     plan = {"contract_id": contract["contractId"], "evidence": evidence.as_plan()}
     return review_status(_create(session, Stage.DELIVERY, document, plan, None))
@@ -149,10 +158,10 @@ def review_open(*, session: Session, proposed_by: AgentToken,
     return review_status(_create(session, Stage.INTENT, document, plan, proposed_by))
 
 
-def _decide(review: Review, state: SessionState, *, decision: str, decided_by: dict[str, Any],
-            feedback: str = "", user: Any = None,
+def _decide(review: Review, state: SessionState, *, decision: str, decided_by: DecidedBy,
+            feedback: str = "", user: User | None = None,
             carried_from: list[str] | None = None,
-            signatures: list[dict[str, Any]] | None = None) -> ReviewDecisionDocument:
+            signatures: list[EventSignature] | None = None) -> ReviewDecisionDocument:
     decision = Status(decision).value  # plain str: enum members are not JSON values
     intent_receipt = None
     if review.stage == Stage.EVIDENCE:
@@ -219,7 +228,7 @@ def _delivery_decided(review: Review, state: SessionState, decision: str,
                        reason=reason, evidence=_delivery_evidence(review))
 
 
-def _owned_token(user: Any, review: Review) -> str | None:
+def _owned_token(user: User, review: Review) -> str | None:
     """Separation of duties: what `user`'s own agent token did here, if anything — sent the
     proposal (into whichever session), or created the session (whoever's token sent it)."""
     for token, did in ((review.proposed_by, "sent it"),
@@ -229,8 +238,8 @@ def _owned_token(user: Any, review: Review) -> str | None:
     return None
 
 
-def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
-                  feedback: Any = None, carried_from: str = "",
+def review_decide(*, user: User, review: Review, receipt: str, decision: str,
+                  feedback: object = None, carried_from: str = "",
                   signed: passkeys.Signed | None = None) -> Review:
     """A reviewer's decision on exactly the proposal they saw (its receipt). An approval may
     carry `user`'s earlier approval of the same receipt (its decision receipt, §13): it is
@@ -258,7 +267,7 @@ def review_decide(*, user: Any, review: Review, receipt: str, decision: str,
             required_approvals=session.project.required_approvals))
         if verdict.refused is not None:
             raise REFUSALS[verdict.refused](verdict.reason)
-        who = {"kind": "reviewer", "userId": user.pk}
+        who: DecidedBy = {"kind": "reviewer", "userId": user.pk}
         if decision == Status.APPROVED:
             _, created = Approval.objects.get_or_create(review=review, user=user,
                                                         defaults={"carried_from": carried_from})
@@ -325,7 +334,7 @@ def _advance(review: Review, state: SessionState,
         contract_proposal_receipt=review.receipt, contract_review_receipt=decision["receipt"])
 
 
-def _named_profile_receipts(session: Session, checks: list[dict[str, Any]]) -> dict[str, str]:
+def _named_profile_receipts(session: Session, checks: list[Check]) -> dict[str, str]:
     named = {str(check["profile"]) for check in checks
              if check.get("kind") == "code_verification_succeeded"}
     return {profile: receipt for profile, receipt in profile_receipts(session.project).items()
@@ -335,7 +344,7 @@ def _named_profile_receipts(session: Session, checks: list[dict[str, Any]]) -> d
 MAX_COMMENT_PATH = 4096
 
 
-def review_comment_add(*, user: Any, review: Review, path: str, spot: str,
+def review_comment_add(*, user: User, review: Review, path: str, spot: str,
                        body: str) -> LineComment:
     """A reviewer's comment on one line of a pending delivery's change: `spot` is "n<line>" in
     the delivered tree or "o<line>" in the contract-start tree (a removed line)."""

@@ -56,7 +56,7 @@ LEASE_OWNER_EXPIRY = "expiry"  # the lease holder while a lost run is being ende
 
 # --- runs ---------------------------------------------------------------------------------------
 
-def run_request(*, session: Session, profile_id: Any, tree: Any = None) -> VerificationRun:
+def run_request(*, session: Session, profile_id: str, tree: str | None = None) -> VerificationRun:
     """Queue a run of the named profile. The agent names a profile, never a command; a snapshot
     session also names its latest snapshot (`tree`, §11.3), which the run runs on."""
     if session.imported:

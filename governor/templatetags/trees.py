@@ -13,6 +13,7 @@ from django.utils.http import RFC3986_SUBDELIMS
 from django.utils.safestring import SafeString, mark_safe
 
 from governor.domain.tree import TREE_ID_PREFIX
+from governor.selectors.treediff import ShownChange, ShownLine
 
 register = template.Library()
 
@@ -20,14 +21,14 @@ SHORT_TREE_CHARS = 8
 
 
 @register.filter
-def tree_short(tree_id: Any) -> str:
+def tree_short(tree_id: object) -> str:
     """The short form of `gittree:sha256:<hex>`: its first 8 hex digits, as git abbreviates."""
     text = str(tree_id)
     return text.removeprefix(TREE_ID_PREFIX)[:SHORT_TREE_CHARS]
 
 
 @register.filter
-def by_key(mapping: Any, key: Any) -> Any:
+def by_key(mapping: object, key: object) -> object:
     """`mapping[key]`, or None: a template's lookup by a variable key."""
     return mapping.get(key) if isinstance(mapping, dict) else None
 
@@ -39,7 +40,7 @@ def byte_count(size: int) -> str:
 
 
 @register.filter
-def pair(first: Any, second: Any) -> list[Any]:
+def pair(first: object, second: object) -> list[object]:
     """[first, second]: a side-by-side diff row's two sides, to loop over."""
     return [first, second]
 
@@ -52,11 +53,11 @@ def _mark(kind: str) -> str:
     return ""
 
 
-def _comment_link(shown: Any, view: str) -> Callable[[Any], str]:
+def _comment_link(shown: ShownChange, view: str) -> Callable[[ShownLine], str]:
     """`line -> the link that opens the comment form on it`, for the lines of one file."""
     quoted, path = quote(shown.change.path), escape(shown.change.path)
 
-    def link(line: Any) -> str:
+    def link(line: ShownLine) -> str:
         number = f"old line {line.old}" if line.kind == "removed" else f"line {line.new}"
         return (f' <a class="comment-link" href="?diff={view}&amp;path={quoted}&amp;comment='
                 f'{line.spot}#comment-form" aria-label="Comment on {number} of {path}">✎</a>')
@@ -121,7 +122,7 @@ def diff_table(shown: Any, view: str, commenting: bool) -> SafeString:
     return mark_safe("".join(parts))  # noqa: S308 - paths escaped, lines escaped by Pygments
 
 
-def _url_of(name: str, session_id: Any, tree: str) -> Callable[[str], str]:
+def _url_of(name: str, session_id: object, tree: str) -> Callable[[str], str]:
     """`path -> reverse(name, args=[session_id, tree, path])`, reversed once: a path argument
     is quoted as `reverse` quotes it (the page of a thousand files would spend its time
     reversing)."""
@@ -135,7 +136,7 @@ def _badge(kind: str) -> str:
 
 
 @register.simple_tag
-def file_list(changes: Any, session_id: Any) -> SafeString:
+def file_list(changes: Any, session_id: object) -> SafeString:
     """The table of every changed file (a `TreeChanges`): its path links to its section on the
     page, or, for a file past the page's caps, to its own view. Built here, as `diff_table`."""
     views = {tree: _url_of("sessions:tree_view", session_id, tree)

@@ -4,19 +4,30 @@ GOVERNOR_MAX_WAITS_PER_TOKEN waits at once."""
 
 from __future__ import annotations
 
+import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.api.test_contracts import readme_contract
 from tests.conftest import INTENT
 from tests.live import Live, live_server
 
 WAITERS = 50
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """One server with the default caps for the tests that neither stop nor reconfigure it;
+    each gives back every wait slot it took."""
+    with live_server(tmp_path_factory.mktemp("long-poll")) as live:
+        yield live
 
 
 def test_fifty_concurrent_review_waits_are_served(tmp_path: Path) -> None:
@@ -59,8 +70,7 @@ def test_fifty_concurrent_review_waits_are_served(tmp_path: Path) -> None:
 
 def pending_review(live: Live, client: httpx.Client) -> str:
     """A session whose intent proposal waits for review: its review long-polls until `wait`."""
-    workspace = live.workspace_root / "w"
-    workspace.mkdir()
+    workspace = Path(tempfile.mkdtemp(prefix="w", dir=live.workspace_root))
     session = client.post("/sessions", json={
         "workspace": {"kind": "path", "path": str(workspace)}}).json()
     begun = client.post(f"/sessions/{session['id']}/contracts", json=readme_contract(intent=INTENT))
@@ -75,9 +85,10 @@ def second_token(live: Live) -> Live:
 
 
 def test_140_waits_from_one_token_hold_four_slots_and_the_server_stays_responsive(
-    tmp_path: Path,
+    served: Live,
 ) -> None:
-    with live_server(tmp_path) as live, live.client() as client:
+    live = served
+    with live.client() as client:
         review = pending_review(live, client)
         other = second_token(live)
 
@@ -116,10 +127,11 @@ def test_140_waits_from_one_token_hold_four_slots_and_the_server_stays_responsiv
         assert answer.json()["review"]["status"] == "pending"
 
 
-def test_a_wait_whose_client_went_away_frees_its_slot_at_once(tmp_path: Path) -> None:
+def test_a_wait_whose_client_went_away_frees_its_slot_at_once(served: Live) -> None:
     """Served over ASGI, a client that hangs up cancels its wait: the slot is free again at
     once, not when the 30 s it asked for have passed."""
-    with live_server(tmp_path) as live, live.client() as client:
+    live = served
+    with live.client() as client:
         review = pending_review(live, client)
 
         def give_up(_: int) -> None:
