@@ -516,6 +516,11 @@ class Tree:
         return tuple(out)
 
 
+def tree_reference(tree: Tree) -> dict[str, str]:
+    """How events name a tree: `{"id": "gittree:sha256:<hex>", "exclusions": <digest>}`."""
+    return {"id": tree.id, "exclusions": tree.exclusions_digest}
+
+
 _MANIFEST_MODES = frozenset({"100644", "100755", "120000"})
 _BLOB_HEX = re.compile(r"[0-9a-f]{64}")
 

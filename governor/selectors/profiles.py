@@ -1,5 +1,5 @@
-"""The verifier profiles a contract reads (rules §8, §14.3): which are required, the
-directories and protected paths the named ones declare."""
+"""The verifier profiles a contract reads (rules §8, §14.3): their current receipts, which are
+required, the directories and protected paths the named ones declare."""
 
 from __future__ import annotations
 
@@ -7,6 +7,12 @@ from collections.abc import Iterable
 
 from governor.models import Project
 from verification.models import VerifierProfile
+
+
+def profile_receipts(project: Project) -> dict[str, str]:
+    """Each profile's current receipt, by profile id (rule 4.10 freshness needs it)."""
+    return dict(VerifierProfile.objects.filter(project=project)
+                .values_list("profile_id", "receipt"))
 
 
 def required_profile_ids(project: Project) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from governor.domain.tree import TREE_ID_PREFIX
 from governor.lib.errors import Conflict, Invalid, NotFound
-from governor.models import Session, Snapshot
+from governor.models import Session, Snapshot, WorkspaceKind
 
 
 def snapshot_out(snapshot: Snapshot) -> dict[str, Any]:
@@ -46,3 +46,13 @@ def snapshot_current(session: Session, tree: Any, path: str = "tree") -> Snapsho
                        details=[{"path": path, "message": f"the latest is {latest.tree.tree_id}",
                                  "latest": latest.tree.tree_id}])
     return named
+
+
+def tree_named(session: Session, tree: Any) -> None:
+    """§11.3: a snapshot session's begin, turn-stop and runs name its latest snapshot (`tree`);
+    a path session's name none (the server hashes its directory itself)."""
+    if session.workspace_kind == WorkspaceKind.SNAPSHOT:
+        snapshot_current(session, tree)
+    elif tree is not None:
+        message = "only a snapshot session names a tree; a path session's is hashed by the server"
+        raise Invalid(f"tree: {message}", details=[{"path": "tree", "message": message}])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.db import transaction
@@ -41,5 +43,8 @@ def key_rotate() -> SigningKey:
         return _create(active=True)
 
 
-def private_key(key: SigningKey) -> Ed25519PrivateKey:
-    return Ed25519PrivateKey.from_private_bytes(bytes(key.private_key))
+def statement_sign(statement: Mapping[str, object]) -> tuple[str, attestation.Envelope]:
+    """(keyid, DSSE envelope) of `statement` signed with the active key (created on first use)."""
+    key = key_active()
+    private = Ed25519PrivateKey.from_private_bytes(bytes(key.private_key))
+    return key.keyid, attestation.sign(statement, private_key=private, keyid=key.keyid)

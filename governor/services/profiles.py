@@ -8,14 +8,7 @@ from typing import Any, TypeVar
 from django.db import transaction
 
 from governor.models import Project
-from verification.models import VerifierProfile, VersionedProfile
-
-
-def profile_receipts(project: Project) -> dict[str, str]:
-    """Each profile's current receipt, by profile id (rule 4.10 freshness needs it)."""
-    return dict(VerifierProfile.objects.filter(project=project)
-                .values_list("profile_id", "receipt"))
-
+from verification.models import VersionedProfile
 
 P = TypeVar("P", bound=VersionedProfile[Any])
 

@@ -31,6 +31,7 @@ from governor.domain.tree import (
     directory_excluded,
     environment_reference,
     hash_tree,
+    tree_reference,
     validate_exclusions,
 )
 from governor.domain.workspace import (
@@ -40,7 +41,7 @@ from governor.domain.workspace import (
     identity,
     identity_at,
 )
-from governor.lib.errors import Invalid, ServiceError, Unavailable
+from governor.lib.errors import ServiceError, Unavailable
 from governor.lib.materialise import MODE_SYMLINK, materialised
 from governor.models import Project, Session, WorkspaceKind, WorkspaceTree
 from governor.selectors.snapshots import snapshot_by_tree, snapshot_current, snapshot_latest
@@ -51,11 +52,6 @@ log = logging.getLogger(__name__)
 
 class TreeUnavailable(Exception):
     """The workspace cannot be hashed completely; the message says why (the path named)."""
-
-
-def tree_reference(tree: Tree) -> dict[str, str]:
-    """How events name a tree: `{"id": "gittree:sha256:<hex>", "exclusions": <digest>}`."""
-    return {"id": tree.id, "exclusions": tree.exclusions_digest}
 
 
 def _cache_directory() -> Path:
@@ -325,16 +321,6 @@ def tree_materialised(session: Session, record: WorkspaceTree, *, writable: bool
                                   f"{getattr(exc, 'message', exc)}") from None
         session_tree(session, workspace)
         yield workspace
-
-
-def tree_named(session: Session, tree: Any) -> None:
-    """§11.3: a snapshot session's begin, turn-stop and runs name its latest snapshot (`tree`);
-    a path session's name none (the server hashes its directory itself)."""
-    if session.workspace_kind == WorkspaceKind.SNAPSHOT:
-        snapshot_current(session, tree)
-    elif tree is not None:
-        message = "only a snapshot session names a tree; a path session's is hashed by the server"
-        raise Invalid(f"tree: {message}", details=[{"path": "tree", "message": message}])
 
 
 @dataclass(frozen=True)
