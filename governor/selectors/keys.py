@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from governor.domain import attestation
-from governor.domain.export import key_line
+from governor.domain.export import ExportLine, key_line
 from governor.models import SigningKey
 
 
-def public_keys() -> list[dict[str, Any]]:
+class PublicKey(TypedDict):
+    keyid: str
+    algorithm: str
+    publicKey: str  # noqa: N815 - wire name
+    active: bool
+
+
+def public_keys() -> list[PublicKey]:
     return [
         {"keyid": key.keyid, "algorithm": "ed25519", "publicKey": key.public_key,
          "active": key.active}
@@ -17,7 +24,7 @@ def public_keys() -> list[dict[str, Any]]:
     ]
 
 
-def export_key_lines(keyids: set[str]) -> list[dict[str, Any]]:
+def export_key_lines(keyids: set[str]) -> list[ExportLine]:
     """Key lines of an export (increasing keyid) for the keys its attestations name."""
     rows = SigningKey.objects.filter(keyid__in=keyids).order_by("keyid")
     return [key_line(attestation.decode_public_key(key.public_key)) for key in rows]

@@ -3,20 +3,18 @@ tree id names, the latest, and the rule that a turn-stop or run names the latest
 
 from __future__ import annotations
 
-from typing import Any
-
 from governor.domain.tree import TREE_ID_PREFIX
 from governor.lib.errors import Conflict, Invalid, NotFound
 from governor.models import Session, Snapshot, WorkspaceKind
 
 
-def snapshot_out(snapshot: Snapshot) -> dict[str, Any]:
+def snapshot_out(snapshot: Snapshot) -> dict[str, object]:
     tree = snapshot.tree
     return {"tree": tree.tree_id, "exclusions": tree.exclusions_digest, "files": tree.files,
             "bytes": tree.bytes, "number": snapshot.number}
 
 
-def snapshot_by_tree(session: Session, tree: Any, path: str = "tree") -> Snapshot:
+def snapshot_by_tree(session: Session, tree: object, path: str = "tree") -> Snapshot:
     """The session's latest snapshot of `tree` (a tree id); 404 when the session has none."""
     if type(tree) is not str or not tree.startswith(TREE_ID_PREFIX):
         raise Invalid(f"{path}: must be a tree id gittree:sha256:<64 hex>",
@@ -34,7 +32,7 @@ def snapshot_latest(session: Session) -> Snapshot | None:
             .order_by("-number").first())
 
 
-def snapshot_current(session: Session, tree: Any, path: str = "tree") -> Snapshot:
+def snapshot_current(session: Session, tree: object, path: str = "tree") -> Snapshot:
     """§11.3: the tree a turn-stop or run names must be the session's latest snapshot; an
     older one is a 409 naming the latest, another session's a 404."""
     named = snapshot_by_tree(session, tree, path)
@@ -48,7 +46,7 @@ def snapshot_current(session: Session, tree: Any, path: str = "tree") -> Snapsho
     return named
 
 
-def tree_named(session: Session, tree: Any) -> None:
+def tree_named(session: Session, tree: object) -> None:
     """§11.3: a snapshot session's begin, turn-stop and runs name its latest snapshot (`tree`);
     a path session's name none (the server hashes its directory itself)."""
     if session.workspace_kind == WorkspaceKind.SNAPSHOT:

@@ -1,5 +1,5 @@
 """Verification runs: queue, claim, keep the lease, run in the sandbox, record.
-The profiles they run are saved and read by `governor/services/profiles.py`; the task that
+The profiles they run are saved by `governor/services/profiles.py`; the task that
 runs one is `verification/tasks.py`, queued here by name."""
 
 from __future__ import annotations
