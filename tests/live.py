@@ -58,6 +58,15 @@ class Live:
     env: dict[str, str]
     workspace_root: Path
     server_pid: int = 0  # `manage.py governor_serve`, parent of the web and worker processes
+    review_mode: str = "required"  # the demo project's, as bootstrapped and as last set here
+
+    def set_review_mode(self, mode: str) -> None:
+        """The demo project's review mode, set with the operator's command when it differs
+        from the one this object last saw (each command starts Django: ~2 s). For a server
+        whose review mode only this method changes."""
+        if mode != self.review_mode:
+            self.manage("governor_project", "set", "demo", "--review-mode", mode)
+            self.review_mode = mode
 
     def manage(self, *args: str) -> str:
         result = subprocess.run(  # noqa: S603

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from governor.domain.canonical import receipt
-from governor.domain.documents import Check, Claim
 from governor.domain.tree import PathMatcher
+
+if TYPE_CHECKING:  # the offline verifier ships this module without typing_extensions
+    from governor.domain.documents import Check, Claim
 
 SHOWN_PATHS = 20
 PROTECTED_CHECK_ID = "protected-paths"

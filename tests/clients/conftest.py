@@ -31,19 +31,19 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 def live_with_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     """A server with its Celery worker, for trusted verifier runs (bubblewrap sandbox)."""
     with live_server(tmp_path_factory.mktemp("worker-server"), worker=True) as server:
-        server.manage("governor_project", "set", "demo", "--review-mode", "off")
+        server.set_review_mode("off")
         yield server
 
 
 @pytest.fixture
 def review_off(live: Live) -> Iterator[None]:
-    live.manage("governor_project", "set", "demo", "--review-mode", "off")
+    live.set_review_mode("off")
     yield
 
 
 @pytest.fixture
 def review_required(live: Live) -> Iterator[None]:
-    live.manage("governor_project", "set", "demo", "--review-mode", "required")
+    live.set_review_mode("required")
     yield
 
 

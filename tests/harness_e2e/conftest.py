@@ -29,14 +29,14 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
 @pytest.fixture
 def review_off(live: Live) -> None:
-    live.manage("governor_project", "set", "demo", "--review-mode", "off")
+    live.set_review_mode("off")
 
 
 @pytest.fixture
 def review_required(live: Live) -> Iterator[None]:
-    live.manage("governor_project", "set", "demo", "--review-mode", "required")
+    live.set_review_mode("required")
     yield
-    live.manage("governor_project", "set", "demo", "--review-mode", "off")
+    live.set_review_mode("off")
 
 
 @pytest.fixture
