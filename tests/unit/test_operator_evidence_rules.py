@@ -11,6 +11,7 @@ import pytest
 
 from governor.domain.checks import LogEvidence, evaluate_check
 from governor.domain.contracts import unattended_refusals
+from governor.domain.coverage import assess
 from governor.domain.documents import Check, Claim
 from governor.domain.reports import against_baseline
 from governor.domain.workspace import Workspace
@@ -91,6 +92,20 @@ def test_rule_17_6_while_the_baseline_runs_the_check_waits_as_before() -> None:
     waiting = _judged([_report_run(12, baseline=False)], require_discriminating=True)
     assert not waiting["passed"] and "still running" in waiting["evidence"]
     assert "claim_not_discriminating" not in waiting["evidence"]
+
+
+def test_rule_17_6_the_assessment_warns_that_a_test_run_must_fail_on_the_start_tree() -> None:
+    """Before its baseline run a trusted run's baseline is unknown: a warning, never a refusal
+    (rules §14.5), which says what the project's setting will ask of the run."""
+    claims = [_claim("done", "unit")]
+    checks = [CHECKS[5]]
+    for required, said in ((False, False), (True, True)):
+        assessment = assess("Fix mul", claims, checks, baselines={"unit": "unknown"},
+                            require_discriminating=required)
+        [finding] = [f for f in assessment["findings"] if f["code"] == "claim_not_discriminating"]
+        assert finding["severity"] == "warning" and assessment["status"] == "ready"
+        assert ("a test run none of whose tests failed there does not count"
+                in finding["message"]) is said
 
 
 def _claim(claim_id: str, *check_ids: str, importance: str = "critical") -> Claim:
