@@ -21,6 +21,7 @@ from governor.api.schemas import (
 from governor.lib.downloads import file_response
 from governor.selectors import treediff
 from governor.selectors.access import session_for_token
+from governor.selectors.snapshots import snapshot_out
 from governor.services import blobs, snapshots
 
 router = Router(tags=["snapshots"])
@@ -88,4 +89,4 @@ def snapshot_create(request: HttpRequest, session_id: str,
                     payload: SnapshotIn) -> Status[dict[str, object]]:
     session = session_for_token(agent_token(request), session_id)
     snapshot = snapshots.snapshot_create(session=session, body=sent(payload))
-    return Status(201, snapshots.snapshot_out(snapshot))
+    return Status(201, snapshot_out(snapshot))
