@@ -51,6 +51,13 @@ class AuthoringMode(models.TextChoices):
     MANUAL = "manual"
 
 
+class UnattendedEvidence(models.TextChoices):
+    """rules §17.7: what a contract begun with review off may rest on."""
+
+    ANY = "any"
+    OPERATOR = "operator"
+
+
 class Project(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
@@ -109,6 +116,13 @@ class Project(models.Model):
         default=False, help_text="Refuse a contract whose critical claim has no check that "
                                  "fails before the work (its evidence could not tell done from "
                                  "not done); off: a warning the reviewer sees.")
+    unattended_evidence = models.CharField(
+        max_length=16, choices=UnattendedEvidence.choices, default=UnattendedEvidence.ANY,
+        help_text="With review off (rules §17.7). operator: refuse a contract with a critical "
+                  "claim whose every check is evidence the agent can author (a file check on a "
+                  "path that is not protected, tool_succeeded, tool_not_called, "
+                  "no_tool_errors): it must rest on a trusted profile or a protected path. "
+                  "any: accept it. The careful choice is operator.")
     delivery_review = models.CharField(
         max_length=16, choices=[("off", "off"), ("required", "required")], default="off",
         help_text="required: once every check of a contract passes, a person reviews the "

@@ -31,11 +31,13 @@ router = Router(tags=["snapshots"])
 def project(request: HttpRequest) -> dict[str, object]:
     """What an agent needs to compute the tree the server computes (rules §10.1): the
     project's exclusions, and the caps a snapshot must keep; and what it must not change (the
-    protected paths, §14.3) and whether its evidence must tell done from not done (§14.5)."""
+    protected paths, §14.3), whether its evidence must tell done from not done (§14.5, §17.6)
+    and, with review off, whether it must rest on operator evidence (§17.7)."""
     current = agent_token(request).project
     return {"slug": current.slug, "tree_exclusions": list(current.tree_exclusions),
             "protected_paths": list(current.protected_paths),
             "require_discriminating_evidence": current.require_discriminating_evidence,
+            "unattended_evidence": current.unattended_evidence,
             "tree_max_files": current.tree_max_files, "tree_max_bytes": current.tree_max_bytes,
             "max_blob_bytes": settings.GOVERNOR_MAX_BLOB_BYTES,
             "max_batch_bytes": settings.GOVERNOR_MAX_BLOB_BATCH_BYTES,

@@ -295,6 +295,7 @@ class _Context:
     max_file_bytes: int
     environments: Mapping[str, str | None]
     changes: Sequence[WorkspaceChange] | None  # since the contract start (None: unknown)
+    require_discriminating: bool  # the project requires fail-to-pass ≥ 1 (rules §17.6)
 
 
 def _file_exists(check: Check, ctx: _Context) -> tuple[bool, str]:
@@ -513,7 +514,8 @@ def _why_failed(run: VerificationRecord, ctx: _Context) -> str:
 def _against_baseline(profile: str, runs: Sequence[VerificationRecord],
                       ctx: _Context) -> tuple[bool, str]:
     """§14.7: each counted run of a report profile against the baseline run of the contract
-    start tree."""
+    start tree; §17.6: fail-to-pass ≥ 1 too when the project requires discriminating
+    evidence (while the baseline runs, the check fails as before)."""
     baselines = [run for run in ctx.evidence.verifications_after(profile, ctx.after_seq)
                  if run.baseline]
     if not baselines:
@@ -528,7 +530,8 @@ def _against_baseline(profile: str, runs: Sequence[VerificationRecord],
         outcomes = ctx.evidence.test_outcomes(run.verification_id)
         if outcomes is None:
             return False, "a counted run's test outcomes are not kept"
-        held, text = against_baseline(baseline, outcomes)
+        held, text = against_baseline(baseline, outcomes,
+                                      discriminating=ctx.require_discriminating)
         if not held:
             return False, text
         texts.append(text)
@@ -569,13 +572,15 @@ def evaluate_check(
     max_file_bytes: int,
     environments: Mapping[str, str | None] | None = None,
     changes: Sequence[WorkspaceChange] | None = None,
+    require_discriminating: bool = False,
 ) -> CheckResult:
     """One stored check's result on the tree `workspace` was hashed to (`tree`, its
     reference; `environments`: the environment digests of the profiles that declare one, see
-    `_counted_runs`). Any exception is this check's failure, never a pass."""
+    `_counted_runs`; `require_discriminating`: the project's setting, rules §17.6). Any
+    exception is this check's failure, never a pass."""
     check_id, kind = str(check.get("id")), str(check.get("kind"))
     ctx = _Context(after_seq, evidence, workspace, tree_key(tree), current_profile_receipts,
-                   max_file_bytes, environments or {}, changes)
+                   max_file_bytes, environments or {}, changes, require_discriminating)
     try:
         evaluator = _EVALUATORS.get(kind)
         if evaluator is None:
@@ -618,6 +623,7 @@ def evaluate_checks(
     max_file_bytes: int,
     environments: Mapping[str, str | None] | None = None,
     changes: Sequence[WorkspaceChange] | None = None,
+    require_discriminating: bool = False,
 ) -> list[CheckResult]:
     """Every check of a stored contract (any version), in declaration order, on `tree`."""
     after_seq = int(contract["startedAtSeq"])
@@ -632,6 +638,7 @@ def evaluate_checks(
             max_file_bytes=max_file_bytes,
             environments=environments,
             changes=changes,
+            require_discriminating=require_discriminating,
         )
         for check in contract["checks"]
     ]

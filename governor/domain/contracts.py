@@ -54,7 +54,7 @@ from governor.domain.canonical import (
 )
 from governor.domain.documents import Check, Claim, ContractDocument, Intent, Plan
 from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
-from governor.domain.tree import validate_exclusions
+from governor.domain.tree import PathMatcher, validate_exclusions
 
 MAX_OBJECTIVE_BYTES = 4096
 MAX_ID_CHARS = 128
@@ -640,6 +640,51 @@ def validate_plan(
     if errors.items:
         raise ContractError(errors.items)
     return claims, checks
+
+
+# Rule 17.7: what each log check is, for a claim that rests on it alone: the agent's own report.
+AGENT_REPORTED = {
+    "tool_succeeded": "the agent's own tool calls",
+    "tool_not_called": "the agent's own tool calls",
+    "no_tool_errors": "the agent's own tool results",
+}
+
+
+def agent_authored(check: Check, protected: PathMatcher) -> str | None:
+    """Rule 17.7: why `check` is evidence the agent can author (a file check on a path no
+    protected pattern matches, or a log check, which reads what the agent reports), or None for
+    operator evidence (a trusted profile's run, a protected path, a scope check over the tree
+    the server hashed)."""
+    kind = check["kind"]
+    if kind in FILE_CHECK_KINDS:
+        path = normalise_path(check["path"])
+        return None if protected.matches(path) else f"{kind} on {path}, which is not protected"
+    if kind in AGENT_REPORTED:
+        return f"{kind}, which reads {AGENT_REPORTED[kind]}"
+    return None
+
+
+def unattended_refusals(claims: Sequence[Claim], checks: Sequence[Check],
+                        protected: Sequence[str]) -> list[dict[str, str]]:
+    """Rule 17.7, for a project whose review is off and whose `unattended_evidence` is
+    `operator`: each critical claim every check of which is evidence the agent can author,
+    named at its index in `claims` (the agent's own, as sent). `protected`: the contract's
+    effective protected set (rule 14.3)."""
+    matcher = PathMatcher(protected)
+    by_id = {check["id"]: check for check in checks}
+    refusals = []
+    for index, claim in enumerate(claims):
+        if claim["importance"] != "critical" or not claim["checkIds"]:
+            continue
+        reasons = [agent_authored(by_id[check_id], matcher) for check_id in claim["checkIds"]]
+        if all(reasons):
+            refusals.append({"path": join_path("claims", index), "message": (
+                f"critical claim {claim['id']!r} rests only on evidence the agent can author "
+                f"({'; '.join(str(reason) for reason in reasons)}): unattended, this project "
+                "certifies only on operator evidence — support it with a trusted profile "
+                "(code_verification_succeeded) or a check of a protected path, or have a "
+                "person review the contract")})
+    return refusals
 
 
 def inject_code_profiles(

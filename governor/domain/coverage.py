@@ -161,17 +161,23 @@ def assess(
         known = [baselines.get(check_id) for check_id in claim["checkIds"]] if baselines else []
         if baselines is not None and claim["importance"] == "critical" and "fails" not in known:
             # A trusted run's baseline is known only from its baseline run (§14.7): a claim
-            # that rests on one is warned about, never refused, before that run.
+            # that rests on one is warned about, never refused, before that run — a report
+            # profile's check then fails unless a test failed in it (§17.6).
             refused = require_discriminating and "unknown" not in known
+            if refused:
+                why = " (the project requires discriminating evidence)"
+            elif "unknown" in known:
+                why = " — unless its trusted run fails on the start tree" + (
+                    " (the project requires it: a test run none of whose tests failed there "
+                    "does not count)" if require_discriminating else "")
+            else:
+                why = ""
             findings.append({
                 "code": "claim_not_discriminating",
                 "severity": "error" if refused else "warning",
                 "claimId": claim["id"],
                 "message": f"Critical claim {claim['id']!r} has no check that fails before the "
-                           "work: its evidence cannot tell done from not done"
-                           + (" (the project requires discriminating evidence)" if refused
-                              else " — unless its trusted run fails on the start tree"
-                              if "unknown" in known else "") + "."})
+                           f"work: its evidence cannot tell done from not done{why}."})
 
     claim_rows: list[ClaimCoverage] = []
     for claim in claims:

@@ -8,7 +8,10 @@ defusedxml — no DTD, no entities, no external references — into one outcome 
 profile passes only if, besides rules §8, a report parsed, no test failed or errored and at
 least one passed. Baseline: every test the baseline ran (passed, failed or errored — not skipped)
 must be present and passed in the run that counts: a test that passed must still pass
-(pass-to-pass), one that failed must now pass (fail-to-pass), none may be skipped or gone.
+(pass-to-pass), one that failed must now pass (fail-to-pass), none may be skipped or gone. When
+the project requires discriminating evidence (rules §17.6), at least one test must have failed
+in the baseline and pass now: tests that all passed before the work cannot tell done from not
+done (`claim_not_discriminating`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ FORMATS = ("junit",)
 MAX_REPORT_BYTES = 8 * 1024 * 1024
 NAMED_TESTS = 20
 OUTCOMES = ("passed", "failed", "error", "skipped")
+NOT_DISCRIMINATING = "claim_not_discriminating"
+NOT_DISCRIMINATING_WHY = (
+    "no test failed on the contract-start tree, so these tests cannot tell done from not done, "
+    "and this project requires discriminating evidence (a test that fails before the work and "
+    "passes after it). No attempt can change the start tree: abstain, and tell the user which "
+    "test should fail before the work")
 
 
 class ReportError(ValueError):
@@ -108,8 +117,10 @@ def parse_reports(files: Sequence[tuple[str, bytes]]) -> TestReport:
     return TestReport(outcomes)
 
 
-def against_baseline(baseline: Mapping[str, str], counted: Mapping[str, str]) -> tuple[bool, str]:
-    """Rule 14.7: (held, evidence) for a counted run's outcomes against the baseline's."""
+def against_baseline(baseline: Mapping[str, str], counted: Mapping[str, str], *,
+                     discriminating: bool = False) -> tuple[bool, str]:
+    """Rule 14.7: (held, evidence) for a counted run's outcomes against the baseline's; with
+    `discriminating` (rule 17.6) it also needs fail-to-pass ≥ 1."""
     ran = {test: outcome for test, outcome in baseline.items() if outcome != "skipped"}
     fail_to_pass = [test for test, outcome in ran.items() if outcome in ("failed", "error")]
     pass_to_pass = [test for test, outcome in ran.items() if outcome == "passed"]
@@ -119,6 +130,8 @@ def against_baseline(baseline: Mapping[str, str], counted: Mapping[str, str]) ->
     text = (f"fail-to-pass {f2p} of {len(fail_to_pass)}, pass-to-pass {p2p} of "
             f"{len(pass_to_pass)}")
     broken = sorted(test for test in ran if now[test] != "passed")
+    if not broken and discriminating and f2p == 0:
+        return False, f"{text}; {NOT_DISCRIMINATING}: {NOT_DISCRIMINATING_WHY}"
     if not broken:
         return True, text
     shown = ", ".join(f"{test} ({now[test]})" for test in broken[:NAMED_TESTS])

@@ -32,6 +32,13 @@ class Invalid(ServiceError):
     code = "VALIDATION"
 
 
+class ReviewRequired(Invalid):
+    """A proposal only a person's review could accept, in a project whose review is off
+    (rules §17.7): `details` names each refused claim as {"path", "message"}."""
+
+    code = "review-required"
+
+
 class Unavailable(ServiceError):
     code = "UNAVAILABLE"
 

@@ -18,7 +18,7 @@ from governor.domain.checks import (
 )
 from governor.domain.documents import ContractDocument
 from governor.lib import metrics
-from governor.lib.errors import Conflict, Invalid, ServiceError
+from governor.lib.errors import Conflict, Invalid, ReviewRequired, ServiceError
 from governor.models import (
     AgentToken,
     AuthoringMode,
@@ -26,6 +26,7 @@ from governor.models import (
     ReviewMode,
     Session,
     SessionState,
+    UnattendedEvidence,
 )
 from governor.selectors.drafts import draft_receipt_used
 from governor.selectors.evidence import DatabaseEvidence
@@ -73,7 +74,7 @@ class AttemptResult:
 def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = False,
               require_intent: bool = False) -> domain.Proposal:
     code = kind == "code"
-    proposal = domain.validate_proposal(
+    proposal = own = domain.validate_proposal(
         body, max_checks=project.max_checks, max_attempts_cap=project.max_attempts,
         allow_empty_checks=assess_only or code, allow_empty_claims=code,
         require_intent=require_intent,
@@ -93,10 +94,17 @@ def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = Fal
                                            "review"}])
     if proposal.outcome_profile is not None:
         proposal = replace(proposal, outcome=outcome_binding(project, proposal.outcome_profile))
-    protected = set(project.protected_paths) | profile_protected_paths(project, _profiles_named(
-        proposal.checks))
-    return domain.inject_protected_paths(proposal, sorted(protected),
-                                         max_checks=project.max_checks)
+    protected = sorted(set(project.protected_paths) | profile_protected_paths(
+        project, _profiles_named(proposal.checks)))
+    if (project.review_mode != ReviewMode.REQUIRED
+            and project.unattended_evidence == UnattendedEvidence.OPERATOR):
+        # rules §17.7: judged on the agent's own claims (what the server injects is the
+        # operator's), so each refusal names the claim's index in the body as sent.
+        refusals = domain.unattended_refusals(own.claims, own.checks, protected)
+        if refusals:
+            raise ReviewRequired("; ".join(f"{item['path']}: {item['message']}"
+                                           for item in refusals), details=refusals)
+    return domain.inject_protected_paths(proposal, protected, max_checks=project.max_checks)
 
 
 def _profiles_named(checks: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -321,6 +329,7 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
                 current_profile_receipts=current_profiles,
                 max_file_bytes=project.max_file_bytes, environments=environments,
                 changes=changes,
+                require_discriminating=project.require_discriminating_evidence,
             )
     except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
         judged, results = None, unjudged_results(contract, str(exc))

@@ -577,7 +577,7 @@ def _project_form(project: Project, **route_fields: str) -> dict[str, Any]:
     data: dict[str, Any] = {
         "slug": project.slug, "name": project.name, "max_attempts": "3", "max_checks": "20",
         "max_file_bytes": str(project.max_file_bytes), "review_mode": "off",
-        "delivery_review": "off",
+        "delivery_review": "off", "unattended_evidence": "any",
         "authoring_mode": "auxiliary-model", "review_ttl_seconds": "86400",
         "required_approvals": "1", "workspace_roots": json.dumps(project.workspace_roots),
         "extra_event_types": "[]", "webhook_url": "", "webhook_secret": "",

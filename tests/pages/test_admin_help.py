@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 SECRET = "whsec-do-not-show-9f2c"
 PROJECT_FIELDS = ("slug", "max_attempts", "max_checks", "max_file_bytes", "review_mode",
-                  "delivery_review",
+                  "delivery_review", "unattended_evidence",
                   "authoring_mode", "review_ttl_seconds", "required_approvals",
                   "workspace_roots", "webhook_url", "webhook_secret")
 
@@ -36,10 +36,12 @@ def test_every_project_setting_has_help_and_the_secret_is_a_password_field(
         assert help_of(html, field).strip()
     assert "every contract waits for a person twice" in help_of(html, "review_mode")
     assert "The agent's token owner never counts" in help_of(html, "required_approvals")
+    assert "The careful choice is operator" in help_of(html, "unattended_evidence")
     assert 'type="password" name="webhook_secret"' in html and SECRET not in html
 
     selects = {"review_mode": project.review_mode, "authoring_mode": project.authoring_mode,
-               "delivery_review": project.delivery_review}
+               "delivery_review": project.delivery_review,
+               "unattended_evidence": project.unattended_evidence}
     assert submit(operator, url, **selects).status_code == 302  # saved without typing a secret
     assert Project.objects.get(pk=project.pk).webhook_secret == SECRET
     assert submit(operator, url, webhook_secret="new-secret-1", **selects).status_code == 302

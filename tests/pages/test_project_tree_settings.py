@@ -33,6 +33,7 @@ def test_rule_10_project_tree_settings_are_refused_naming_the_field_and_reason(
 ) -> None:
     answer = submit(operator, "/admin/governor/project/add/", slug="trees", name="Trees",
                     review_mode="required", authoring_mode="current-agent", delivery_review="off",
+                    unattended_evidence="any",
                     workspace_roots="[]", **{field: value})
     assert answer.status_code == 200
     errors = field_errors(answer.content.decode(), field)
@@ -43,6 +44,7 @@ def test_rule_10_project_tree_settings_are_refused_naming_the_field_and_reason(
 def test_rule_10_project_exclusions_are_stored_from_the_admin(operator: Client) -> None:
     answer = submit(operator, "/admin/governor/project/add/", slug="trees", name="Trees",
                     review_mode="required", authoring_mode="current-agent", delivery_review="off",
+                    unattended_evidence="any",
                     workspace_roots="[]", tree_exclusions='["node_modules/**", "*.pyc"]',
                     tree_max_files="5000")
     assert answer.status_code == 302, field_errors(answer.content.decode(), "tree_exclusions")

@@ -15,6 +15,7 @@ SETTABLE = {
     "review_ttl_seconds": int,
     "required_approvals": int,
     "authoring_mode": str,
+    "unattended_evidence": str,
 }
 
 
@@ -48,7 +49,11 @@ class Command(BaseCommand):
                                  "contract whose checks all pass is certified")
         change.add_argument("--require-discriminating", choices=["on", "off"],
                             help="on: refuse a contract whose critical claim has no check "
-                                 "that fails before the work")
+                                 "that fails before the work, and a test run none of whose "
+                                 "tests failed on the contract-start tree")
+        change.add_argument("--unattended-evidence", choices=["any", "operator"],
+                            help="operator: with review off, refuse a contract with a critical "
+                                 "claim that rests only on evidence the agent can author")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:

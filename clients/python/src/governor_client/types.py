@@ -348,6 +348,7 @@ class ProjectInfo(TypedDict):
     tree_exclusions: list[str]
     protected_paths: list[str]
     require_discriminating_evidence: bool
+    unattended_evidence: Literal["any", "operator"]
     tree_max_files: int
     tree_max_bytes: int
     max_blob_bytes: int
