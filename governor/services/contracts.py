@@ -17,6 +17,7 @@ from governor.domain.checks import (
     unjudged_results,
 )
 from governor.domain.documents import ContractDocument
+from governor.domain.runner_control import in_force
 from governor.lib import metrics
 from governor.lib.errors import Conflict, Invalid, ServiceError
 from governor.models import (
@@ -29,6 +30,7 @@ from governor.models import (
 )
 from governor.selectors.evidence import DatabaseEvidence
 from governor.selectors.reviews import review_pending, review_url
+from governor.selectors.runner_control import sections_read
 from governor.selectors.sessions import lifecycle_of
 from governor.selectors.treediff import kept_manifest
 from governor.services import reviews
@@ -93,8 +95,9 @@ def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = Fal
         proposal = replace(proposal, outcome=outcome_binding(project, proposal.outcome_profile))
     protected = set(project.protected_paths) | profile_protected_paths(project, _profiles_named(
         proposal.checks))
-    return domain.inject_protected_paths(proposal, sorted(protected),
-                                         max_checks=project.max_checks)
+    return domain.inject_protected_paths(
+        proposal, sorted(protected), runner_control=in_force(project.runner_control_exempt),
+        max_checks=project.max_checks)
 
 
 def _profiles_named(checks: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -311,8 +314,11 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
         with workspace_hashed(session, tree, declared) as hashed:
             judged, environments = hashed.reference, hashed.environments
             start = kept_manifest(project.pk, contract.get("startTree"))
-            # §14.1: the changes since the contract started, from its kept start manifest.
-            changes = None if start is None else workspace_changes(start, hashed.tree.manifest)
+            # §14.1: the changes since the contract started, from its kept start manifest,
+            # with the runner-control sections their content changed (§17.3).
+            changes = None if start is None else sections_read(
+                project.pk, start, hashed.tree.manifest,
+                workspace_changes(start, hashed.tree.manifest))
             results = evaluate_checks(
                 contract, evidence=evidence, workspace=hashed.workspace, tree=judged,
                 current_profile_receipts=current_profiles,
