@@ -42,6 +42,11 @@ class WorkspaceChange:
     # rule 17.3: the runner-control sections (entry names) its content changed, when read
     sections: tuple[str, ...] = ()
 
+    @property
+    def section_labels(self) -> list[str]:
+        """The sections its content changed as pages name them beside the path."""
+        return [section_label(name) for name in self.sections]
+
 
 def workspace_changes(start: Iterable[Sequence[str]],
                       attempt: Iterable[Sequence[str]]) -> list[WorkspaceChange]:
