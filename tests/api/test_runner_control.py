@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
+from governor.domain.runner_control import ENTRIES
 from governor.models import Project
 from tests.api.test_code_verification import add_profile, run
 from tests.api.test_contracts import Agent
@@ -29,7 +30,7 @@ from tests.api.test_evidence_the_agent_cannot_shape import (
 from tests.api.test_workspace_trees import verify
 from tests.conftest import AgentClient
 
-pytestmark = pytest.mark.sandbox
+sandboxed = pytest.mark.sandbox
 
 PYPROJECT = textwrap.dedent("""\
     [project]
@@ -90,6 +91,7 @@ def protected_check(contract: dict[str, Any]) -> dict[str, Any]:
     return check
 
 
+@sandboxed
 def test_rule_17_3_a_dot_pytest_ini_the_agent_writes_to_take_over_the_run_is_not_certified(
         worker: Agent, careful: Project) -> None:
     """pytest reads `.pytest.ini` before `pyproject.toml`: one that loads the agent's plugin
@@ -107,6 +109,7 @@ def test_rule_17_3_a_dot_pytest_ini_the_agent_writes_to_take_over_the_run_is_not
     assert "restore" in verdict["message"]
 
 
+@sandboxed
 def test_rule_17_3_a_dist_info_entry_point_at_the_workspace_root_is_a_protected_change(
         worker: Agent, careful: Project) -> None:
     """`python -m pytest` puts the workspace on sys.path, where pytest would find the
@@ -123,6 +126,7 @@ def test_rule_17_3_a_dist_info_entry_point_at_the_workspace_root_is_a_protected_
     assert "forcepass-1.0.dist-info/METADATA (added)" in evidence
 
 
+@sandboxed
 def test_rule_17_3_with_the_dist_info_entry_exempted_plugin_autoload_off_still_keeps_it_out(
         worker: Agent, careful: Project) -> None:
     """The second defence on its own: the operator removed `**/*.dist-info/**` from the
@@ -144,6 +148,7 @@ def test_rule_17_3_with_the_dist_info_entry_exempted_plugin_autoload_off_still_k
     assert "dist-info" not in evidence_of(verdict, "protected-paths")
 
 
+@sandboxed
 def test_rule_17_3_an_honest_fix_that_adds_a_dependency_to_pyproject_is_certified(
         worker: Agent, careful: Project) -> None:
     contract = begin_code(worker)["contract"]
@@ -159,6 +164,7 @@ def test_rule_17_3_an_honest_fix_that_adds_a_dependency_to_pyproject_is_certifie
         verdict, "code-profile-unit-tests")
 
 
+@sandboxed
 def test_rule_17_3_editing_the_pytest_table_of_pyproject_is_refused_naming_the_section(
         worker: Agent, careful: Project) -> None:
     begin_code(worker)
@@ -172,3 +178,33 @@ def test_rule_17_3_editing_the_pytest_table_of_pyproject_is_refused_naming_the_s
     evidence = evidence_of(verdict, "protected-paths")
     assert "pyproject.toml [tool.pytest.ini_options] (modified)" in evidence
     assert "forcepass.py" not in evidence  # the agent's own module is not runner control
+
+
+def test_rule_17_3_the_project_answer_lists_the_runner_control_in_force_and_what_is_exempt(
+        agent: AgentClient, project: Project) -> None:
+    answer = agent.get("/project").json()
+    assert answer["runner_control"] == sorted(entry.name for entry in ENTRIES)
+    assert answer["runner_control_exempt"] == []
+    call_command("governor_project", "set", project.slug, "--runner-control-exempt",
+                 "**/tox.ini=our tox.ini only builds the docs", "--runner-control-exempt",
+                 "**/package.json scripts=  the scripts are the release tooling ")
+    answer = agent.get("/project").json()
+    assert "**/tox.ini" not in answer["runner_control"]
+    assert "**/package.json scripts" not in answer["runner_control"]
+    assert answer["runner_control_exempt"] == [
+        {"entry": "**/tox.ini", "reason": "our tox.ini only builds the docs"},
+        {"entry": "**/package.json scripts", "reason": "the scripts are the release tooling"}]
+    call_command("governor_project", "set", project.slug, "--runner-control-exempt", "")
+    assert agent.get("/project").json()["runner_control_exempt"] == []
+
+
+def test_rule_17_3_an_exemption_that_names_no_built_in_entry_or_no_reason_is_refused(
+        project: Project) -> None:
+    for given, named in (("setup.cfg=not the entry's name", "runner_control_exempt/0/entry"),
+                         ("**/setup.cfg", "runner_control_exempt/0/reason")):
+        with pytest.raises(CommandError) as refused:
+            call_command("governor_project", "set", project.slug, "--runner-control-exempt",
+                         given)
+        assert named in str(refused.value)
+    project.refresh_from_db()
+    assert project.runner_control_exempt == []  # nothing written
