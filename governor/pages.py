@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from governor.domain.export import export_filename
 from governor.domain.treediff import as_text
 from governor.forms import SessionFilter
 from governor.lib.downloads import NDJSON, attachment, file_response
@@ -47,7 +48,7 @@ from governor.selectors.timeline import (
     timeline_version,
 )
 from governor.selectors.treediff import DIFF_BLOB_BYTES, tree_file
-from governor.services.exports import export_bytes, export_filename
+from governor.services.exports import export_bytes
 from governor.services.outcome_contracts import outcome_observe
 from reviews.models import Review
 from reviews.views import diff_view
@@ -225,7 +226,7 @@ def session_tree_view(request: MemberRequest, session_id: uuid.UUID, tree: str,
 @require_GET
 def session_export(request: MemberRequest, session_id: uuid.UUID) -> StreamingHttpResponse:
     session = session_for_member(request.user, session_id)
-    return attachment(export_bytes(session), export_filename(session), NDJSON)
+    return attachment(export_bytes(session), export_filename(str(session.id)), NDJSON)
 
 
 

@@ -12,8 +12,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from governor.domain.passkey import rp_id_usable
 from governor.lib.live import MemberRequest
 from governor.selectors.access import review_for_reviewer
+from governor.selectors.passkeys import passkeys_of, reviewer_key
 from governor.services import passkeys
 
 
@@ -39,8 +41,8 @@ def _options(text: str) -> HttpResponse:
 @require_GET
 def page(request: MemberRequest) -> HttpResponse:
     return render(request, "reviews/passkeys.html", {
-        "passkeys": passkeys.passkeys_of(request.user), "rp_id": settings.WEBAUTHN_RP_ID,
-        "rp_usable": passkeys.rp_id_usable(), "max_name": passkeys.MAX_NAME_CHARS,
+        "passkeys": passkeys_of(request.user), "rp_id": settings.WEBAUTHN_RP_ID,
+        "rp_usable": rp_id_usable(settings.WEBAUTHN_RP_ID), "max_name": passkeys.MAX_NAME_CHARS,
         "elsewhere": signing_elsewhere(request),
         "here": f"{request.scheme}://{request.get_host()}"})
 
@@ -48,7 +50,7 @@ def page(request: MemberRequest) -> HttpResponse:
 @login_required
 @require_POST
 def registration_options(request: MemberRequest) -> HttpResponse:
-    if not passkeys.rp_id_usable():
+    if not rp_id_usable(settings.WEBAUTHN_RP_ID):
         return JsonResponse({"error": "passkeys need this site served under a domain name "
                                       "(GOVERNOR_PUBLIC_URL), not an IP address"}, status=400)
     return _options(passkeys.registration_options(request.user, request.session))
@@ -87,8 +89,8 @@ def remove(request: MemberRequest, passkey_id: int) -> HttpResponse:
 def public_keys(request: MemberRequest) -> HttpResponse:
     """The reviewer's own public keys, as `python -m governor.verify --reviewer-keys` reads
     them: publish them where the people who check exports can find them."""
-    keys: list[dict[str, object]] = [passkeys.reviewer_key(key)
-                                  for key in passkeys.passkeys_of(request.user)]
+    keys: list[dict[str, object]] = [reviewer_key(key)
+                                  for key in passkeys_of(request.user)]
     response = JsonResponse(keys, safe=False, json_dumps_params={"indent": 2})
     response["Content-Disposition"] = (
         f'attachment; filename="reviewer-keys-{request.user.get_username()}.json"')

@@ -35,6 +35,7 @@ from governor.lib.live import (
 from governor.lib.notify import inbox_topic
 from governor.lib.waits import off_thread
 from governor.selectors.access import review_for_reviewer, reviewed_projects
+from governor.selectors.passkeys import passkeys_of
 from governor.selectors.plan import delivery_shown, plan_details
 from governor.selectors.reviews import (
     carried_approval,
@@ -142,7 +143,7 @@ def _panel(request: MemberRequest, review: Review, *, form: DecisionForm | None 
         "approved_by_me": request.user.pk in approvals, "next_review": _next_review(review),
         "carried": carried_approval(request.user, review) if pending else None,
         "signing": {"required": review.session.project.require_signed_approvals,
-                    "passkeys": len(passkeys.passkeys_of(request.user)) if pending else 0,
+                    "passkeys": len(passkeys_of(request.user)) if pending else 0,
                     "elsewhere": signing_elsewhere(request) if pending else "",
                     "here": f"{request.scheme}://{request.get_host()}",
                     "rp_id": settings.WEBAUTHN_RP_ID},

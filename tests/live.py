@@ -144,10 +144,11 @@ def live_server(tmp: Path, *, extra_env: dict[str, str] | None = None,
     measure a real installation and leave no files behind), as a server on PostgreSQL
     (`DATABASE_URL` in `extra_env`) always is."""
     port = free_port()
-    env = served_env(tmp, f"http://{host}:{port}", extra_env)
+    url = f"http://{host}:{port}"  # the public URL may be another, in front of it (extra_env)
+    env = served_env(tmp, url, extra_env)
     workspace_root = Path(env["GOVERNOR_DEMO_WORKSPACE_ROOT"])
     workspace_root.mkdir(parents=True, exist_ok=True)
-    live = Live(env["GOVERNOR_PUBLIC_URL"], token or "", env, workspace_root)
+    live = Live(url, token or "", env, workspace_root)
     if token is not None:
         live.manage("migrate", "--no-input", "-v", "0")
     elif bootstrap or "DATABASE_URL" in env:

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from governor.domain.outcomes import DAY_MS, HOUR_MS, validate_outcome_profile
+from governor.lib.clock import now_ms
 from governor.models import Project
-from governor.services.events import now_ms
 from governor.services.profiles import profile_store
 from tests.api.test_contracts import readme_contract
 from tests.conftest import AgentClient

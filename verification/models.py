@@ -5,8 +5,10 @@ contracts' schedule."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from django.conf import settings
 from django.db import models
 
 from governor.domain.outcomes import STORED_FIELDS as OUTCOME_STORED_FIELDS
@@ -207,6 +209,16 @@ class VerificationRun(models.Model):
     def as_dict(self) -> dict[str, Any]:
         return {"id": str(self.id), "profile": self.profile.profile_id, "state": self.state,
                 "result": self.result}
+
+    def lost_at(self) -> datetime | None:
+        """When `runs_expire_lost` ends the run if nothing else happens to it first: a running
+        one when its lease runs out, a queued one at the queue timeout. None once finished."""
+        if self.state == RunState.RUNNING:
+            return self.lease_expires_at
+        if self.state == RunState.QUEUED:
+            return self.created_at + timedelta(
+                seconds=settings.GOVERNOR_RUN_QUEUE_TIMEOUT_SECONDS)
+        return None
 
 
 class ProbeNetwork(models.TextChoices):

@@ -9,7 +9,7 @@ from ninja.security import HttpBearer
 from governor.domain.canonical import loads_strict
 from governor.lib.waits import off_thread
 from governor.models import AgentToken
-from governor.services.drafts import drafting_required
+from governor.selectors.drafts import drafting_required
 from governor.services.tokens import token_authenticate
 
 

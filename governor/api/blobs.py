@@ -22,6 +22,7 @@ from governor.domain.runner_control import in_force
 from governor.lib.downloads import file_response
 from governor.selectors import treediff
 from governor.selectors.access import session_for_token
+from governor.selectors.snapshots import snapshot_out
 from governor.services import blobs, snapshots
 
 router = Router(tags=["snapshots"])
@@ -91,4 +92,4 @@ def snapshot_create(request: HttpRequest, session_id: str,
                     payload: SnapshotIn) -> Status[dict[str, object]]:
     session = session_for_token(agent_token(request), session_id)
     snapshot = snapshots.snapshot_create(session=session, body=sent(payload))
-    return Status(201, snapshots.snapshot_out(snapshot))
+    return Status(201, snapshot_out(snapshot))

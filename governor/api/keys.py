@@ -6,6 +6,7 @@ from ninja import Router
 from governor.api.auth import agent_token
 from governor.api.errors import ERROR_RESPONSES
 from governor.api.schemas import KeysOut, ReceiptOut
+from governor.selectors import keys as published
 from governor.selectors.receipts import receipt_lookup
 from governor.services import keys
 
@@ -15,7 +16,7 @@ router = Router(tags=["keys and receipts"])
 @router.get("/keys", response=KeysOut, auth=None)
 def public_keys(request: HttpRequest) -> dict[str, object]:
     keys.key_active()
-    return {"keys": keys.public_keys()}
+    return {"keys": published.public_keys()}
 
 
 @router.get("/receipts/{receipt}", response={200: ReceiptOut, **ERROR_RESPONSES})

@@ -229,7 +229,7 @@ class DraftIn(Strict):
                                          "max_input_bytes.")
 
 
-BLOB_ID = Annotated[str, Field(pattern=f"^{blob_rules.BLOB_ID.pattern}$",
+BLOB_ID = Annotated[str, Field(pattern=f"^{snapshot_rules.BLOB_ID.pattern}$",
                               description="a git blob id (SHA-256 object format)")]
 
 

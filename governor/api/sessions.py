@@ -14,13 +14,14 @@ from governor.api.bodies import event_texts
 from governor.api.compressed import MAGIC, zstd_decompressed
 from governor.api.errors import ERROR_RESPONSES, IMPORT_RESPONSES
 from governor.api.schemas import AppendOut, EventPage, EventsIn, SessionCreateIn, SessionOut
+from governor.domain.export import export_filename
 from governor.lib.downloads import NDJSON, attachment
 from governor.lib.errors import Invalid
 from governor.selectors import sessions as selectors
 from governor.selectors.access import session_for_token
 from governor.services import sessions as session_services
 from governor.services.events import events_append
-from governor.services.exports import export_bytes, export_filename
+from governor.services.exports import export_bytes
 
 router = Router(tags=["sessions"])
 
@@ -111,4 +112,4 @@ def import_session(
 @router.get("/sessions/{session_id}/export", response={200: None, **ERROR_RESPONSES})
 def export_session(request: HttpRequest, session_id: str) -> StreamingHttpResponse:
     session = session_for_token(agent_token(request), session_id)
-    return attachment(export_bytes(session), export_filename(session), NDJSON)
+    return attachment(export_bytes(session), export_filename(str(session.id)), NDJSON)

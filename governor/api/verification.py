@@ -53,7 +53,7 @@ async def read_run(request: HttpRequest, run_id: str, wait: int = 0) -> dict[str
         # A lost run ends when its lease or queue time runs out, which nobody announces: the
         # wait re-reads at that moment, and the read after it ends the run.
         def lost_in(now: VerificationRun) -> float | None:
-            at = services.run_lost_at(now.state, now.lease_expires_at, now.created_at)
+            at = now.lost_at()
             return None if at is None else (at - timezone.now()).total_seconds()
 
         def settled(now: VerificationRun) -> bool:

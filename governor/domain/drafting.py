@@ -488,8 +488,12 @@ def draft_receipt(document: Mapping[str, object]) -> str:
     return receipt("contract-draft", {k: v for k, v in document.items() if k != "receipt"})
 
 
-def contract_authorship(draft: Mapping[str, Any]) -> JSONObject:
-    """The authorship a contract begun from `draft` carries."""
+def contract_authorship(mode: str, draft: Mapping[str, Any] | None) -> JSONObject:
+    """Who wrote a contract's claims and checks. Begun from an auxiliary-model draft: the
+    draft's route, prompt version and receipt (§9). Otherwise only what the caller declares
+    (the project's authoring `mode`), and labelled so."""
+    if draft is None:
+        return {"mode": mode, "declaredBy": "caller"}
     return {
         "mode": "auxiliary-model",
         "route": draft["authorship"]["route"],

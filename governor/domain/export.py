@@ -18,6 +18,11 @@ FORMAT = "reliability-governor-export/3"
 ExportLine = dict[str, object]  # one line's JSON object, as `serialise_line` writes it
 
 
+def export_filename(session: str) -> str:
+    """The name a session's export downloads as."""
+    return f"session-{session}.jsonl"
+
+
 def serialise_line(line: Mapping[str, object]) -> str:
     """The exact text of one export line, without its "\\n"."""
     return canonical_bytes(line).decode("utf-8")

@@ -42,6 +42,12 @@ class PasskeyError(ValueError):
     """A signature, key or encoding that does not check out; the message says what."""
 
 
+def rp_id_usable(host: str) -> bool:
+    """An IP address (the default 127.0.0.1 of GOVERNOR_PUBLIC_URL) cannot be a relying-party
+    id: passkeys need the site served under a domain name, e.g. http://localhost:8000."""
+    return bool(host) and not host.replace(".", "").isdigit() and ":" not in host
+
+
 def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 

@@ -232,6 +232,14 @@ def environment_digest(trees: Mapping[str, str]) -> str:
     return receipt("code-verification-environment", dict(sorted(trees.items())))
 
 
+def environment_reference(ids: Mapping[str, str]) -> dict[str, Any] | None:
+    """How a run names its environment: the digest and each directory's tree id, by path (None
+    when the profile declares none)."""
+    if not ids:
+        return None
+    return {"digest": environment_digest(ids), "trees": dict(sorted(ids.items()))}
+
+
 class _Exclusions:
     def __init__(self, patterns: Sequence[str]) -> None:
         self.literal = frozenset(p.encode() for p in patterns)
@@ -506,6 +514,11 @@ class Tree:
 
         visit(b"")
         return tuple(out)
+
+
+def tree_reference(tree: Tree) -> dict[str, str]:
+    """How events name a tree: `{"id": "gittree:sha256:<hex>", "exclusions": <digest>}`."""
+    return {"id": tree.id, "exclusions": tree.exclusions_digest}
 
 
 _MANIFEST_MODES = frozenset({"100644", "100755", "120000"})

@@ -88,6 +88,13 @@ def not_started(kind: str, sandbox_mode: str) -> dict[str, Any]:
             "durationMs": 0, "sandboxMode": sandbox_mode, **empty}
 
 
+def infrastructure_record(sandbox_mode: str, *, baseline: bool) -> dict[str, Any]:
+    """The record of a run the infrastructure ended (the sandbox could not be set up, the
+    worker was lost): it judged no tree."""
+    return {**not_started("infrastructure", sandbox_mode), "treeBefore": None, "tree": None,
+            "environment": None, **({"baseline": True} if baseline else {})}
+
+
 def run_result(*, verification_id: str, profile: str, profile_receipt: str,
                started_after_seq: int | None, record: dict[str, Any]) -> dict[str, Any]:
     """The `reliability/code-verification` event data: the run's identity, then `record` (the

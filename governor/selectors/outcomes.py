@@ -1,8 +1,8 @@
-"""Reads of outcome contracts: the agent's view of the profiles, the status, the timeline panel."""
+"""Reads of outcome contracts: the agent's view of the profiles (and of the one a begin binds),
+the status, what a certified delivery's answer adds, the timeline panel."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,7 +10,8 @@ from governor.domain import lifecycle
 from governor.domain.canonical import JSONObject
 from governor.domain.outcome_chart import outcome_charts
 from governor.domain.outcomes import agent_view, status_words, summary_words
-from governor.lib.errors import Conflict
+from governor.lib.clock import now_ms
+from governor.lib.errors import Conflict, Invalid
 from governor.lib.live import version_of
 from governor.models import Event, Project, Session, SessionState
 from verification.models import OutcomeContract, OutcomeProfile
@@ -27,6 +28,20 @@ def outcome_profiles_view(project: Project) -> list[JSONObject]:
         view = agent_view(profile.definition(), profile.description, profile.receipt)
         views.append({**view, "summary": summary_words(view)})
     return views
+
+
+def outcome_binding(project: Project, name: Any) -> dict[str, Any]:
+    """The agent's view of the profile `name` as a begin binds it, or a refusal naming it."""
+    profile = (OutcomeProfile.objects.filter(project=project, profile_id=name).first()
+               if type(name) is str else None)
+    if profile is None:
+        known = sorted(OutcomeProfile.objects.filter(project=project)
+                       .values_list("profile_id", flat=True))
+        raise Invalid(f"outcome_profile: {name!r} is not an outcome profile of this project "
+                      f"(known: {', '.join(known) or 'none'})",
+                      details=[{"path": "outcome_profile",
+                                "message": f"unknown outcome profile {name!r}"}])
+    return agent_view(profile.definition(), profile.description, profile.receipt)
 
 
 def outcome_document(session: Session, row: OutcomeContract) -> dict[str, Any]:
@@ -90,7 +105,7 @@ def outcome_requested_at(row: OutcomeContract, now: int | None = None) -> int | 
     requested = row.requested_at_ms
     if requested is None or row.status != OBSERVING:
         return None
-    at = int(time.time() * 1000) if now is None else now
+    at = now_ms() if now is None else now
     lost_at = requested + int(row.definition.get("timeoutMs", 0)) + LOST_REQUEST_MS
     return requested if at < lost_at else None
 
@@ -126,3 +141,15 @@ def outcome_panel(session: Session) -> dict[str, object] | None:
              "values": sorted(((row.get("result") or {}).get("metrics") or {}).items())}
             for row in status["observations"]]
     return panel
+
+
+def outcome_words(session: Session, terminal: Any) -> str:
+    """What a certified delivery's answer adds: `delivery-certified` with the outcome status,
+    and not to claim the business goal ("" when the contract watches no outcome)."""
+    if not isinstance(terminal, dict) or terminal.get("status") != "certified":
+        return ""
+    row = OutcomeContract.objects.filter(
+        session=session, delivery_contract_id=terminal.get("contractId")).first()
+    if row is None or row.status in (BOUND, DROPPED):
+        return ""
+    return status_words(row.status, outcome_document(session, row))

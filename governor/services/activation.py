@@ -5,7 +5,6 @@ off (`governor/services/contracts.py`), or at the evidence approval of a two-sta
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from typing import Any
 
 from governor.domain import contracts as domain
@@ -14,30 +13,12 @@ from governor.domain.canonical import JSONObject
 from governor.domain.documents import ContractDocument
 from governor.lib.errors import Conflict, Invalid
 from governor.models import Event, Origin, Project, Session, SessionState
+from governor.selectors.drafts import draft_receipt_used
+from governor.selectors.profiles import profile_receipts
 from governor.services.attestations import attest
 from governor.services.events import governor_event_append
 from governor.services.outcome_contracts import outcome_contract_bind
-from governor.services.profiles import profile_receipts
 from governor.services.trees import TreeUnavailable, session_tree_reference
-
-
-def authorship(project: Project, draft: Mapping[str, Any] | None = None) -> JSONObject:
-    """Who wrote the claims and checks. Begun from an auxiliary-model draft: the draft's route,
-    prompt version and receipt (§9). Otherwise only what the caller declares, and labelled so."""
-    if draft is not None:
-        return drafting.contract_authorship(draft)
-    return {"mode": str(project.authoring_mode), "declaredBy": "caller"}
-
-
-def draft_receipt_used(session: Session, receipt: str) -> str | None:
-    """The id of the contract this draft receipt already opened in the session, if any. A
-    draft receipt names its session (the draft holds the session id and is only accepted as
-    that session's latest draft), so the session's own contract events are the whole record."""
-    for data in (Event.objects.filter(session=session, type=lifecycle.CONTRACT)
-                 .values_list("data", flat=True)):
-        if isinstance(data, dict) and data.get("draftReceipt") == receipt:
-            return str(data.get("contractId"))
-    return None
 
 
 def _draft_by_receipt(session: Session, receipt: str) -> dict[str, Any] | None:
@@ -89,7 +70,8 @@ def contract_activate(
     document = domain.contract_document(
         proposal, contract_id=contract_id or f"contract-{uuid.uuid4()}", version=version,
         started_at_seq=started_at_seq, coverage_receipt=coverage_receipt,
-        authorship=approved_authorship or authorship(session.project, draft),
+        authorship=approved_authorship or drafting.contract_authorship(
+            str(session.project.authoring_mode), draft),
         start_tree=start_tree, baselines=baselines, **review_refs,
     )
     event = governor_event_append(session=session, state=state, type=lifecycle.CONTRACT,

@@ -35,7 +35,7 @@ def attest(
                   "terminal_receipt": terminal["receipt"],
                   "attempt_receipt": terminal.get("attemptReceipt"),
                   "run_receipts": sorted(set(run_receipts)),
-                  "workspace_tree": None if tree is None else tree_hex(tree),
+                  "workspace_tree": None if tree is None else _tree_hex(tree),
                   "start_tree": start_tree, "changes_digest": changes_digest}
     statement = attestation.build_statement(
         session_id=str(session.pk), contract_id=contract["contractId"], chain_head=event.hash,
@@ -43,9 +43,8 @@ def attest(
         contract_receipt=contract["receipt"], profile_receipts=sorted(set(profile_receipts)),
         **fields,
     )
-    key = keys.key_active()
-    envelope = attestation.sign(statement, private_key=keys.private_key(key), keyid=key.keyid)
-    return Attestation.objects.create(event=event, keyid=key.keyid, envelope=envelope)
+    keyid, envelope = keys.statement_sign(statement)
+    return Attestation.objects.create(event=event, keyid=keyid, envelope=envelope)
 
 
 def head_sign(*, session: Session, seq: int, head: str) -> tuple[str, attestation.Envelope]:
@@ -53,12 +52,10 @@ def head_sign(*, session: Session, seq: int, head: str) -> tuple[str, attestatio
     statement = attestation.build_head_statement(
         session_id=str(session.pk), seq=seq, head=head, project=session.project.slug,
         harness=session.header)
-    key = keys.key_active()
-    return key.keyid, attestation.sign(statement, private_key=keys.private_key(key),
-                                       keyid=key.keyid)
+    return keys.statement_sign(statement)
 
 
-def tree_hex(tree_id: str) -> str:
+def _tree_hex(tree_id: str) -> str:
     """The 64 hex of a `gittree:sha256:<hex>` tree id, as the in-toto gitTree digest holds it."""
     if not tree_id.startswith(TREE_ID_PREFIX):
         raise ValueError(f"{tree_id!r} is not a gittree:sha256: tree id")

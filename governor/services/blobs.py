@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from governor.domain.snapshots import BLOB_ID
 from governor.lib.blobstore import (
     WRITERS,
     Spooled,
@@ -42,12 +43,11 @@ from governor.models import Blob, Project, WorkspaceTree
 
 log = logging.getLogger(__name__)
 
-BLOB_ID = re.compile(r"[0-9a-f]{64}")
 CHUNK = 1 << 20
 MAX_IDS_PER_QUERY = 10_000
 
 
-def check_blob_id(value: Any, path: str = "blob") -> str:
+def _check_blob_id(value: Any, path: str = "blob") -> str:
     if type(value) is not str or not BLOB_ID.fullmatch(value):
         raise Invalid(f"{path}: must be a blob id, 64 lowercase hex digits",
                       details=[{"path": path, "message": "must be 64 lowercase hex digits"}])
@@ -104,7 +104,7 @@ def blob_put(project: Project, blob: Any, body: Readable) -> bool:
     """Store the bytes read from `body` as `blob` of `project`; True when it was new, False when
     the project already held it (the body is then not read). Invalid when the bytes' id is not
     `blob`, TooLarge over the cap, Unavailable when the store fails: then nothing is kept."""
-    blob = check_blob_id(blob, "id")
+    blob = _check_blob_id(blob, "id")
     if blobs_touch(project, [blob]):
         return False
     cap = settings.GOVERNOR_MAX_BLOB_BYTES

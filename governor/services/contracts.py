@@ -28,27 +28,29 @@ from governor.models import (
     Session,
     SessionState,
 )
+from governor.selectors.drafts import draft_receipt_used
 from governor.selectors.evidence import DatabaseEvidence
-from governor.selectors.reviews import review_pending, review_url
-from governor.selectors.runner_control import sections_read
-from governor.selectors.sessions import lifecycle_of
-from governor.selectors.treediff import kept_manifest
-from governor.services import reviews
-from governor.services.activation import authorship, contract_activate, draft_receipt_used
-from governor.services.events import (
-    governor_event_append,
-    session_locked,
-)
-from governor.services.outcome_contracts import outcome_binding, outcome_words
-from governor.services.profiles import (
+from governor.selectors.outcomes import outcome_binding, outcome_words
+from governor.selectors.profiles import (
     profile_environments,
     profile_protected_paths,
     profile_receipts,
     required_profile_ids,
 )
+from governor.selectors.reviews import review_pending, review_url
+from governor.selectors.runner_control import sections_read
+from governor.selectors.sessions import lifecycle_of
+from governor.selectors.snapshots import tree_named
+from governor.selectors.treediff import kept_manifest
+from governor.services import reviews
+from governor.services.activation import contract_activate
+from governor.services.events import (
+    governor_event_append,
+    session_locked,
+)
 from governor.services.runs import runs_request_baseline
 from governor.services.terminals import TerminalEvidence, terminal_write
-from governor.services.trees import TreeUnavailable, tree_named, workspace_hashed
+from governor.services.trees import TreeUnavailable, workspace_hashed
 from reviews.models import Review, Stage
 
 
@@ -226,7 +228,8 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str,
         if review_required:
             review = reviews.review_open(session=session, proposed_by=token, proposal=proposal,
                                          assessment=assessment, started_at_seq=started_at_seq,
-                                         authorship=authorship(project, draft))
+                                         authorship=drafting.contract_authorship(
+                                             str(project.authoring_mode), draft))
             return BeginResult(status="review-pending", review=review, assessment=assessment)
         contract = contract_activate(
             session=session, state=state, proposal=proposal, started_at_seq=started_at_seq,

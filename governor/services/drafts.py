@@ -24,9 +24,10 @@ import httpx
 from governor.domain import coverage, lifecycle
 from governor.domain import drafting as domain
 from governor.domain.canonical import JSONObject
-from governor.lib.errors import Conflict, Invalid, Unavailable
+from governor.lib.errors import Invalid, Unavailable
 from governor.lib.provider_streams import SSEDecoder, StreamResult, stream_reader
-from governor.models import AuthoringMode, DraftRoute, Project, Session
+from governor.models import DraftRoute, Project, Session
+from governor.selectors.drafts import drafting_required
 from governor.services.events import (
     governor_event_append,
     session_locked,
@@ -38,7 +39,7 @@ MAX_ERROR_BODY_BYTES = 16 * 1024
 MAX_CREDENTIAL_FILE_BYTES = 16 * 1024
 
 
-def route_of(project: Project) -> tuple[domain.Route, DraftRoute]:
+def _route_of(project: Project) -> tuple[domain.Route, DraftRoute]:
     """The project's route, checked, and its row (which names where the credential is)."""
     row = DraftRoute.objects.filter(project=project).first()
     if row is None:
@@ -58,7 +59,7 @@ def route_of(project: Project) -> tuple[domain.Route, DraftRoute]:
     return route, row
 
 
-def credential(row: DraftRoute) -> str:
+def _credential(row: DraftRoute) -> str:
     """The route's key, read now. Errors name where it was looked for, never what was found."""
     if row.credential_env:
         key = os.environ.get(row.credential_env, "").strip()
@@ -158,14 +159,6 @@ def _profiles(project: Project) -> list[domain.ProfileChoice]:
             for p in VerifierProfile.objects.filter(project=project).order_by("profile_id")]
 
 
-def drafting_required(project: Project) -> None:
-    """Drafting is for projects in the auxiliary-model authoring mode; others answer 409."""
-    if project.authoring_mode != AuthoringMode.AUXILIARY_MODEL:
-        raise Conflict(f"this project's authoring mode is {project.authoring_mode!r} (claims "
-                       "and checks are declared by the caller); drafting needs the mode "
-                       "'auxiliary-model'")
-
-
 class DraftCreated(TypedDict):
     """The answer to a draft: the draft, its coverage, its receipt and the body that begins
     a contract matching it exactly."""
@@ -181,7 +174,7 @@ def draft_create(*, session: Session, body: object) -> DraftCreated:
     project = session.project
     drafting_required(project)
     request = domain.draft_request(body)
-    route, row = route_of(project)
+    route, row = _route_of(project)
     profiles = _profiles(project)
     required = [p["id"] for p in profiles if p["required"]]
     if request.kind == "code" and not required:
@@ -197,7 +190,7 @@ def draft_create(*, session: Session, body: object) -> DraftCreated:
             f"canonical JSON); the route allows at most {route.max_input_bytes}; nothing was sent",
             details=[{"path": "context", "message": f"input of {size} bytes is over the "
                                                     f"{route.max_input_bytes}-byte cap"}])
-    key = credential(row)
+    key = _credential(row)
     started = time.monotonic()
     try:
         result = provider_call(route, text, key)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time as clock
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from django.db import connection, transaction
 from governor.domain import harness, lifecycle
 from governor.domain.canonical import canonical_bytes, sha256_hex
 from governor.domain.chain import ENVELOPE_TO_META, event_hash
+from governor.lib.clock import now_ms
 from governor.lib.errors import Conflict
 from governor.lib.notify import announce_on_commit, session_topic
 from governor.models import Event, EventBatch, Origin, Session, SessionState
@@ -29,10 +29,6 @@ class AppendResult:
 
     def as_dict(self) -> dict[str, object]:
         return {"first_seq": self.first_seq, "last_seq": self.last_seq, "head": self.head}
-
-
-def now_ms() -> int:
-    return int(clock.time() * 1000)
 
 
 def _state_locked(session: Session, *, with_trace: bool = False) -> SessionState:
@@ -137,10 +133,6 @@ def _insert(rows: list[dict[str, Any]]) -> None:
         cursor.executemany(sql, values)
 
 
-def batch_digest(envelopes: Sequence[object]) -> str:
-    return sha256_hex(canonical_bytes(envelopes))
-
-
 def events_append(
     *,
     session: Session,
@@ -159,7 +151,7 @@ def events_append(
     """
     raws = raws if raws is not None else [None] * len(envelopes)
     key = idempotency_key or (f"expected-seq:{expected_seq}" if expected_seq is not None else None)
-    digest = batch_digest(envelopes) if key else ""
+    digest = sha256_hex(canonical_bytes(envelopes)) if key else ""
     with transaction.atomic():
         state = _state_locked(session, with_trace=True)
         if key:

@@ -11,10 +11,11 @@ from governor.domain.chain import GENESIS
 from governor.domain.lifecycle import ATTEMPT, CONTRACT, TERMINAL
 from governor.domain.passkey import REVIEW_STAGES
 from governor.domain.tree import ManifestEntry
+from governor.lib.clock import now_ms
 from governor.models import Attestation, Event, Origin, Session, WorkspaceTree
-from governor.services import keys, passkeys
+from governor.selectors.keys import export_key_lines
+from governor.selectors.passkeys import export_passkey_lines
 from governor.services.attestations import head_sign
-from governor.services.events import now_ms
 
 
 def export_lines(session: Session) -> Iterator[str]:
@@ -61,9 +62,9 @@ def export_lines(session: Session) -> Iterator[str]:
         yield export.serialise_line(
             export.attestation_line(seq=attestation.event.seq, envelope=attestation.envelope))
     head_keyid, head_envelope = head_sign(session=session, seq=last_seq, head=head)
-    for key in keys.export_key_lines(keyids | {head_keyid}):
+    for key in export_key_lines(keyids | {head_keyid}):
         yield export.serialise_line(key)
-    for line in passkeys.export_lines(signed):
+    for line in export_passkey_lines(signed):
         yield export.serialise_line(line)
     for tree_id, digest in sorted(trees):
         stored = WorkspaceTree.objects.filter(project=session.project, tree_id=tree_id,
@@ -81,6 +82,3 @@ def export_bytes(session: Session) -> Iterator[bytes]:
     for line in export_lines(session):
         yield line.encode("utf-8") + b"\n"
 
-
-def export_filename(session: Session) -> str:
-    return f"session-{session.id}.jsonl"

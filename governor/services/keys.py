@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -10,7 +10,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from governor.domain import attestation
-from governor.domain.export import key_line
 from governor.models import SigningKey
 
 
@@ -44,19 +43,8 @@ def key_rotate() -> SigningKey:
         return _create(active=True)
 
 
-def private_key(key: SigningKey) -> Ed25519PrivateKey:
-    return Ed25519PrivateKey.from_private_bytes(bytes(key.private_key))
-
-
-def public_keys() -> list[dict[str, Any]]:
-    return [
-        {"keyid": key.keyid, "algorithm": "ed25519", "publicKey": key.public_key,
-         "active": key.active}
-        for key in SigningKey.objects.order_by("created_at")
-    ]
-
-
-def export_key_lines(keyids: set[str]) -> list[dict[str, Any]]:
-    """Key lines of an export (increasing keyid) for the keys its attestations name."""
-    rows = SigningKey.objects.filter(keyid__in=keyids).order_by("keyid")
-    return [key_line(attestation.decode_public_key(key.public_key)) for key in rows]
+def statement_sign(statement: Mapping[str, object]) -> tuple[str, attestation.Envelope]:
+    """(keyid, DSSE envelope) of `statement` signed with the active key (created on first use)."""
+    key = key_active()
+    private = Ed25519PrivateKey.from_private_bytes(bytes(key.private_key))
+    return key.keyid, attestation.sign(statement, private_key=private, keyid=key.keyid)

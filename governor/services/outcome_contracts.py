@@ -19,37 +19,26 @@ from django.conf import settings
 from governor.domain import attestation, lifecycle
 from governor.domain import outcomes as domain
 from governor.domain.documents import ContractDocument
-from governor.lib.errors import Conflict, Invalid, RetryLater, Unavailable
+from governor.lib.clock import now_ms
+from governor.lib.errors import Conflict, RetryLater, Unavailable
 from governor.lib.notify import announce_on_commit, session_topic
 from governor.lib.probes import probe_run
 from governor.lib.queue import task_send_on_commit
-from governor.models import Attestation, Project, Session, SessionState
-from governor.selectors.outcomes import outcome_document, outcome_observations
+from governor.models import Attestation, Session, SessionState
+from governor.selectors.outcomes import (
+    BOUND,
+    DROPPED,
+    OBSERVING,
+    outcome_document,
+    outcome_observations,
+)
 from governor.services import keys
-from governor.services.events import governor_event_append, now_ms, session_locked
+from governor.services.events import governor_event_append, session_locked
 from verification.models import OutcomeContract, OutcomeProfile
 
 log = logging.getLogger(__name__)
 
-BOUND, OBSERVING, DROPPED = "bound", "observing", "dropped"
 Probe = Callable[[dict[str, Any], int], dict[str, Any]]
-
-
-# --- profiles ---------------------------------------------------------------------------------
-
-
-def outcome_binding(project: Project, name: Any) -> dict[str, Any]:
-    """The agent's view of the profile `name` as a begin binds it, or a refusal naming it."""
-    profile = (OutcomeProfile.objects.filter(project=project, profile_id=name).first()
-               if type(name) is str else None)
-    if profile is None:
-        known = sorted(OutcomeProfile.objects.filter(project=project)
-                       .values_list("profile_id", flat=True))
-        raise Invalid(f"outcome_profile: {name!r} is not an outcome profile of this project "
-                      f"(known: {', '.join(known) or 'none'})",
-                      details=[{"path": "outcome_profile",
-                                "message": f"unknown outcome profile {name!r}"}])
-    return domain.agent_view(profile.definition(), profile.description, profile.receipt)
 
 
 # --- binding, baseline, start -----------------------------------------------------------------
@@ -278,24 +267,11 @@ def _terminal(session: Session, state: SessionState, row: OutcomeContract,
         session_id=str(session.pk), chain_head=event.hash, event_seq=event.seq,
         terminal=terminal, delivery_contract_receipt=contract["deliveryContractReceipt"],
         profile_receipt=contract["profileReceipt"])
-    key = keys.key_active()
-    Attestation.objects.create(event=event, keyid=key.keyid, envelope=attestation.sign(
-        statement, private_key=keys.private_key(key), keyid=key.keyid))
+    keyid, envelope = keys.statement_sign(statement)
+    Attestation.objects.create(event=event, keyid=keyid, envelope=envelope)
     row.status, row.next_observe_at_ms = status, None
     row.save(update_fields=["status", "next_observe_at_ms"])
     announce_on_commit(session_topic(session.pk))
     task_send_on_commit("reviews.tasks.notify_outcome", str(session.pk), row.pk,
                         on_failure=lambda exc: log.warning(
                             "outcome %s: notification not queued (%s)", row.pk, exc))
-
-
-def outcome_words(session: Session, terminal: Any) -> str:
-    """What a certified delivery's answer adds: `delivery-certified` with the outcome status,
-    and not to claim the business goal ("" when the contract watches no outcome)."""
-    if not isinstance(terminal, dict) or terminal.get("status") != "certified":
-        return ""
-    row = OutcomeContract.objects.filter(
-        session=session, delivery_contract_id=terminal.get("contractId")).first()
-    if row is None or row.status in (BOUND, DROPPED):
-        return ""
-    return domain.status_words(row.status, outcome_document(session, row))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +26,9 @@ from webauthn.helpers.structs import (
     UserVerificationRequirement,
 )
 
-from governor.domain import export
 from governor.domain import passkey as proof
-from governor.domain.documents import EventSignature
 from governor.lib.errors import Invalid, NotFound
+from governor.selectors.passkeys import passkeys_of
 from reviews.models import DecisionSignature, Passkey, Review, Status
 
 REGISTERING = "passkey-registration"
@@ -44,18 +43,6 @@ class PasskeyRefused(Invalid):
 
     def __init__(self, message: str, *, field: str = "passkey") -> None:
         super().__init__(message, details=[{"path": field, "message": message}])
-
-
-def passkeys_of(user: User) -> list[Passkey]:
-    return list(Passkey.objects.filter(user_id=user.pk, removed_at__isnull=True)
-                .order_by("created_at"))
-
-
-def rp_id_usable() -> bool:
-    """An IP address (the default 127.0.0.1 of GOVERNOR_PUBLIC_URL) cannot be a relying-party
-    id: passkeys need the site served under a domain name, e.g. http://localhost:8000."""
-    host = settings.WEBAUTHN_RP_ID
-    return bool(host) and not host.replace(".", "").isdigit() and ":" not in host
 
 
 # --- registration ------------------------------------------------------------------------------
@@ -234,39 +221,3 @@ def signature_record(review: Review, user: User, signed: Signed) -> DecisionSign
         authenticator_data=signed.assertion["authenticatorData"],
         client_data_json=signed.assertion["clientDataJSON"],
         signature=signed.assertion["signature"], digest=signed.digest)
-
-
-def event_signatures(rows: Iterable[DecisionSignature]) -> list[EventSignature]:
-    """The decision event's `signatures`: who signed, with which credential and nonce, and the
-    assertion's digest (the assertion itself is in the export)."""
-    return sorted(({"userId": row.user_id, "credentialId": row.passkey.credential_id,
-                    "nonce": row.nonce, "assertion": row.digest} for row in rows),
-                  key=lambda entry: (entry["userId"], entry["credentialId"]))
-
-
-# --- exports and published keys ----------------------------------------------------------------
-
-
-def reviewer_key(passkey: Passkey) -> export.ExportLine:
-    """A reviewer's public key as an export line (and as `--reviewer-keys` lists it)."""
-    return export.reviewer_key_line(
-        credential_id=passkey.credential_id, user_id=passkey.user_id,
-        username=passkey.user.get_username(), rp_id=passkey.rp_id,
-        cose=bytes(passkey.public_key))
-
-
-def export_lines(signed: dict[int, list[dict[str, Any]]]) -> Iterator[export.ExportLine]:
-    """The reviewer-key lines (credential id order), then the assertion lines ((seq, credential
-    id) order) of the signed decision events `signed` (seq → the event's `signatures`)."""
-    nonces = {entry["nonce"]: seq for seq, entries in signed.items() for entry in entries}
-    rows = sorted(DecisionSignature.objects.filter(nonce__in=nonces)
-                  .select_related("passkey__user"),
-                  key=lambda row: (nonces[row.nonce], row.passkey.credential_id))
-    for passkey in sorted({row.passkey.pk: row.passkey for row in rows}.values(),
-                          key=lambda key: key.credential_id):
-        yield reviewer_key(passkey)
-    for row in rows:
-        yield export.assertion_line(seq=nonces[row.nonce], assertion={
-            "credentialId": row.passkey.credential_id,
-            "authenticatorData": row.authenticator_data,
-            "clientDataJSON": row.client_data_json, "signature": row.signature})

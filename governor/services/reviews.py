@@ -29,6 +29,8 @@ from governor.lib.notify import announce_on_commit, inbox_topic, review_topic
 from governor.lib.queue import task_send_on_commit
 from governor.models import AgentToken, Session, SessionState
 from governor.selectors.access import is_reviewer
+from governor.selectors.passkeys import event_signatures
+from governor.selectors.profiles import profile_receipts
 from governor.selectors.reviews import carried_approval, review_status
 from governor.selectors.sessions import lifecycle_of
 from governor.services import passkeys
@@ -37,7 +39,6 @@ from governor.services.events import (
     governor_event_append,
     session_locked,
 )
-from governor.services.profiles import profile_receipts
 from governor.services.runs import runs_request_baseline
 from governor.services.terminals import TerminalEvidence, terminal_write
 from reviews.models import Approval, LineComment, Review, Side, Stage, Status
@@ -277,7 +278,7 @@ def review_decide(*, user: User, review: Review, receipt: str, decision: str,
                 "user_id", "carried_from"))
             if not verdict.decided:
                 return review
-            signatures = passkeys.event_signatures(review.signatures.filter(
+            signatures = event_signatures(review.signatures.filter(
                 decision=Status.APPROVED).select_related("passkey"))
             payload = _decide(review, state, decision=decision, user=user, feedback=text,
                               decided_by={"kind": "reviewers",
@@ -288,7 +289,7 @@ def review_decide(*, user: User, review: Review, receipt: str, decision: str,
         else:
             rows = [passkeys.signature_record(review, user, signed)] if signed else []
             _decide(review, state, decision=decision, decided_by=who, feedback=text, user=user,
-                    signatures=passkeys.event_signatures(rows))
+                    signatures=event_signatures(rows))
             activated = None
     if activated is not None:
         runs_request_baseline(session=session, contract=activated)

@@ -1,5 +1,5 @@
 """Verification runs: queue, claim, keep the lease, run in the sandbox, record.
-The profiles they run are saved and read by `governor/services/profiles.py`; the task that
+The profiles they run are saved by `governor/services/profiles.py`; the task that
 runs one is `verification/tasks.py`, queued here by name."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from django.utils import timezone
 
 from governor.domain import lifecycle
 from governor.domain.documents import ContractDocument
-from governor.domain.verification import not_started, run_result
+from governor.domain.tree import tree_reference
+from governor.domain.verification import infrastructure_record, run_result
 from governor.domain.workspace import (
     WorkspaceError,
     open_bound_directory,
@@ -33,6 +34,7 @@ from governor.lib.notify import announce_on_commit, run_topic, session_topic
 from governor.lib.queue import task_send_on_commit
 from governor.lib.reports import report_directory, report_judged
 from governor.models import Session, SessionState, WorkspaceKind
+from governor.selectors.snapshots import tree_named
 from governor.services.events import (
     governor_event_append,
     session_locked,
@@ -41,8 +43,6 @@ from governor.services.trees import (
     RunTree,
     TreeUnavailable,
     run_tree,
-    tree_named,
-    tree_reference,
     tree_written,
 )
 from verification.models import RunState, VerificationRun, VerifierProfile
@@ -178,7 +178,7 @@ def run_perform(run: VerificationRun) -> None:
             log.exception("run %s (%s) failed before its result was recorded", run.pk,
                           run.profile.profile_id)
             why = f"its result could not be recorded: {type(exc).__name__}: {exc}"
-            run_finish(run=run, record=infrastructure_record(run, why), detail=why)
+            run_finish(run=run, record=_infrastructure(run, why), detail=why)
 
 
 def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str = "",
@@ -219,30 +219,16 @@ def _count(run: VerificationRun, result: dict[str, Any]) -> None:
     metrics.count_on_commit(record)
 
 
-def infrastructure_record(run: VerificationRun, why: str) -> dict[str, Any]:
+def _infrastructure(run: VerificationRun, why: str) -> dict[str, Any]:
     log.warning("run %s (%s) failed as infrastructure: %s", run.pk, run.profile.profile_id, why)
-    return {**not_started("infrastructure", run.definition["sandboxMode"]),
-            "treeBefore": None, "tree": None, "environment": None,
-            **({"baseline": True} if run.baseline else {})}
-
-
-def run_lost_at(state: str, lease_expires_at: datetime | None,
-                created_at: datetime) -> datetime | None:
-    """When `runs_expire_lost` ends a run in this state if nothing else happens to it first:
-    a running one when its lease runs out, a queued one at the queue timeout. None once it
-    has finished."""
-    if state == RunState.RUNNING:
-        return lease_expires_at
-    if state == RunState.QUEUED:
-        return created_at + timedelta(seconds=settings.GOVERNOR_RUN_QUEUE_TIMEOUT_SECONDS)
-    return None
+    return infrastructure_record(run.definition["sandboxMode"], baseline=run.baseline)
 
 
 def runs_expire_lost(*, run_id: Any = None) -> int:
     """Runs that will never report end as `infrastructure` failures — never passed, and never
     executed again: running ones whose worker stopped renewing the lease (it died), and queued
     ones no worker took in time (the task message was lost, or no worker runs). All, or one.
-    The conditions are `run_lost_at`'s, as queries."""
+    The conditions are `VerificationRun.lost_at`'s, as queries."""
     now = timezone.now()
     queue_timeout = settings.GOVERNOR_RUN_QUEUE_TIMEOUT_SECONDS
     lost = [
@@ -265,7 +251,7 @@ def runs_expire_lost(*, run_id: Any = None) -> int:
                     lease_expires_at=_lease_end()):
                 continue
             run = VerificationRun.objects.select_related("profile", "session").get(pk=pk)
-            run_finish(run=run, record=infrastructure_record(run, why), detail=why)
+            run_finish(run=run, record=_infrastructure(run, why), detail=why)
             count += 1
     return count
 
@@ -310,7 +296,7 @@ def run_execute(run: VerificationRun) -> None:
             # Recorded before the copy is removed: the agent need not wait for the deletion.
             run_finish(run=run, record=record, output_tail=tail, detail=detail, tests=tests)
     except TreeUnavailable as exc:
-        run_finish(run=run, record=infrastructure_record(run, str(exc)), detail=str(exc))
+        run_finish(run=run, record=_infrastructure(run, str(exc)), detail=str(exc))
 
 
 def _changes_kept(session: Session, given: RunTree, passed: bool,

@@ -36,14 +36,14 @@ from governor.services.facts import facts_session_started
 log = logging.getLogger(__name__)
 
 
-def allowed_roots(project: Project) -> list[Path]:
+def _allowed_roots(project: Project) -> list[Path]:
     roots = list(project.workspace_roots or [])
     if project.server_workspace_roots:
         roots += settings.GOVERNOR_WORKSPACE_ROOTS
     return [Path(os.path.realpath(root)) for root in roots]
 
 
-def workspace_resolve(project: Project, path: str) -> tuple[str, str]:
+def _workspace_resolve(project: Project, path: str) -> tuple[str, str]:
     """(canonical path, identity) of the workspace directory, which must lie under one of the
     project's roots. A refusal quotes the caller's input only and says the same whether or not
     something exists outside the roots (no file-system oracle)."""
@@ -54,7 +54,7 @@ def workspace_resolve(project: Project, path: str) -> tuple[str, str]:
 
     if not path or not os.path.isabs(path) or "\x00" in path:
         raise refuse("must be an absolute path")
-    roots = allowed_roots(project)
+    roots = _allowed_roots(project)
     if not roots:
         raise refuse(f"cannot be bound: project {project.slug} has no allowed workspace roots")
     outside = refuse(f"{path!r} is not a directory under an allowed workspace root of project "
@@ -93,7 +93,7 @@ def session_create(
             return existing, False
     kind = workspace.get("kind")
     if kind == "path":
-        path, identity = workspace_resolve(project, workspace.get("path") or "")
+        path, identity = _workspace_resolve(project, workspace.get("path") or "")
     elif kind == "snapshot":  # rules §11: no server path; the agent uploads its trees
         if workspace.get("path"):
             message = "a snapshot workspace has no path"
@@ -187,7 +187,7 @@ def session_import(
     trace = harness.validate_log(header, envelopes, extra_types=extra_types)
     path = identity = ""
     if workspace is not None:
-        path, identity = workspace_resolve(project, workspace.get("path", ""))
+        path, identity = _workspace_resolve(project, workspace.get("path", ""))
     duplicate = Conflict(f"a session with external_id {external_id!r} already exists")
     if external_id and Session.objects.filter(project=project, external_id=external_id).exists():
         raise duplicate

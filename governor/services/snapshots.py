@@ -1,4 +1,5 @@
-"""rules §11.1 and §11.3: snapshots of a session bound `{"kind": "snapshot"}`."""
+"""rules §11.1 and §11.4: recording the snapshots of a session bound `{"kind": "snapshot"}`, and
+collecting the superseded ones."""
 
 from __future__ import annotations
 
@@ -27,54 +28,15 @@ from governor.models import (
     WorkspaceKind,
     WorkspaceTree,
 )
+from governor.selectors.snapshots import snapshot_by_tree
 from governor.services.blobs import blobs_touch
 from verification.models import VerificationRun
-
-TREE_PREFIX = "gittree:sha256:"
 
 
 def _require_snapshot_session(session: Session) -> None:
     if session.workspace_kind != WorkspaceKind.SNAPSHOT:
         raise Conflict(f"session {session.pk} is bound to a path workspace: the server hashes "
                        "it itself; snapshots are for sessions bound {\"kind\": \"snapshot\"}")
-
-
-def snapshot_out(snapshot: Snapshot) -> dict[str, Any]:
-    tree = snapshot.tree
-    return {"tree": tree.tree_id, "exclusions": tree.exclusions_digest, "files": tree.files,
-            "bytes": tree.bytes, "number": snapshot.number}
-
-
-def snapshot_by_tree(session: Session, tree: Any, path: str = "tree") -> Snapshot:
-    """The session's latest snapshot of `tree` (a tree id); 404 when the session has none."""
-    if type(tree) is not str or not tree.startswith(TREE_PREFIX):
-        raise Invalid(f"{path}: must be a tree id gittree:sha256:<64 hex>",
-                      details=[{"path": path, "message": "must be gittree:sha256:<64 hex>"}])
-    snapshot = (Snapshot.objects.filter(session=session, tree__tree_id=tree)
-                .select_related("tree").order_by("-number").first())
-    if snapshot is None:
-        raise NotFound(f"{path}: {tree} is not a snapshot of session {session.pk}",
-                       details=[{"path": path, "message": "not a snapshot of this session"}])
-    return snapshot
-
-
-def snapshot_latest(session: Session) -> Snapshot | None:
-    return (Snapshot.objects.filter(session=session).select_related("tree")
-            .order_by("-number").first())
-
-
-def snapshot_current(session: Session, tree: Any, path: str = "tree") -> Snapshot:
-    """§11.3: the tree a turn-stop or run names must be the session's latest snapshot; an
-    older one is a 409 naming the latest, another session's a 404."""
-    named = snapshot_by_tree(session, tree, path)
-    latest = snapshot_latest(session)
-    assert latest is not None
-    if latest.tree_id != named.tree_id:
-        raise Conflict(f"{path}: {tree} is not the session's latest snapshot; the latest is "
-                       f"{latest.tree.tree_id}",
-                       details=[{"path": path, "message": f"the latest is {latest.tree.tree_id}",
-                                 "latest": latest.tree.tree_id}])
-    return named
 
 
 def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:

@@ -16,7 +16,7 @@ TOKEN_PREFIX = "gov_"  # noqa: S105 - a public marker, not a secret
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 
 
-def token_digest(secret: str) -> str:
+def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
@@ -29,7 +29,7 @@ def token_create(*, project: Project, name: str, owner: Any) -> tuple[AgentToken
                       details=[{"path": "owner", "message": "required"}])
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = AgentToken.objects.create(
-        project=project, name=name, owner=owner, prefix=secret[:12], digest=token_digest(secret)
+        project=project, name=name, owner=owner, prefix=secret[:12], digest=_digest(secret)
     )
     return token, secret
 
@@ -39,7 +39,7 @@ def token_authenticate(secret: str) -> AgentToken | None:
         return None
     token = (
         AgentToken.objects.select_related("project")
-        .filter(digest=token_digest(secret), revoked_at__isnull=True)
+        .filter(digest=_digest(secret), revoked_at__isnull=True)
         .first()
     )
     if token is None:

@@ -29,8 +29,9 @@ from governor.domain.tree import (
     Tree,
     TreeError,
     directory_excluded,
-    environment_digest,
+    environment_reference,
     hash_tree,
+    tree_reference,
     validate_exclusions,
 )
 from governor.domain.workspace import (
@@ -40,22 +41,17 @@ from governor.domain.workspace import (
     identity,
     identity_at,
 )
-from governor.lib.errors import Invalid, ServiceError, Unavailable
+from governor.lib.errors import ServiceError, Unavailable
 from governor.lib.materialise import MODE_SYMLINK, materialised
 from governor.models import Project, Session, WorkspaceKind, WorkspaceTree
+from governor.selectors.snapshots import snapshot_by_tree, snapshot_current, snapshot_latest
 from governor.services.blobs import blobs_keep, blobs_touch
-from governor.services.snapshots import snapshot_by_tree, snapshot_current, snapshot_latest
 
 log = logging.getLogger(__name__)
 
 
 class TreeUnavailable(Exception):
     """The workspace cannot be hashed completely; the message says why (the path named)."""
-
-
-def tree_reference(tree: Tree) -> dict[str, str]:
-    """How events name a tree: `{"id": "gittree:sha256:<hex>", "exclusions": <digest>}`."""
-    return {"id": tree.id, "exclusions": tree.exclusions_digest}
 
 
 def _cache_directory() -> Path:
@@ -69,7 +65,7 @@ def _cache_path(session: Session, environment: str | None) -> Path:
     return _cache_directory() / f"{session.pk}-environment-{key}.json"
 
 
-def stat_cache_load(session: Session, environment: str | None = None) -> StatCache:
+def _stat_cache_load(session: Session, environment: str | None = None) -> StatCache:
     """The session's stat cache (of its tree, or of one environment directory); empty (a cold
     hash) when it is missing or unreadable."""
     directory = _cache_directory()
@@ -86,7 +82,7 @@ def stat_cache_load(session: Session, environment: str | None = None) -> StatCac
     return StatCache(stamp_dir=str(directory))
 
 
-def stat_cache_save(session: Session, cache: StatCache, environment: str | None = None) -> None:
+def _stat_cache_save(session: Session, cache: StatCache, environment: str | None = None) -> None:
     """Replace the session's stat cache atomically (a new file of mode 0600, renamed). A cache
     that cannot be written only makes the next hash cold: it is logged, not raised."""
     try:
@@ -123,14 +119,14 @@ def _hashed(session: Session, workspace: Workspace, exclusions: list[str],
     """Hash `workspace` with the session's stat cache (of its tree, or of the `environment`
     directory) and record the manifest, keeping the blobs of a tree new to the project."""
     project = session.project
-    cache = stat_cache_load(session, environment)
+    cache = _stat_cache_load(session, environment)
     loaded = dict(cache.directories)
     tree = workspace.hash(exclusions=exclusions, cache=cache, max_files=project.tree_max_files,
                           max_bytes=project.tree_max_bytes)
     # A scan that changed nothing keeps every loaded record: writing them again is skipped.
     if cache.directories.keys() != loaded.keys() or any(
             record is not loaded[prefix] for prefix, record in cache.directories.items()):
-        stat_cache_save(session, cache, environment)
+        _stat_cache_save(session, cache, environment)
     if tree_record(project, tree, exclusions)[1]:
         tree_blobs_keep(project, tree, workspace)
     return tree
@@ -232,14 +228,6 @@ def environment_trees(session: Session, workspace: Workspace,
     return trees
 
 
-def environment_reference(ids: Mapping[str, str]) -> dict[str, Any] | None:
-    """How a run names its environment: the digest and each directory's tree id, by path (None
-    when the profile declares none)."""
-    if not ids:
-        return None
-    return {"digest": environment_digest(ids), "trees": dict(sorted(ids.items()))}
-
-
 def _environment_digests(session: Session, workspace: Workspace,
                          declared: Mapping[str, Sequence[str]]) -> dict[str, str | None]:
     """The environment digest of each profile in `declared` (its environment directories) as
@@ -333,16 +321,6 @@ def tree_materialised(session: Session, record: WorkspaceTree, *, writable: bool
                                   f"{getattr(exc, 'message', exc)}") from None
         session_tree(session, workspace)
         yield workspace
-
-
-def tree_named(session: Session, tree: Any) -> None:
-    """§11.3: a snapshot session's begin, turn-stop and runs name its latest snapshot (`tree`);
-    a path session's name none (the server hashes its directory itself)."""
-    if session.workspace_kind == WorkspaceKind.SNAPSHOT:
-        snapshot_current(session, tree)
-    elif tree is not None:
-        message = "only a snapshot session names a tree; a path session's is hashed by the server"
-        raise Invalid(f"tree: {message}", details=[{"path": "tree", "message": message}])
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from governor.models import Project
-from governor.services.keys import key_active, private_key
+from governor.services.keys import key_active
 from governor.services.reviews import review_decide
 from governor.verify import serialise_line
 from reviews.models import Review
@@ -149,7 +151,7 @@ def test_a_verifier_written_from_the_docs_checks_signed_decisions(
 
     altered = decision_events(objects)[-1]
     altered["data"]["decision"] = "rejected"
-    forged = reseal(objects, private_key(key_active()))
+    forged = reseal(objects, Ed25519PrivateKey.from_private_bytes(bytes(key_active().private_key)))
     text = "".join(serialise_line(obj) + "\n" for obj in forged)
     assert documented_verifier.problems(text, keys) == [
         f"seq {altered['seq']}: the assertion was not made for this decision"]

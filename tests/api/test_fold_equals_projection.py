@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from governor.domain.chain import ENVELOPE_TO_META
 from governor.models import Event, Project, Session, SessionState
-from governor.services.refold import projection_differences
+from governor.selectors.projection import projection_differences
 from governor.services.reviews import StaleReceipt, review_decide
 from governor.services.tokens import token_create
 from reviews.models import Review

@@ -17,11 +17,11 @@ from django.core.management import call_command
 
 from governor.domain.canonical import loads_strict
 from governor.domain.outcomes import DAY_MS, HOUR_MS, validate_outcome_profile
+from governor.lib.clock import now_ms
 from governor.lib.waits import slot_claim, slot_release
 from governor.models import AgentToken, Event, Project, Session
 from governor.selectors.outcomes import outcome_status
 from governor.services import outcome_contracts as outcomes
-from governor.services.events import now_ms
 from governor.services.profiles import profile_store
 from governor.verify import verify_export
 from reviews.notifications import webhook_signature

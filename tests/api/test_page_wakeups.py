@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from governor.domain.verification import infrastructure_record
 from governor.lib import notify
 from governor.models import Project
 from governor.services.reviews import review_cancel
-from governor.services.runs import infrastructure_record, run_claim, run_finish
+from governor.services.runs import run_claim, run_finish
 from reviews.models import Review
 from tests.api.test_wakeups import later
 from tests.conftest import AgentClient
@@ -105,7 +106,7 @@ def test_the_timeline_wakes_when_a_run_finishes(
     assert claimed is not None
     address = live_url(rita, f"/sessions/{session_id}/", "runs")
     finished = later(0.3, lambda: run_finish(
-        run=claimed, record=infrastructure_record(claimed, "the test ended it")))
+        run=claimed, record=infrastructure_record("read-only", baseline=False)))
     response, seconds = timed(rita, address)
     finished.join()
     assert response.status_code == 200

@@ -18,7 +18,7 @@ from django.core.management import call_command
 from governor.domain.canonical import loads_strict
 from governor.domain.passkey import REVIEW_STAGES, assertion_digest, b64url, challenge, statement
 from governor.models import Project
-from governor.services.keys import key_active, private_key
+from governor.services.keys import key_active
 from governor.verify import FORMAT_V2, serialise_line, verify_export
 from reviews.models import Review
 from tests.api.test_export_and_verify import export_text
@@ -70,7 +70,8 @@ def signed(agent: AgentClient, workspace: Path, project: Project, reviewer: Any,
     reviewer_keys = tmp_path / "reviewer-keys.json"
     reviewer_keys.write_bytes(rita.get("/reviews/passkeys/reviewer-keys.json").content)
     objects = [loads_strict(line) for line in export_text(agent, session_id).splitlines()]
-    return Signed(objects, soft, private_key(key_active()), keys, reviewer_keys)
+    server = Ed25519PrivateKey.from_private_bytes(bytes(key_active().private_key))
+    return Signed(objects, soft, server, keys, reviewer_keys)
 
 
 def check(signed: Signed, objects: list[dict[str, Any]], tmp_path: Path) -> Any:

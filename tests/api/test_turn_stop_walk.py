@@ -107,12 +107,10 @@ def walked(agent: AgentClient, session_id: str, label: str, body: Any = None) ->
 
 
 def assert_hashed_once(walk: Walk) -> None:
-    """One hash, in one call into trees.py (beside `tree_named`, which checks the tree a
-    snapshot session names and hashes nothing)."""
+    """One hash, in one call into trees.py."""
     assert walk.hashes == 1
     assert [name for name in walk.trees_entered
-            if name not in ("tree_named", "tree_blobs_keep.<locals>.missing")] == [
-        "workspace_hashed"]
+            if name != "tree_blobs_keep.<locals>.missing"] == ["workspace_hashed"]
 
 
 def test_a_path_sessions_turn_stop_hashes_its_workspace_once(

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from governor.lib.clock import now_ms
 from governor.models import Project
 from governor.services import outcome_contracts as outcomes
-from governor.services.events import now_ms
 from reviews.models import Review, Stage
 from tests.conftest import AgentClient
 from tests.outcomes import Answers, answers_in, certified, outcome_profile_saved

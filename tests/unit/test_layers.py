@@ -133,6 +133,82 @@ def test_the_selectors_never_write() -> None:
     assert found == []
 
 
+# What a write is, read from a call's name: a row saved, created, updated or deleted (an event
+# appended is one: `governor_event_append`, `events_append`, raw `executemany`), a row locked to
+# be written, a task queued or a topic announced on commit, a file written, replaced or removed;
+# or an item set in or taken from a mapping the caller passed (the login session a passkey
+# ceremony keeps its challenge in). A name check, so a set's `.update(` counts too: it can let a
+# read through, never fail a write.
+WRITE_CALLS = WRITES | {"select_for_update", "_raw_delete", "executemany", "task_send_on_commit",
+                        "announce_on_commit", "write", "unlink", "rmtree"}
+WRITE_FUNCTIONS = {("os", "replace")}  # `replace` alone is also a string's
+
+
+def _services_calls() -> dict[tuple[str, str], tuple[bool, set[tuple[str, str]]]]:
+    """Each top-level function of governor/services/: (whether its body, nested functions
+    included, calls a write; the services functions it calls, of its module or imported)."""
+    graph = {}
+    for name, path in modules():
+        if layer(name) != "governor.services" or name == "governor.services":
+            continue
+        tree = ast.parse(path.read_text())
+        local = {node.name for node in tree.body
+                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+        imported: dict[str, tuple[str, str]] = {}  # name here -> (module, function)
+        services_modules: dict[str, str] = {}  # alias -> services module
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    if node.module == "governor.services":
+                        services_modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                    elif node.module.startswith("governor.services."):
+                        imported[alias.asname or alias.name] = (node.module, alias.name)
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            writes, calls = False, set()
+            arguments = {argument.arg for argument in ast.walk(node.args)
+                         if isinstance(argument, ast.arg)}
+            for part in ast.walk(node):
+                if (isinstance(part, ast.Subscript) and isinstance(part.ctx, ast.Store)
+                        or isinstance(part, ast.Attribute) and part.attr == "pop") and (
+                        isinstance(part.value, ast.Name) and part.value.id in arguments):
+                    writes = True
+                if isinstance(part, ast.Name) and part.id in local:
+                    calls.add((name, part.id))
+                elif isinstance(part, ast.Name) and part.id in imported:
+                    calls.add(imported[part.id])
+                elif (isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name)
+                      and part.value.id in services_modules):
+                    calls.add((services_modules[part.value.id], part.attr))
+                if isinstance(part, ast.Call) and isinstance(part.func, ast.Attribute):
+                    receiver = part.func.value
+                    writes |= part.func.attr in WRITE_CALLS or (
+                        isinstance(receiver, ast.Name)
+                        and (receiver.id, part.func.attr) in WRITE_FUNCTIONS)
+                elif isinstance(part, ast.Call) and isinstance(part.func, ast.Name):
+                    writes |= part.func.id in WRITE_CALLS
+            graph[(name, node.name)] = (writes, calls)
+    return graph
+
+
+def test_the_services_hold_only_write_paths() -> None:
+    """Every public function of governor/services/ writes, itself or through a function it
+    calls; a read belongs in governor/selectors/ (a pure one in governor/domain/), and a helper
+    only a write path uses is private to its module (docs/architecture.md, "Who owns what")."""
+    graph = _services_calls()
+    writing = {function for function, (writes, _) in graph.items() if writes}
+    grown = True
+    while grown:
+        reached = {function for function, (_, calls) in graph.items()
+                   if function not in writing and calls & writing}
+        writing |= reached
+        grown = bool(reached)
+    reads = sorted(f"{module}.{function}" for module, function in graph
+                   if not function.startswith("_") and (module, function) not in writing)
+    assert reads == []
+
+
 PROFILE_STORE = "governor.services.profiles"
 PROFILE_TABLES = {"VerifierProfile", "ProfileVersion", "OutcomeProfile", "OutcomeProfileVersion",
                   "versions"}

@@ -2,6 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from governor.selectors.keys import public_keys
 from governor.services import keys
 
 
@@ -17,6 +18,6 @@ class Command(BaseCommand):
             self.stdout.write(f"new active key {key.keyid}; older keys stay for verification")
             return
         keys.key_active()
-        for public in keys.public_keys():
+        for public in public_keys():
             flag = "active" if public["active"] else "retired"
             self.stdout.write(f"{public['keyid']}\t{flag}\t{public['publicKey']}")

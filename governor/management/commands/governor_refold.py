@@ -3,7 +3,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from governor.models import Session
-from governor.services.refold import projection_differences, session_refold
+from governor.selectors.projection import projection_differences
+from governor.services.refold import session_refold
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from governor import verify
-from governor.services.keys import export_key_lines, public_keys
+from governor.selectors.keys import export_key_lines, public_keys
 
 
 class Command(BaseCommand):
