@@ -21,9 +21,8 @@ from governor.domain.changes import (
 from governor.lib.errors import NotFound
 from governor.lib.live import version_of
 from governor.models import Event, Project, Session, SessionState
-from governor.selectors.runner_control import sections_read
 from governor.selectors.sessions import lifecycle_of
-from governor.selectors.treediff import TreeChanges, kept_manifests, tree_changes
+from governor.selectors.treediff import TreeChanges, kept_manifests, sections_read, tree_changes
 from reviews.models import Review
 from verification.models import RunState, VerificationRun
 

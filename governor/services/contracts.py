@@ -38,10 +38,9 @@ from governor.selectors.profiles import (
     required_profile_ids,
 )
 from governor.selectors.reviews import review_pending, review_url
-from governor.selectors.runner_control import sections_read
 from governor.selectors.sessions import lifecycle_of
 from governor.selectors.snapshots import tree_named
-from governor.selectors.treediff import kept_manifest
+from governor.selectors.treediff import kept_manifest, sections_read
 from governor.services import reviews
 from governor.services.activation import contract_activate
 from governor.services.events import (
