@@ -102,26 +102,30 @@ def validate_exemptions(value: Any, path: str = "runner_control_exempt") -> list
         errors.add(path, 'must be a list of {"entry": …, "reason": …} objects')
         raise FieldsInvalid(errors.items)
     exemptions: list[dict[str, str]] = []
+    seen: set[str] = set()
     for index, item in enumerate(value):
         where = join_path(path, index)
         if type(item) is not dict:
             errors.add(where, 'must be an object {"entry": …, "reason": …}')
             continue
         errors.keys(where, item, ("entry", "reason"), ("entry", "reason"))
-        entry = string_field(errors, join_path(where, "entry"), item["entry"]) \
-            if "entry" in item else None
+        if "entry" not in item or "reason" not in item:
+            continue
+        before = len(errors.items)
+        entry = string_field(errors, join_path(where, "entry"), item["entry"])
         if entry is not None and entry not in ENTRIES_BY_NAME:
             errors.add(join_path(where, "entry"),
                        f"{entry!r} is not a built-in runner-control entry (rules §17.3 lists "
                        "them: e.g. '**/setup.cfg' or '**/package.json scripts')")
-        elif entry is not None and any(seen["entry"] == entry for seen in exemptions):
+        elif entry in seen:
             errors.add(join_path(where, "entry"), f"{entry!r} is exempted twice")
-        reason = string_field(errors, join_path(where, "reason"), item["reason"]) \
-            if "reason" in item else None
+        if entry is not None:
+            seen.add(entry)
+        reason = string_field(errors, join_path(where, "reason"), item["reason"])
         if reason is not None and not 1 <= len(reason.strip()) <= MAX_REASON_CHARS:
             errors.add(join_path(where, "reason"),
                        f"must say why, in 1..{MAX_REASON_CHARS} characters after trimming")
-        if entry is not None and reason is not None:
+        if len(errors.items) == before and entry is not None and reason is not None:
             exemptions.append({"entry": entry, "reason": reason.strip()})
     if errors.items:
         raise FieldsInvalid(errors.items)
