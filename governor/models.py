@@ -15,6 +15,7 @@ from django.utils import timezone
 from governor.domain import contracts as contract_domain
 from governor.domain.drafting import route_problems
 from governor.domain.fields import FieldsInvalid
+from governor.domain.runner_control import validate_exemptions
 from governor.domain.tree import validate_exclusions
 
 
@@ -112,6 +113,12 @@ class Project(models.Model):
                   'patterns in the exclusions\' syntax, e.g. ["tests/**", "**/conftest.py", '
                   '"pytest.ini"]. Every contract gets a critical check that they are unchanged '
                   "since it started (with the verifier profiles' own protected paths).")
+    runner_control_exempt = models.JSONField(
+        default=list, blank=True,
+        help_text='Built-in runner-control entries (rules §17.3) this project does not '
+                  'protect, each with the reason, e.g. [{"entry": "**/setup.cfg", "reason": '
+                  '"holds only flake8 settings; pytest reads pyproject.toml"}]. Every evidence '
+                  "page shows them.")
     require_discriminating_evidence = models.BooleanField(
         default=False, help_text="Refuse a contract whose critical claim has no check that "
                                  "fails before the work (its evidence could not tell done from "
@@ -143,7 +150,8 @@ class Project(models.Model):
     def clean(self) -> None:
         """Workspace roots are absolute paths: anything else would fail every session binding.
         Tree exclusions are patterns `governor.domain.tree` supports, each refusal naming its
-        item and reason."""
+        item and reason; each runner-control exemption names a built-in entry and its reason
+        (stored trimmed)."""
         roots = self.workspace_roots
         if not isinstance(roots, list):
             raise ValidationError({"workspace_roots": "must be a list of absolute directory "
@@ -158,6 +166,11 @@ class Project(models.Model):
             except FieldsInvalid as exc:
                 raise ValidationError({name: [
                     f"{error['path']}: {error['message']}" for error in exc.errors]}) from None
+        try:
+            self.runner_control_exempt = validate_exemptions(self.runner_control_exempt)
+        except FieldsInvalid as exc:
+            raise ValidationError({"runner_control_exempt": [
+                f"{error['path']}: {error['message']}" for error in exc.errors]}) from None
 
 
 class Role(models.TextChoices):

@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from governor.domain.changes import PROTECTED_CHECK_ID
 from governor.domain.review import ReviewError, plan_changes
 from governor.lib.errors import Conflict, Invalid
 from governor.lib.live import (
@@ -217,6 +218,10 @@ def _proposal(request: HttpRequest, review: Review) -> dict[str, object]:
         "warnings": [finding for finding in findings if finding.get("severity") != "error"],
         "approved_intent": proposal.get("approvedIntent") or {},
         "protected_changes": proposal.get("protectedChanges") or [],
+        # rules §17.3: the built-in runner-control entries the project does not protect.
+        "runner_control_exempt": next((check.get("exempt") or [] for check in
+                                       proposal.get("checks", [])
+                                       if check.get("id") == PROTECTED_CHECK_ID), []),
         "changes": changes_so_far(review.session), "diff_view": diff_view(request),
     }
 

@@ -95,7 +95,7 @@ class ProfileForm(JSONFieldsForm):
         model = VerifierProfile
         fields = ("project", "profile_id", "description", "argv", "timeout_ms", "sandbox_mode",
                   "required", "env", "limits", "rootfs", "environment", "protected_paths",
-                  "report", "show_output_to_reviewers")
+                  "report", "plugin_autoload", "show_output_to_reviewers")
         help_texts = {
             "profile_id": "The name agents use to ask for this command "
                           "(reliability_code_verify); they can never change what it runs.",
@@ -128,7 +128,7 @@ class ProfileForm(JSONFieldsForm):
                 "sandbox_mode": data["sandbox_mode"], "required": data["required"],
                 "env": data["env"], "limits": data["limits"], "rootfs": data["rootfs"] or None,
                 "environment": data["environment"], "protected_paths": data["protected_paths"],
-                "report": data["report"] or None,
+                "report": data["report"] or None, "plugin_autoload": data["plugin_autoload"],
                 "show_output_to_reviewers": data["show_output_to_reviewers"]}
 
     def clean(self) -> dict[str, Any]:

@@ -122,6 +122,12 @@ class VerifierProfile(VersionedProfile[ProfileDefinition]):
                   "(/governor-report), e.g. pytest --junitxml=/governor-report/junit.xml. A run "
                   "then passes only if a report shows no failure or error and at least one pass, "
                   "and every test of the baseline run on the contract-start tree passes.")
+    plugin_autoload = models.BooleanField(
+        default=False,
+        help_text="A report profile runs with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1: pytest loads "
+                  "only the plugins its command names with -p, never one a package's metadata "
+                  "in the workspace names (rules §17.3). On: pytest loads installed plugins "
+                  "itself.")
     show_output_to_reviewers = models.BooleanField(default=False)
 
     class Meta:

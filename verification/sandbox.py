@@ -303,8 +303,11 @@ def _mount_argv(mount: Mount) -> list[str]:
 
 def sandbox_env(definition: Mapping[str, Any]) -> dict[str, str]:
     """The command's whole environment: the fixed minimal set (with GOVERNOR_REPORT_DIR for a
-    report profile), then the profile's own."""
+    report profile, and unless the profile says `pluginAutoload`, no pytest plugin loaded
+    because an installed package's metadata names it: rules §17.3), then the profile's own."""
     report = {"GOVERNOR_REPORT_DIR": REPORT} if definition.get("report") else {}
+    if definition.get("report") and not definition.get("pluginAutoload"):
+        report["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     return {**FIXED_ENV, **report, **definition["env"]}
 
 

@@ -18,6 +18,7 @@ from governor.api.schemas import (
     SnapshotOut,
     sent,
 )
+from governor.domain.runner_control import in_force
 from governor.lib.downloads import file_response
 from governor.selectors import treediff
 from governor.selectors.access import session_for_token
@@ -31,11 +32,15 @@ router = Router(tags=["snapshots"])
 def project(request: HttpRequest) -> dict[str, object]:
     """What an agent needs to compute the tree the server computes (rules §10.1): the
     project's exclusions, and the caps a snapshot must keep; and what it must not change (the
-    protected paths, §14.3), whether its evidence must tell done from not done (§14.5, §17.6)
-    and, with review off, whether it must rest on operator evidence (§17.7)."""
+    protected paths, §14.3, and the runner control of §17.3), whether its evidence must tell
+    done from not done (§14.5, §17.6) and, with review off, whether it must rest on operator
+    evidence (§17.7)."""
     current = agent_token(request).project
+    protected = in_force(current.runner_control_exempt)
     return {"slug": current.slug, "tree_exclusions": list(current.tree_exclusions),
             "protected_paths": list(current.protected_paths),
+            "runner_control": sorted([*protected.paths, *protected.sections]),
+            "runner_control_exempt": protected.exempt,
             "require_discriminating_evidence": current.require_discriminating_evidence,
             "unattended_evidence": current.unattended_evidence,
             "tree_max_files": current.tree_max_files, "tree_max_bytes": current.tree_max_bytes,

@@ -523,12 +523,23 @@ ReceiptOut = Annotated[ReceiptEvent | ReceiptReviewProposal | ReceiptProfile,
                        Field(discriminator="kind")]
 
 
+class RunnerControlExemptionOut(Out):
+    entry: str
+    reason: str
+
+
 class ProjectOut(Out):
     """What an agent needs to compute the tree the server computes (§10.1), and the caps."""
 
     slug: str
     tree_exclusions: list[str]
     protected_paths: list[str]
+    runner_control: list[str] = Field(
+        description="the built-in runner-control entries a contract naming a profile protects "
+                    "(rules §17.3): path patterns, and file sections such as "
+                    "'**/pyproject.toml [tool.pytest.ini_options]' judged by content")
+    runner_control_exempt: list[RunnerControlExemptionOut] = Field(
+        description="the built-in entries this project does not protect, each with its reason")
     require_discriminating_evidence: bool
     unattended_evidence: Literal["any", "operator"]
     tree_max_files: int

@@ -1,5 +1,6 @@
-"""rules §14.1–14.4: what an attempt changed since the contract started, and the checks
-that judge it — scope (`changes_within`, `unchanged`) and the protected paths a begin injects.
+"""rules §14.1–14.4 and §17.3: what an attempt changed since the contract started, and the
+checks that judge it — scope (`changes_within`, `unchanged`) and the protected paths a begin
+injects.
 
     changes       per path, between the contract's start tree and the attempt's tree, from their
                   manifests: `added`, `deleted`, `modified` (the blob differs) or `mode-changed`
@@ -11,16 +12,21 @@ that judge it — scope (`changes_within`, `unchanged`) and the protected paths 
     changes_within {paths}   passes when every changed path matches a pattern
     unchanged      {paths}   passes when no changed path matches one (`allowed`: the patterns a
                   person opened with `protected_changes`, only on the injected check)
+    sections      only on the injected check: the built-in runner-control sections it protects
+                  by content (governor/domain/runner_control.py); a change whose `sections`
+                  (the protected sections its content changed, read by the caller) meet them
+                  is protected too, named with its section ("pyproject.toml [tool.pytest]")
 
 Patterns use the exclusions' syntax and matcher (governor/domain/tree.py `PathMatcher`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from governor.domain.canonical import receipt
+from governor.domain.runner_control import section_label
 from governor.domain.tree import PathMatcher
 
 if TYPE_CHECKING:  # the offline verifier ships this module without typing_extensions
@@ -36,6 +42,13 @@ MODE_SYMLINK = "120000"
 class WorkspaceChange:
     path: str
     kind: str  # "added" | "deleted" | "modified" | "mode-changed"
+    # rule 17.3: the runner-control sections (entry names) its content changed, when read
+    sections: tuple[str, ...] = ()
+
+    @property
+    def section_labels(self) -> list[str]:
+        """The sections its content changed as pages name them beside the path."""
+        return [section_label(name) for name in self.sections]
 
 
 def workspace_changes(start: Iterable[Sequence[str]],
@@ -70,13 +83,23 @@ def offending(check: Check, changes: Sequence[WorkspaceChange]) -> list[Workspac
     if check["kind"] == "changes_within":
         return [change for change in changes if not matcher.matches(change.path)]
     allowed = PathMatcher(check.get("allowed") or [])
+    sections = set(check.get("sections") or [])
     return [change for change in changes
-            if matcher.matches(change.path) and not allowed.matches(change.path)]
+            if (matcher.matches(change.path) or sections.intersection(change.sections))
+            and not allowed.matches(change.path)]
 
 
-def offending_text(found: Sequence[WorkspaceChange]) -> str:
-    """The first SHOWN_PATHS offending paths with their kind of change, and how many more."""
-    shown = ", ".join(f"{change.path} ({change.kind})" for change in found[:SHOWN_PATHS])
+def _named(change: WorkspaceChange, sections: Sequence[str]) -> str:
+    """A change as evidence names it: its path, with the protected sections its content
+    changed (rule 17.3), and its kind."""
+    changed = [section_label(name) for name in change.sections if name in sections]
+    return " ".join([change.path, *changed, f"({change.kind})"])
+
+
+def offending_text(found: Sequence[WorkspaceChange], sections: Sequence[str] = ()) -> str:
+    """The first SHOWN_PATHS offending paths with their kind of change (and the protected
+    `sections` their content changed), and how many more."""
+    shown = ", ".join(_named(change, sections) for change in found[:SHOWN_PATHS])
     more = len(found) - SHOWN_PATHS
     return shown + (f" and {more} more" if more > 0 else "")
 
@@ -95,16 +118,25 @@ def scope_result(check: Check, changes: Sequence[WorkspaceChange]) -> tuple[bool
         return True, (f"None of the {count} changed path{'s' if count != 1 else ''} since the "
                       f"contract start matches the protected patterns.")
     return False, (f"{len(found)} protected path{'s' if len(found) != 1 else ''} changed since "
-                   f"the contract start: {offending_text(found)}.")
+                   f"the contract start: {offending_text(found, check.get('sections') or [])}.")
 
 
-def protected_check(patterns: Sequence[str], opened: Sequence[str]) -> Check:
+def protected_check(patterns: Sequence[str], opened: Sequence[str],
+                    sections: Sequence[str] = (),
+                    exempt: Sequence[Mapping[str, str]] = ()) -> Check:
     """Rule 14.3: the injected check over the effective protected set (`opened`: the patterns a
-    person's evidence approval opens, rule 14.4)."""
+    person's evidence approval opens, rule 14.4; `sections`: the runner-control sections
+    protected by content and `exempt` the built-in entries the project removed, with their
+    reasons, rule 17.3 — each only when there are some, so earlier contracts read the same)."""
     check: Check = {"id": PROTECTED_CHECK_ID, "kind": "unchanged",
                     "paths": sorted(set(patterns))}
     if opened:
         check["allowed"] = sorted(set(opened))
+    if sections:
+        check["sections"] = sorted(set(sections))
+    if exempt:
+        check["exempt"] = [{"entry": item["entry"], "reason": item["reason"]}
+                           for item in exempt]
     return check
 
 

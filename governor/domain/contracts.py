@@ -54,6 +54,7 @@ from governor.domain.canonical import (
 )
 from governor.domain.documents import Check, Claim, ContractDocument, Intent, Plan
 from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
+from governor.domain.runner_control import InForce
 from governor.domain.tree import PathMatcher, validate_exclusions
 
 MAX_OBJECTIVE_BYTES = 4096
@@ -832,14 +833,22 @@ def contract_receipt(document: Mapping[str, object]) -> str:
 
 
 def inject_protected_paths(proposal: Proposal, patterns: Sequence[str], *,
+                           runner_control: InForce | None = None,
                            max_checks: int | None = None) -> Proposal:
     """§14.3: with a non-empty effective protected set (the project's patterns and those of
-    every profile the checks name), prepend the `unchanged` check `protected-paths` over it —
-    ignoring what `protected_changes` opens (§14.4) — and the critical claim
-    `protected-paths-unchanged`; the agent may use neither id. `protected_changes` needs a
-    protected set to open."""
+    every profile the checks name, and, when a check names a profile, the built-in
+    runner-control list the project leaves in force, §17.3), prepend the `unchanged` check
+    `protected-paths` over it — ignoring what `protected_changes` opens (§14.4) — and the
+    critical claim `protected-paths-unchanged`; the agent may use neither id.
+    `protected_changes` needs a protected set to open."""
     errors = FieldErrors()
-    if not patterns:
+    # Runner control matters where a runner runs: a contract with no trusted run has none.
+    if not any(check["kind"] == "code_verification_succeeded" for check in proposal.checks):
+        runner_control = None
+    if runner_control is not None:
+        patterns = [*patterns, *runner_control.paths]
+    sections = runner_control.sections if runner_control is not None else []
+    if not patterns and not sections:
         if proposal.protected_changes:
             errors.add("protected_changes", "this project and its profiles protect no paths, so "
                                             "there is nothing to open")
@@ -863,5 +872,7 @@ def inject_protected_paths(proposal: Proposal, patterns: Sequence[str], *,
         raise ContractError(errors.items)
     return replace(
         proposal,
-        checks=[changes.protected_check(patterns, proposal.protected_changes), *proposal.checks],
+        checks=[changes.protected_check(
+            patterns, proposal.protected_changes, sections,
+            runner_control.exempt if runner_control is not None else ()), *proposal.checks],
         claims=[changes.protected_claim(), *proposal.claims])

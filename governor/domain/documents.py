@@ -31,8 +31,8 @@ class Claim(TypedDict):
 
 class Check(TypedDict):
     """A check (rules §4) in stored form: its id, its kind and the kind's fields
-    (`CHECK_FIELDS` in governor/domain/contracts.py; `allowed` only on the injected protected
-    paths check, §14.4)."""
+    (`CHECK_FIELDS` in governor/domain/contracts.py; `allowed`, `sections` and `exempt` only on
+    the injected protected paths check, §14.4 and §17.3)."""
 
     id: str
     kind: str
@@ -46,6 +46,8 @@ class Check(TypedDict):
     profile: NotRequired[str]
     paths: NotRequired[list[str]]
     allowed: NotRequired[list[str]]
+    sections: NotRequired[list[str]]
+    exempt: NotRequired[list[dict[str, str]]]
 
 
 class Intent(TypedDict):

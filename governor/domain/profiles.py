@@ -15,6 +15,8 @@ Input (snake_case, as an operator form or API sends it)::
       "environment": [".venv"],          # optional; excluded directories the command needs
       "protected_paths": ["tests/**"],   # optional; patterns no contract naming it may change
       "report": "junit",                 # optional; the command writes a JUnit report
+      "plugin_autoload": false,          # optional; a report profile's pytest loads installed
+                                         #   plugins itself (off: PYTEST_DISABLE_PLUGIN_AUTOLOAD)
       "show_output_to_reviewers": false  # optional; output policy, does not change how it runs
     }
 
@@ -43,9 +45,14 @@ when a run starts, as exclusions are the project's): ≤ 16 of them, none inside
 
 The definition (camelCase) holds exactly what changes how the command runs; its receipt is the
 profile receipt. Description, `required` and the output policy are not part of it. Fields added
-after the first version (`environment`, `protectedPaths`, `report`) enter the definition only
-when set, so the receipts of
-profiles that do not use them never changed.
+after the first version (`environment`, `protectedPaths`, `report`, `pluginAutoload`) enter the
+definition only when set, so the receipts of profiles that do not use them never changed.
+
+Plugin autoload (rules §17.3): a report profile runs with `PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`,
+so pytest loads no plugin merely because an installed package's metadata (a `*.dist-info`
+the agent may write into the workspace, which `python -m pytest` puts on `sys.path`) names it;
+plugins the command needs are named with `-p`. `plugin_autoload: true` lets pytest load them
+itself; it is refused on a profile without a report.
 """
 
 from __future__ import annotations
@@ -102,6 +109,7 @@ FIELDS = frozenset(
         "environment",
         "protected_paths",
         "report",
+        "plugin_autoload",
         "show_output_to_reviewers",
     }
 )
@@ -134,6 +142,7 @@ class ProfileDefinition(TypedDict):
     environment: NotRequired[list[str]]
     protectedPaths: NotRequired[list[str]]
     report: NotRequired[str]
+    pluginAutoload: NotRequired[bool]
 
 
 class ProfileError(FieldsInvalid):
@@ -374,12 +383,16 @@ def validate_profile(raw: object) -> dict[str, Any]:
         "environment": _environment(errors, raw.get("environment", [])),
         "protected_paths": _protected_paths(errors, raw.get("protected_paths", [])),
         "report": _report(errors, raw.get("report")),
+        "plugin_autoload": _boolean(errors, "plugin_autoload", raw.get("plugin_autoload", False)),
         "show_output_to_reviewers": _boolean(
             errors, "show_output_to_reviewers", raw.get("show_output_to_reviewers", False)
         ),
     }
     if profile["sandbox_mode"] not in SANDBOX_MODES:
         errors.add("sandbox_mode", f"must be one of {', '.join(SANDBOX_MODES)}")
+    if profile["plugin_autoload"] and raw.get("report") in (None, ""):
+        errors.add("plugin_autoload", "applies only to a report profile (rules §17.3: only "
+                                      "those run with plugin autoload off)")
     if errors.items:
         raise ProfileError(errors.items)
     return profile
@@ -405,6 +418,8 @@ def profile_definition(validated: dict[str, Any]) -> ProfileDefinition:
         definition["protectedPaths"] = sorted(set(validated["protected_paths"]))
     if validated["report"]:
         definition["report"] = validated["report"]
+    if validated["plugin_autoload"]:
+        definition["pluginAutoload"] = True
     return definition
 
 

@@ -31,6 +31,7 @@ def profile_shown(profile: VerifierProfile, proposed_receipt: str | None) -> dic
         "timeout_ms": definition["timeoutMs"], "limits": definition["limits"],
         "protected_paths": definition.get("protectedPaths", []),
         "report": definition.get("report"), "environment": definition.get("environment", []),
+        "plugin_autoload": definition.get("pluginAutoload", False),
         "rootfs": definition["rootfs"], "env_names": sorted(definition["env"]),
         "receipt": profile.receipt, "proposed_receipt": proposed_receipt,
         "edited": proposed_receipt is not None and proposed_receipt != profile.receipt,

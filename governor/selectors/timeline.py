@@ -22,7 +22,7 @@ from governor.lib.errors import NotFound
 from governor.lib.live import version_of
 from governor.models import Event, Project, Session, SessionState
 from governor.selectors.sessions import lifecycle_of
-from governor.selectors.treediff import TreeChanges, kept_manifests, tree_changes
+from governor.selectors.treediff import TreeChanges, kept_manifests, sections_read, tree_changes
 from reviews.models import Review
 from verification.models import RunState, VerificationRun
 
@@ -263,7 +263,7 @@ def attempt_changes(session: Session, contract: Mapping[str, Any] | None,
         now = manifests.get((str(tree.get("id")), str(tree.get("exclusions"))))
         if now is None:
             continue
-        changes = workspace_changes(start, now)
+        changes = sections_read(session.project_id, start, now, workspace_changes(start, now))
         opened = {change.path for change in offending(protected, changes)} if protected else set()
         listed = changes[:TIMELINE_LISTED]
         shown[attempt["attempt"]] = {

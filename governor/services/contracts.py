@@ -17,6 +17,7 @@ from governor.domain.checks import (
     unjudged_results,
 )
 from governor.domain.documents import ContractDocument
+from governor.domain.runner_control import in_force
 from governor.lib import metrics
 from governor.lib.errors import Conflict, Invalid, ReviewRequired, ServiceError
 from governor.models import (
@@ -40,7 +41,7 @@ from governor.selectors.profiles import (
 from governor.selectors.reviews import review_pending, review_url
 from governor.selectors.sessions import lifecycle_of
 from governor.selectors.snapshots import tree_named
-from governor.selectors.treediff import kept_manifest
+from governor.selectors.treediff import kept_manifest, sections_read
 from governor.services import reviews
 from governor.services.activation import contract_activate
 from governor.services.events import (
@@ -104,7 +105,9 @@ def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = Fal
         if refusals:
             raise ReviewRequired("; ".join(f"{item['path']}: {item['message']}"
                                            for item in refusals), details=refusals)
-    return domain.inject_protected_paths(proposal, protected, max_checks=project.max_checks)
+    return domain.inject_protected_paths(
+        proposal, protected, runner_control=in_force(project.runner_control_exempt),
+        max_checks=project.max_checks)
 
 
 def _profiles_named(checks: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -322,8 +325,11 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
         with workspace_hashed(session, tree, declared) as hashed:
             judged, environments = hashed.reference, hashed.environments
             start = kept_manifest(project.pk, contract.get("startTree"))
-            # §14.1: the changes since the contract started, from its kept start manifest.
-            changes = None if start is None else workspace_changes(start, hashed.tree.manifest)
+            # §14.1: the changes since the contract started, from its kept start manifest,
+            # with the runner-control sections their content changed (§17.3).
+            changes = None if start is None else sections_read(
+                project.pk, start, hashed.tree.manifest,
+                workspace_changes(start, hashed.tree.manifest))
             results = evaluate_checks(
                 contract, evidence=evidence, workspace=hashed.workspace, tree=judged,
                 current_profile_receipts=current_profiles,

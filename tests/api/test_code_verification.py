@@ -103,11 +103,13 @@ def test_code_contract_injects_required_checks_and_reserved_ids_cannot_be_shadow
     response = worker.client.post(f"/sessions/{worker.id}/code-contracts", readme_contract())
     assert response.status_code == 201, response.content
     contract = response.json()["contract"]
-    assert contract["checks"][0] == {"id": "code-profile-unit-tests",
+    # First the runner control every contract naming a profile protects (rules §17.3).
+    assert contract["checks"][0]["id"] == "protected-paths"
+    assert contract["checks"][1] == {"id": "code-profile-unit-tests",
                                      "kind": "code_verification_succeeded",
                                      "profile": "unit-tests", "minCount": 1}
-    assert contract["claims"][0]["id"] == "required-code-verification"
-    assert contract["claims"][0]["importance"] == "critical"
+    assert contract["claims"][1]["id"] == "required-code-verification"
+    assert contract["claims"][1]["importance"] == "critical"
 
 
 def test_rule_4_10_certified_only_after_a_fresh_pass(

@@ -484,7 +484,9 @@ def test_rule_9_a_code_draft_gets_the_required_profiles_and_begins_as_code(
     assert wrong_route.status_code == 422 and "/code-contracts" in wrong_route.content.decode()
     begun = worker.client.post(f"/sessions/{worker.id}/code-contracts", body["begin"])
     assert begun.status_code == 201, begun.content
-    assert begun.json()["contract"]["checks"] == document["checks"]
+    # The draft's checks, after the protected paths check begin adds (rules §14.3, §17.3).
+    [protected, *drafted] = begun.json()["contract"]["checks"]
+    assert protected["id"] == "protected-paths" and drafted == document["checks"]
 
 
 def test_rule_9_a_code_draft_without_a_required_profile_calls_nothing(

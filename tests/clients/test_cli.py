@@ -61,7 +61,7 @@ def test_begin_verify_repair_and_abstain_from_the_shell(
     begun = cli_json(live, workspace, "begin", "--code", stdin=contract)
     assert begun["status"] == "active"
     checks = [check["id"] for check in begun["contract"]["checks"]]
-    assert checks[0] == "code-profile-readme-present"
+    assert checks[:2] == ["protected-paths", "code-profile-readme-present"]  # rules §17.3
     assert cli_json(live, workspace, "profiles")["profiles"][0]["id"] == "readme-present"
     repair = cli_json(live, workspace, "verify")
     assert repair["decision"] == "repair" and "code-profile-readme-present" in repair["message"]

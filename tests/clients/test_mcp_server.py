@@ -319,7 +319,9 @@ def test_a_code_contract_is_certified_after_a_fresh_trusted_run(live_with_worker
                            objective="Add README.md with an Install section",
                            claims=readme_contract()["claims"], checks=readme_contract()["checks"])
         assert begun["status"] == "active"
-        assert begun["contract"]["checks"][0]["id"] == "code-profile-readme-present"
+        # after the runner control a contract naming a profile protects (rules §17.3)
+        assert [check["id"] for check in begun["contract"]["checks"][:2]] == [
+            "protected-paths", "code-profile-readme-present"]
         (workspace / "README.md").write_text("# Tool\n\n## Install\n")
         result = await client.call_tool("reliability_code_verify", {"profile": "readme-present",
                                                                     "wait_seconds": 60},

@@ -12,6 +12,7 @@ from django.test import Client
 from governor.domain.profiles import validate_profile
 from governor.models import Project
 from governor.services.profiles import profile_store
+from governor.services.projects import project_set
 from reviews.models import Review
 from tests.conftest import AgentClient
 from tests.pages import contract_body
@@ -71,3 +72,23 @@ def test_a_file_checks_file_is_shown_as_the_workspace_holds_it_as_text(
     page = rita.get(url(evidence)).content.decode()
     assert "<code>README.md</code> as the workspace holds it now" in page
     assert "&lt;script&gt;" in page and "<script>alert(1)</script>" not in page
+
+
+def test_rule_17_3_the_evidence_page_shows_the_runner_control_the_project_does_not_protect(
+        agent: AgentClient, workspace: Path, review_project: Project, rita: Client) -> None:
+    """An exempted built-in entry is shown with its reason, first; and how the report
+    profile's pytest loads plugins."""
+    profile_store(model=VerifierProfile, project=review_project,
+                  validated=validate_profile(PROFILE))
+    project_set(project=review_project, runner_control_exempt=[
+        {"entry": "**/setup.cfg", "reason": "holds only <flake8> settings"}])
+    evidence = evidence_of_a_plan_with_a_profile_and_a_file(agent, workspace, rita)
+    page = rita.get(url(evidence)).content.decode()
+    shown = page.index("The project does not protect this runner control")
+    assert shown < page.index("Evidence plan")
+    assert "<code>**/setup.cfg</code> — holds only &lt;flake8&gt; settings" in page
+    assert "<code>PYTEST_DISABLE_PLUGIN_AUTOLOAD=1</code>" in page
+    project_set(project=review_project, runner_control_exempt=[])  # later plans: none shown
+    assert "The project does not protect this runner control" not in rita.get(
+        url(evidence_of_a_plan_with_a_profile_and_a_file(agent, workspace, rita))
+    ).content.decode()

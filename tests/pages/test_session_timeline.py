@@ -14,7 +14,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from governor.domain.profiles import validate_profile
 from governor.models import Event, Membership, Project, Role
+from governor.services.profiles import profile_store
 from tests.conftest import AgentClient
 from tests.harness_builders import Trace
 from tests.pages import press, propose, reviewer_client
@@ -245,3 +247,28 @@ def test_timeline_query_count_does_not_grow_with_events(
     # session's outcome contract: none here)
     with django_assert_num_queries(19):
         timeline(rita, session_id)
+
+
+def test_rule_17_3_an_attempt_that_edits_the_pytest_table_shows_the_section_as_protected(
+    rita: Client, agent: AgentClient, workspace: Path, project: Project
+) -> None:
+    """The change lists judge a runner-control section by content, as the attempt did: the
+    pytest table's edit is listed protected, with its section; the dependency next to it is
+    not what made it so."""
+    profile_store(model=VerifierProfile, project=project, validated=validate_profile(
+        {"id": "unit-tests", "description": "the tests", "argv": ["/bin/true"]}))
+    (workspace / "pyproject.toml").write_text(
+        '[project]\nname = "calc"\n\n[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    (workspace / "package.json").write_text('{"dependencies": {}}\n')
+    session_id = agent_session(agent, workspace)
+    assert agent.post(f"/sessions/{session_id}/code-contracts", {
+        "objective": "Fix mul", "claims": [], "checks": []}).status_code == 201
+    (workspace / "pyproject.toml").write_text(
+        '[project]\nname = "calc"\n\n[tool.pytest.ini_options]\naddopts = "-x"\n')
+    (workspace / "package.json").write_text('{"dependencies": {"left-pad": "1"}}\n')
+    assert agent.post(f"/sessions/{session_id}/verify").json()["decision"] == "repair"
+    html = timeline(rita, session_id)
+    assert ('<span class="badge bad">protected</span> <code>pyproject.toml '
+            '[tool.pytest.ini_options]</code>') in html
+    assert "1 protected" in html
+    assert '<span class="badge bad">protected</span> <code>package.json' not in html

@@ -34,6 +34,8 @@ FUNCTION_LEVEL = {
     ("governor.apps", "governor.celery"): "ready(): the Celery app and system checks register",
     ("governor.apps", "governor.system_checks"): "ready(): the system checks register",
     ("governor.domain.workspace", "governor.domain.tree"): "tree imports workspace",
+    ("governor.domain.changes", "governor.domain.documents"):
+        "for the type checker only: the client package ships changes without typing_extensions",
 }
 DOMAIN_MAY_IMPORT = {"governor", "cryptography", "rfc8785", "yaml", "httpx", "typing_extensions",
                      "defusedxml"}

@@ -49,6 +49,7 @@ def test_rule_8_a_minimal_profile_gets_every_default() -> None:
         "environment": [],
         "protected_paths": [],
         "report": None,
+        "plugin_autoload": False,
         "show_output_to_reviewers": False,
     }
 

@@ -44,6 +44,10 @@ class Command(BaseCommand):
         change.add_argument("--protected-paths", metavar="P1,P2",
                             help="comma-separated patterns no contract may change unless a "
                                  "person opens them at review ('' protects nothing)")
+        change.add_argument("--runner-control-exempt", metavar="ENTRY=REASON", action="append",
+                            help="a built-in runner-control entry (rules §17.3) this project "
+                                 "does not protect, and why; repeat for several (the list "
+                                 "replaces the current one; '' alone clears it)")
         change.add_argument("--delivery-review", choices=["off", "required"],
                             help="required: a person reviews the delivered change before a "
                                  "contract whose checks all pass is certified")
@@ -80,6 +84,10 @@ class Command(BaseCommand):
                 changes["protected_paths"] = [pattern.strip() for pattern in
                                               options["protected_paths"].split(",")
                                               if pattern.strip()]
+            if options.get("runner_control_exempt") is not None:
+                changes["runner_control_exempt"] = [
+                    {"entry": entry, "reason": reason} for entry, _, reason in
+                    (item.partition("=") for item in options["runner_control_exempt"] if item)]
             if options.get("delivery_review"):
                 changes["delivery_review"] = options["delivery_review"]
             if options.get("require_discriminating"):

@@ -343,10 +343,17 @@ Receipt = ReceiptEvent | ReceiptReviewProposal | ReceiptProfile
 # --- snapshots (rules §11) --------------------------------------------------------------
 
 
+class RunnerControlExemption(TypedDict):
+    entry: str  # a built-in runner-control entry the project does not protect
+    reason: str
+
+
 class ProjectInfo(TypedDict):
     slug: str
     tree_exclusions: list[str]
     protected_paths: list[str]
+    runner_control: list[str]  # built-in entries protected for contracts naming a profile
+    runner_control_exempt: list[RunnerControlExemption]
     require_discriminating_evidence: bool
     unattended_evidence: Literal["any", "operator"]
     tree_max_files: int

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('governor', '0017_reliability_facts'),
+        ('governor', '0018_project_runner_control_exempt'),
     ]
 
     operations = [
