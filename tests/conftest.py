@@ -41,6 +41,8 @@ BOTH_DATABASES = {
     "tests/api/test_blob_batches.py": "blob rows already present found or added in one batch",
     "tests/api/test_sessions.py": "creation idempotent on a unique external id",
     "tests/api/test_review_api.py": "decisions and expiry under the session's lock",
+    "tests/api/test_delivery_review.py": "delivery decisions and expiry under the row locks",
+    "tests/api/test_turn_stop_reads.py": "a turn-stop's one locked read of state and reviews",
     "tests/api/test_outcomes.py": "observations claimed once by compare-and-set updates",
 }
 

@@ -668,23 +668,27 @@ def agent_authored(check: Check, protected: PathMatcher) -> str | None:
 def unattended_refusals(claims: Sequence[Claim], checks: Sequence[Check],
                         protected: Sequence[str]) -> list[dict[str, str]]:
     """Rule 17.7, for a project whose review is off and whose `unattended_evidence` is
-    `operator`: each critical claim every check of which is evidence the agent can author,
-    named at its index in `claims` (the agent's own, as sent). `protected`: the contract's
-    effective protected set (rule 14.3)."""
+    `operator`: each critical claim that rests on evidence the agent can author with no trusted
+    run beside it, named at its index in `claims` (the agent's own, as sent). `protected`: the
+    contract's effective protected set (rule 14.3). A check of a protected path or a scope
+    check beside the agent's evidence does not make up for it: neither can change with the
+    work, so the agent's own check would still be the one that shows it done."""
     matcher = PathMatcher(protected)
     by_id = {check["id"]: check for check in checks}
     refusals = []
     for index, claim in enumerate(claims):
-        if claim["importance"] != "critical" or not claim["checkIds"]:
+        if claim["importance"] != "critical":
             continue
-        reasons = [agent_authored(by_id[check_id], matcher) for check_id in claim["checkIds"]]
-        if all(reasons):
+        own = [check for check in (by_id[check_id] for check_id in claim["checkIds"])
+               if check["kind"] == "code_verification_succeeded"
+               or agent_authored(check, matcher) is not None]
+        if own and all(check["kind"] != "code_verification_succeeded" for check in own):
+            reasons = "; ".join(str(agent_authored(check, matcher)) for check in own)
             refusals.append({"path": join_path("claims", index), "message": (
-                f"critical claim {claim['id']!r} rests only on evidence the agent can author "
-                f"({'; '.join(str(reason) for reason in reasons)}): unattended, this project "
+                f"critical claim {claim['id']!r} rests on evidence the agent can author "
+                f"({reasons}) with no trusted run beside it: unattended, this project "
                 "certifies only on operator evidence — support it with a trusted profile "
-                "(code_verification_succeeded) or a check of a protected path, or have a "
-                "person review the contract")})
+                "(code_verification_succeeded), or have a person review the contract")})
     return refusals
 
 

@@ -113,6 +113,22 @@ def test_rule_17_7_unattended_a_critical_claim_on_the_agents_own_evidence_is_ref
     assert worker.begin(_agent_evidence_body()).status_code == 201
 
 
+def test_rule_17_7_unattended_a_scope_check_beside_the_agents_evidence_is_still_refused(
+        worker: Agent, task: Project) -> None:  # noqa: F811
+    """The padding a review found: `changes_within ["**"]` (always true) beside the file the
+    agent writes made the claim look operator-backed, and it certified once NOTES.md said so."""
+    project_set(project=task, unattended_evidence="operator")
+    body = _agent_evidence_body()
+    body["claims"][1]["check_ids"].append("anything")
+    body["checks"].append({"id": "anything", "kind": "changes_within", "paths": ["**"]})
+    before = _written(worker)
+    response = worker.client.post(f"/sessions/{worker.id}/contracts", body)
+    assert response.status_code == 422, response.content
+    [detail] = response.json()["error"]["details"]
+    assert detail["path"] == "claims/1" and "no trusted run beside it" in detail["message"]
+    assert _written(worker) == before
+
+
 def test_rule_17_7_unattended_a_critical_claim_on_a_trusted_profile_begins(
         worker: Agent, task: Project) -> None:  # noqa: F811
     """The same claim with the operator's test run beside the agent's evidence, and a claim

@@ -106,7 +106,8 @@ def test_the_timeline_wakes_when_a_run_finishes(
     assert claimed is not None
     address = live_url(rita, f"/sessions/{session_id}/", "runs")
     finished = later(0.3, lambda: run_finish(
-        run=claimed, record=infrastructure_record("read-only", baseline=False)))
+        run=claimed, record=infrastructure_record(claimed.definition["sandboxMode"],
+                                                  baseline=claimed.baseline)))
     response, seconds = timed(rita, address)
     finished.join()
     assert response.status_code == 200

@@ -132,8 +132,8 @@ def test_rule_17_7_a_critical_claim_on_one_piece_of_agent_authored_evidence_is_r
         check_id: str) -> None:
     [refusal] = unattended_refusals([_claim("done", check_id)], CHECKS, PROTECTED)
     assert refusal["path"] == "claims/0"
-    assert refusal["message"].startswith("critical claim 'done' rests only on evidence the "
-                                         "agent can author (")
+    assert refusal["message"].startswith("critical claim 'done' rests on evidence the agent "
+                                         "can author (")
     kind = next(check["kind"] for check in CHECKS if check["id"] == check_id)
     assert kind in refusal["message"]
 
@@ -143,7 +143,18 @@ def test_rule_17_7_every_refused_claim_is_named_at_its_index_with_each_reason() 
     refusals = unattended_refusals(claims, CHECKS, PROTECTED)
     assert [refusal["path"] for refusal in refusals] == ["claims/1", "claims/2"]
     assert ("(file_contains on NOTES.md, which is not protected; tool_succeeded, which reads "
-            "the agent's own tool calls)") in refusals[0]["message"]
+            "the agent's own tool calls) with no trusted run beside it") in refusals[0]["message"]
+
+
+@pytest.mark.parametrize("padding", ["scope", "test-file"])
+def test_rule_17_7_a_scope_check_or_a_protected_path_beside_the_agents_evidence_is_no_padding(
+        padding: str) -> None:
+    """Neither can change with the work (the agent widens the scope; the protected path may
+    not change), so the agent's own check would still be what shows the claim done: the
+    claim is refused as if it stood alone. Found by review: `file_contains NOTES.md` with
+    `changes_within ["**"]` was accepted and certified once the agent wrote NOTES.md."""
+    [refusal] = unattended_refusals([_claim("padded", "notes", padding)], CHECKS, PROTECTED)
+    assert refusal["path"] == "claims/0" and "file_contains on NOTES.md" in refusal["message"]
 
 
 def test_rule_17_7_operator_evidence_and_claims_that_are_not_critical_are_accepted() -> None:
