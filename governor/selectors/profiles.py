@@ -20,11 +20,17 @@ def required_profile_ids(project: Project) -> list[str]:
                   .values_list("profile_id", flat=True))
 
 
-def profile_environments(project: Project, ids: Iterable[str]) -> dict[str, list[str]]:
-    """The environment directories of each named profile that declares some."""
-    rows = VerifierProfile.objects.filter(project=project, profile_id__in=list(ids))
-    return {profile_id: list(paths) for profile_id, paths in
-            rows.values_list("profile_id", "environment") if paths}
+def profiles_judging(project: Project, ids: Iterable[str]
+                     ) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """What an attempt reads of the profiles, in one query: each profile's current receipt by
+    id (rule 4.10 freshness), and the environment directories of each named one that declares
+    some (rules §10)."""
+    named = set(ids)
+    rows = VerifierProfile.objects.filter(project=project).values_list(
+        "profile_id", "receipt", "environment")
+    return ({profile_id: receipt for profile_id, receipt, _ in rows},
+            {profile_id: list(paths) for profile_id, _, paths in rows
+             if paths and profile_id in named})
 
 
 def profile_protected_paths(project: Project, ids: Iterable[str]) -> set[str]:

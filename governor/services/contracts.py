@@ -33,9 +33,9 @@ from governor.selectors.drafts import draft_receipt_used
 from governor.selectors.evidence import DatabaseEvidence
 from governor.selectors.outcomes import outcome_binding, outcome_words
 from governor.selectors.profiles import (
-    profile_environments,
     profile_protected_paths,
     profile_receipts,
+    profiles_judging,
     required_profile_ids,
 )
 from governor.selectors.reviews import review_pending, review_url
@@ -315,8 +315,8 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
                              message=messages.delivery_pending_message(review_url(pending)),
                              replayed=True)
     project = session.project
-    evidence, current_profiles = DatabaseEvidence(session, state), profile_receipts(project)
-    declared = profile_environments(project, {
+    evidence = DatabaseEvidence(session, state)
+    current_profiles, declared = profiles_judging(project, {
         str(check.get("profile")) for check in contract["checks"]
         if check.get("kind") == "code_verification_succeeded"})
     environments: dict[str, str | None] = {}
