@@ -71,6 +71,10 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("python", "**/*.dist-info/**", "installed-package metadata: an entry_points.txt "
                                          "[pytest11] entry is a plugin pytest loads itself"),
     Entry("python", "**/*.egg-info/**", "the same metadata in setuptools' older layout"),
+    Entry("python", "**/pytest.py", "`python -m pytest` runs the first `pytest` on the path, "
+                                    "and the working directory comes first: the runner itself"),
+    Entry("python", "**/pytest/**", "a package named pytest shadows the runner the same way"),
+    Entry("python", "**/_pytest/**", "pytest's own implementation package, shadowed the same way"),
     Entry("python", "**/pyproject.toml", "pytest's configuration table",
           section="[tool.pytest.ini_options]", keys=("tool", "pytest", "ini_options"),
           syntax="toml"),

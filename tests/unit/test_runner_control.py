@@ -67,10 +67,12 @@ def test_rule_17_3_the_python_files_are_protected_at_any_depth() -> None:
                  "lib/usercustomize.py", "evil.pth", "site/x.pth",
                  "forcepass-1.0.dist-info/entry_points.txt", "deep/a.dist-info/METADATA",
                  "pkg.egg-info/entry_points.txt", "jest.config.js", "web/vitest.config.ts",
-                 ".mocharc.yml", "web/.mocharc.json"):
+                 ".mocharc.yml", "web/.mocharc.json", "pytest.py", "pytest/__main__.py",
+                 "_pytest/main.py"):
         assert paths.matches(path), path
     for path in ("calc.py", "pyproject.toml", "package.json", "tests/test_calc.py",
-                 "conftest.py.bak", "docs/setup.cfg.md", "pth.txt"):
+                 "conftest.py.bak", "docs/setup.cfg.md", "pth.txt", "pytest_plugin.py",
+                 "tests/test_pytest.py"):
         assert not paths.matches(path), path
 
 
