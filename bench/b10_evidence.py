@@ -150,7 +150,8 @@ def _size(files: int, attempts: int, base: Path) -> dict[str, Any]:
                "text": "## Install"}
     scope = [{"id": "scope", "kind": "changes_within", "paths": ["README.md", "pkg_*/**"]},
              {"id": "untouched", "kind": "unchanged", "paths": ["package.json"]}]
-    arms = {"scoped": session(scoped_token), "plain": session(plain_token)}
+    tokens = {"scoped": scoped_token, "plain": plain_token}
+    arms = {arm: session(token) for arm, token in tokens.items()}
     contract_begin(session=arms["scoped"], token=scoped_token, kind="general",
                    body=_body([failing, *scope]))
     contract_begin(session=arms["plain"], token=plain_token, kind="general",
@@ -162,7 +163,7 @@ def _size(files: int, attempts: int, base: Path) -> dict[str, Any]:
         changed.write_text(f"# Tool\n\nrevision {index}\n")  # a new tree for both arms
         for arm in order:
             start = time.perf_counter()
-            outcome = attempt_record(session=arms[arm], trigger="turn-stop")
+            outcome = attempt_record(session=arms[arm], token=tokens[arm], trigger="turn-stop")
             times[arm].append(round((time.perf_counter() - start) * 1000, 2))
             if outcome.decision != "repair":
                 raise RuntimeError(f"B10 {arm} attempt {index + 1}: {outcome.decision}")

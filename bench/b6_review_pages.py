@@ -204,7 +204,7 @@ def measure_database(label: str, params: dict[str, Any]) -> dict[str, Any]:
         for n in range(size):
             (tree / "src" / f"file_{n:04}.txt").write_text(file_text(n, per_file, after=True))
         start = time.perf_counter()
-        turn_stop(session=session)
+        turn_stop(session=session, token=token)
         progress(f"{tag} delivered change of {size + 1} files judged in "
                  f"{time.perf_counter() - start:.1f} s")
         delivery = Review.objects.get(session=session, stage=Stage.DELIVERY)

@@ -13,6 +13,7 @@ from django.db import models
 from django.utils import timezone
 
 from governor.domain import contracts as contract_domain
+from governor.domain.documents import TokenRef
 from governor.domain.drafting import route_problems
 from governor.domain.fields import FieldsInvalid
 from governor.domain.runner_control import validate_exemptions
@@ -207,6 +208,10 @@ class AgentToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+    def as_ref(self) -> TokenRef:
+        """The token as the log names what it did (rules §17.10)."""
+        return {"id": self.pk, "name": self.name}
 
 
 class WaitSlot(models.Model):

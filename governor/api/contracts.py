@@ -96,15 +96,17 @@ def verify(request: HttpRequest, session_id: str,
            payload: TreeIn = param_functions.Body(None)) -> dict[str, object]:  # noqa: B008
     """A manual attempt. A snapshot session names its latest snapshot (`{"tree": …}`, §11.3);
     a path session sends no body."""
-    session = _session(request, session_id)
-    return _outcome(contracts.attempt_record(session=session, trigger="manual",
+    token = agent_token(request)
+    return _outcome(contracts.attempt_record(session=session_for_token(token, session_id),
+                                             token=token, trigger="manual",
                                              tree=payload.tree if payload else None))
 
 
 @router.post("/sessions/{session_id}/turn-stop", response={200: TurnStopOut, **ERROR_RESPONSES})
 def turn_stop(request: HttpRequest, session_id: str,
               payload: TreeIn = param_functions.Body(None)) -> dict[str, object]:  # noqa: B008
-    return contracts.turn_stop(session=_session(request, session_id),
+    token = agent_token(request)
+    return contracts.turn_stop(session=session_for_token(token, session_id), token=token,
                                tree=payload.tree if payload else None)
 
 

@@ -7,7 +7,7 @@ approved the delivered change). The services load the facts and write the verdic
 
 Payloads (event data) and what their receipts cover:
 
-    attempt   {contractId, attempt, trigger, passed, results, receipt}
+    attempt   {contractId, attempt, trigger, passed, results, tree, madeBy?, receipt}
               receipt = receipt("attempt", the payload without "receipt")
     terminal  {contractId, status, reason, attemptReceipt?, receipt}
               receipt = receipt("terminal", the payload without "receipt"); the signature the
@@ -22,7 +22,7 @@ from typing import Any, Literal, cast
 from governor.domain import messages
 from governor.domain.canonical import receipt
 from governor.domain.contracts import ContractError
-from governor.domain.documents import AttemptDocument, TerminalDocument
+from governor.domain.documents import AttemptDocument, TerminalDocument, TokenRef
 
 Decision = Literal["certified", "exhausted", "repair", "delivery-pending"]
 TRIGGERS = ("manual", "turn-stop")
@@ -107,10 +107,12 @@ def turn_stop_after_attempt(*, message: str, attempt: Mapping[str, Any] | None,
 
 def attempt_payload(
     *, contract_id: str, attempt: int, trigger: str, results: Sequence[Mapping[str, Any]],
-    tree: Mapping[str, str] | None,
+    tree: Mapping[str, str] | None, made_by: TokenRef | None = None,
 ) -> AttemptDocument:
     """`reliability/attempt` data with its receipt. `tree` is the workspace tree its checks
-    judged (rules §10.2), None when it could not be hashed (then every check failed)."""
+    judged (rules §10.2), None when it could not be hashed (then every check failed);
+    `made_by` the agent token whose call made it (rules §17.10: its owner may not approve the
+    delivery)."""
     if trigger not in TRIGGERS:
         raise ValueError(f"attempt trigger {trigger!r} is not one of {TRIGGERS}")
     payload: dict[str, Any] = {
@@ -121,6 +123,8 @@ def attempt_payload(
         "results": [dict(result) for result in results],
         "tree": dict(tree) if tree is not None else None,
     }
+    if made_by is not None:
+        payload["madeBy"] = dict(made_by)
     payload["receipt"] = receipt("attempt", payload)
     return cast(AttemptDocument, payload)
 

@@ -52,7 +52,7 @@ from governor.domain.canonical import (
     check_json_value,
     receipt,
 )
-from governor.domain.documents import Check, Claim, ContractDocument, Intent, Plan
+from governor.domain.documents import Check, Claim, ContractDocument, Intent, Plan, TokenRef
 from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
 from governor.domain.runner_control import InForce
 from governor.domain.tree import PathMatcher, validate_exclusions
@@ -772,13 +772,16 @@ def contract_document(
     contract_review_receipt: str | None = None,
     start_tree: dict[str, str] | None = None,
     baselines: dict[str, str] | None = None,
+    begun_by: TokenRef | None = None,
 ) -> ContractDocument:
     """The stored contract (the `reliability/contract` event data), with its receipt::
 
         {contractId, version, kind: "general"|"code", objective, claims, checks, maxAttempts,
          startedAtSeq, review, intent? (v5), coverageReceipt?, draftReceipt?, authorship?,
-         startTree?, baselines?, receipt}
+         startTree?, baselines?, outcomeProfile?, begunBy?, receipt}
 
+    `begunBy` (rules §17.10) is the agent token whose begin this contract is: its owner may
+    not approve the contract's delivery.
     `baselines` (rules §14.5) is each check's result on the start state, by check id.
     `startTree` (rules §10.2) is the workspace tree when the contract became active,
     ``{"id": "gittree:sha256:<hex>", "exclusions": <exclusions digest>}``.
@@ -827,6 +830,8 @@ def contract_document(
         document["baselines"] = baselines
     if proposal.outcome is not None:
         document["outcomeProfile"] = proposal.outcome
+    if begun_by is not None:
+        document["begunBy"] = dict(begun_by)
     document["receipt"] = contract_receipt(document)
     return cast(ContractDocument, document)
 

@@ -18,6 +18,13 @@ class TreeRef(TypedDict):
     exclusions: str
 
 
+class TokenRef(TypedDict):
+    """An agent token as the log names it (rules §17.10): its id, and its name at the time."""
+
+    id: int
+    name: str
+
+
 class Claim(TypedDict):
     """A claim (rules §5) in stored form."""
 
@@ -95,6 +102,7 @@ class ContractDocument(TypedDict):
     startTree: NotRequired[TreeRef | None]
     baselines: NotRequired[dict[str, str]]
     outcomeProfile: NotRequired[dict[str, Any]]  # the outcome profile bound at begin
+    begunBy: NotRequired[TokenRef]  # the agent token whose begin this contract is (§17.10)
     receipt: str
 
 
@@ -107,6 +115,7 @@ class AttemptDocument(TypedDict):
     passed: bool
     results: list[dict[str, Any]]
     tree: TreeRef | None
+    madeBy: NotRequired[TokenRef]  # the agent token whose call made it (§17.10)
     receipt: str
 
 

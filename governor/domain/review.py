@@ -15,8 +15,10 @@
                         commentsReceipt? (receipt("review-comments", [{path, side, line,
                         body, userId}]): the line comments the agent receives), receipt}
     delivery proposal  {stage: "delivery", sessionId, contractId, contractReceipt, objective,
-                        attemptReceipt, attempt, tree, startTree, changes}
-                       receipt("delivery-proposal", it)
+                        attemptReceipt, attempt, tree, startTree, changes, profileReceipts,
+                        runReceipts, changesDigest, tokens: [{token: {id, name}, did}]}
+                       receipt("delivery-proposal", it): it binds everything the certified
+                       terminal cites (rules §17.10)
                        receipt("intent-review" | "contract-review" | "delivery-review", it
                        without receipt);
                        the feedback text itself is never in it, only its size and receipt
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
@@ -41,6 +43,7 @@ from governor.domain.documents import (
     Intent,
     ReviewDecisionDocument,
     SentComment,
+    TokenRef,
     TreeRef,
 )
 from governor.domain.fields import FieldsInvalid
@@ -96,6 +99,14 @@ class EvidenceProposal(TypedDict):
     outcome: NotRequired[JSONObject]
 
 
+class TokenPart(TypedDict):
+    """An agent token's part in what a stage decides (rules §17.10): "created the session",
+    "began the contract" or "made attempt N"."""
+
+    token: TokenRef
+    did: str
+
+
 class DeliveryProposal(TypedDict):
     stage: Literal["delivery"]
     sessionId: str
@@ -107,6 +118,10 @@ class DeliveryProposal(TypedDict):
     tree: TreeRef | None
     startTree: TreeRef | None
     changes: list[dict[str, str]] | None
+    profileReceipts: list[str]
+    runReceipts: list[str]
+    changesDigest: str | None
+    tokens: list[TokenPart]
 
 
 ReviewProposal = IntentProposal | EvidenceProposal | DeliveryProposal
@@ -151,18 +166,55 @@ def evidence_proposal(*, session_id: str, contract_id: str, kind: str, objective
 
 
 def delivery_proposal(*, session_id: str, contract: ContractDocument,
-                      attempt: Mapping[str, Any], changes: list[dict[str, str]] | None
+                      attempts: Sequence[Mapping[str, Any]],
+                      changes: list[dict[str, str]] | None, profile_receipts: Sequence[str],
+                      run_receipts: Sequence[str], changes_digest: str | None
                       ) -> DeliveryProposal:
     """The third, optional stage (issue 28): what a person approves once every check passed —
-    the contract (its receipt), the passing attempt (its receipt and the tree it judged) and
-    what changed since the contract's start tree — bound by receipt("delivery-proposal")."""
+    the contract (its receipt), the passing attempt (the last of `attempts`: its receipt and
+    the tree it judged), what changed since the contract's start tree, and the rest of what
+    the certified terminal will cite (the profiles and runs counted, the changes digest) — bound
+    by receipt("delivery-proposal"), with the agent tokens that began the contract and made its
+    `attempts`, as the log names them (rules §17.10)."""
+    attempt = attempts[-1]
     return {
         "stage": "delivery", "sessionId": session_id, "contractId": contract["contractId"],
         "contractReceipt": contract["receipt"], "objective": contract["objective"],
         "attemptReceipt": attempt["receipt"], "attempt": attempt["attempt"],
         "tree": attempt.get("tree"), "startTree": contract.get("startTree"),
-        "changes": changes,
+        "changes": changes, "profileReceipts": sorted(set(profile_receipts)),
+        "runReceipts": sorted(set(run_receipts)), "changesDigest": changes_digest,
+        "tokens": contract_tokens(contract, attempts),
     }
+
+
+def contract_tokens(contract: Mapping[str, Any],
+                    attempts: Sequence[Mapping[str, Any]]) -> list[TokenPart]:
+    """The agent tokens the log names as having begun `contract` and made its `attempts`."""
+    parts: list[TokenPart] = []
+    if "begunBy" in contract:
+        parts.append({"token": contract["begunBy"], "did": "began the contract"})
+    parts += [{"token": attempt["madeBy"], "did": f"made attempt {attempt['attempt']}"}
+              for attempt in attempts if "madeBy" in attempt]
+    return parts
+
+
+def took_part(parts: Sequence[TokenPart], owned: Collection[int]) -> str | None:
+    """Separation of duties at every stage (rules §6.5, §17.10): what the tokens in `owned` (a
+    reviewer's own) did among `parts`, in words — "your agent token 'ci-bot' began the contract
+    and made attempt 2" — or None when none of them took part."""
+    done: dict[int, tuple[str, list[str]]] = {}
+    for part in parts:
+        token = part["token"]
+        if token["id"] in owned:
+            done.setdefault(token["id"], (token["name"], []))[1].append(part["did"])
+    if not done:
+        return None
+    return "; ".join(f"your agent token '{name}' {_and(did)}" for name, did in done.values())
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def proposal_receipt(stage: str, proposal: Mapping[str, object]) -> str:
@@ -349,7 +401,7 @@ class DecisionFacts:
     receipt_is_current: bool  # the posted receipt is this pending proposal's
     signed: bool  # the decision carries the reviewer's passkey signature
     signatures_required: bool  # the project requires approvals to be signed
-    own_token: str | None  # what the reviewer's own agent token did here ("sent it", …)
+    own_part: str | None  # what the reviewer's own agent tokens did here (`took_part`)
     carried_is_theirs: bool | None  # None: carries nothing; else it is their approval of it
     approvals_before: int  # distinct reviewers who approved this receipt before
     approved_before: bool  # this reviewer is one of them
@@ -370,10 +422,10 @@ class Verdict:
 def decide(facts: DecisionFacts) -> Verdict:
     """Whether and how a reviewer's decision decides the stage. An approval needs the
     receipt of the session's current pending proposal, unexpired; a signature where the project
-    requires one; a reviewer who owns no agent token that sent the proposal or created its
-    session; a carried approval that is theirs of exactly this receipt; and N distinct
-    reviewers. A revision request or rejection needs only the current receipt, and ends the
-    stage at once."""
+    requires one; a reviewer who owns no agent token that took part (created the session, began
+    the contract, made an attempt); a carried approval that is theirs of exactly this receipt;
+    and N distinct reviewers. A revision request or rejection needs only the current receipt,
+    and ends the stage at once."""
     approving = facts.decision == "approved"
     if facts.decision not in DECIDING:
         return _refused(REFUSED_UNKNOWN, "decision must be approved, revision-requested or "
@@ -382,10 +434,10 @@ def decide(facts: DecisionFacts) -> Verdict:
         return _refused(REFUSED_UNSIGNED, "this project requires every approval to be signed "
                                           "with your own passkey, so that anyone can check it "
                                           "offline; nothing was approved")
-    if approving and facts.own_token is not None:
-        return _refused(REFUSED_OWN_AGENT, f"you own the agent token that {facts.own_token}, so "
-                                           "you may not approve this proposal: another "
-                                           "reviewer must; nothing was approved")
+    if approving and facts.own_part is not None:
+        return _refused(REFUSED_OWN_AGENT, f"{facts.own_part}, so you may not approve this "
+                                           "proposal: another reviewer must; nothing was "
+                                           "approved")
     if approving and facts.carried_is_theirs is False:
         return _refused(REFUSED_CARRIED, "the earlier approval this one would carry is not "
                                          "yours of exactly this receipt in this session; "

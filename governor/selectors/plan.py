@@ -97,7 +97,7 @@ def delivery_shown(review: Review) -> dict[str, object]:
     attempt: dict[str, Any] | None = next(
         (dict(item["data"]) for item in folded["attempts"]
          if item["data"].get("receipt") == proposal.get("attemptReceipt")), None)
-    receipts = set((review.plan.get("evidence") or {}).get("run_receipts", []))
+    receipts = set(proposal["runReceipts"])
     runs = [run for run in VerificationRun.objects.filter(session=session, baseline=False)
             .select_related("profile").order_by("created_at")
             if isinstance(run.result, dict) and run.result.get("receipt") in receipts]

@@ -12,7 +12,7 @@ from governor.domain import drafting, lifecycle
 from governor.domain.canonical import JSONObject
 from governor.domain.documents import ContractDocument
 from governor.lib.errors import Conflict, Invalid
-from governor.models import Event, Origin, Project, Session, SessionState
+from governor.models import AgentToken, Event, Origin, Project, Session, SessionState
 from governor.selectors.drafts import draft_receipt_used
 from governor.selectors.profiles import profile_receipts
 from governor.services.attestations import attest
@@ -43,6 +43,7 @@ def contract_activate(
     tree: object = None,
     baselines: dict[str, str] | None = None,
     start_tree: dict[str, str] | None = None,
+    begun_by: AgentToken | None = None,
     **review_refs: str,
 ) -> ContractDocument:
     """Write the contract event and sign it. Called inside `session_locked`.
@@ -51,7 +52,8 @@ def contract_activate(
     names, else — a reviewed contract activated at approval — its latest); a workspace that
     cannot be hashed refuses the activation (nothing is written). `start_tree`: the tree's
     reference when the caller hashed it under the same lock. Its caller queues the
-    baseline runs (`runs_request_baseline`) once it has left the session's lock."""
+    baseline runs (`runs_request_baseline`) once it has left the session's lock. `begun_by`:
+    the agent token whose begin it is, named in the contract (rules §17.10)."""
     draft = None
     if proposal.draft_receipt is not None:  # §9: the draft named at begin, found by receipt
         used_by = draft_receipt_used(session, proposal.draft_receipt)
@@ -72,7 +74,8 @@ def contract_activate(
         started_at_seq=started_at_seq, coverage_receipt=coverage_receipt,
         authorship=approved_authorship or drafting.contract_authorship(
             str(session.project.authoring_mode), draft),
-        start_tree=start_tree, baselines=baselines, **review_refs,
+        start_tree=start_tree, baselines=baselines,
+        begun_by=None if begun_by is None else begun_by.as_ref(), **review_refs,
     )
     event = governor_event_append(session=session, state=state, type=lifecycle.CONTRACT,
                                   data=document)

@@ -242,7 +242,7 @@ def contract_begin(*, session: Session, token: AgentToken, body: Any, kind: str,
         contract = contract_activate(
             session=session, state=state, proposal=proposal, started_at_seq=started_at_seq,
             version=domain.CONTRACT_VERSION_REVIEW_OFF, coverage_receipt=assessment["receipt"],
-            baselines=assessment["baselines"], tree=tree, start_tree=judged,
+            baselines=assessment["baselines"], tree=tree, start_tree=judged, begun_by=token,
         )
     runs_request_baseline(session=session, contract=contract)
     return BeginResult(status="active", contract=contract, assessment=assessment)
@@ -284,20 +284,22 @@ def _no_contract(pending: Review | None, action: str) -> Conflict:
                     details=[{"path": "review", "message": "pending"}])
 
 
-def attempt_record(*, session: Session, trigger: str, tree: Any = None) -> AttemptResult:
-    """Evaluate every check now and record the attempt; end the contract when it decides. A
-    snapshot session's checks read the snapshot `tree` names (its latest, §11.3)."""
+def attempt_record(*, session: Session, token: AgentToken, trigger: str,
+                   tree: Any = None) -> AttemptResult:
+    """Evaluate every check now and record the attempt, made with `token`; end the contract
+    when it decides. A snapshot session's checks read the snapshot `tree` names (its latest,
+    §11.3)."""
     _refuse_imported(session)
     tree_named(session, tree)
     # A due review's expiry is recorded in its own transaction: it stands when there is no
     # contract to verify (409).
     reviews.review_expire_due(session)
     with session_locked(session) as state:
-        result = _attempt(session, state, trigger=trigger, tree=tree)
+        result = _attempt(session, state, token=token, trigger=trigger, tree=tree)
     return _with_outcome(session, result)
 
 
-def _attempt(session: Session, state: SessionState, *, trigger: str,
+def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigger: str,
              tree: Any) -> AttemptResult:
     """The attempt, inside `session_locked` on the session state it read (`state`, read once):
     the pending review read once (a due one expired first), the workspace hashed once, every
@@ -342,7 +344,8 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
     number = len(folded["attempts"]) + 1
     maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
     attempt = attempts.attempt_payload(contract_id=contract["contractId"], attempt=number,
-                                       trigger=trigger, results=results, tree=judged)
+                                       trigger=trigger, results=results, tree=judged,
+                                       made_by=token.as_ref())
     governor_event_append(session=session, state=state, type=lifecycle.ATTEMPT, data=attempt)
     decision, reason = attempts.decide_attempt(results, number, maximum,
                                                delivery_review=project.delivery_review)
@@ -359,7 +362,8 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
         changes_digest=None if changes is None else changes_digest(changes))
     if decision == "delivery-pending":
         review = reviews.review_open_delivery(
-            session=session, contract=contract, attempt=dict(attempt), evidence=evidence_used,
+            session=session, state=state, token=token, contract=contract,
+            evidence=evidence_used,
             changes=[{"path": change.path, "kind": change.kind} for change in changes]
             if changes is not None else None)
         return AttemptResult(attempt=attempt, terminal=None, decision=decision,
@@ -372,16 +376,16 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
                          results=list(results))
 
 
-def turn_stop(*, session: Session, tree: Any = None) -> dict[str, Any]:
+def turn_stop(*, session: Session, token: AgentToken, tree: Any = None) -> dict[str, Any]:
     """§7: the agent wants to stop. Allow when nothing is active, or while a person reviews
-    the delivered change; otherwise attempt and steer (`governor/domain/attempts.py`
-    decides). Counted by the action answered."""
-    answer = _turn_stop(session, tree)
+    the delivered change; otherwise attempt (made with `token`) and steer
+    (`governor/domain/attempts.py` decides). Counted by the action answered."""
+    answer = _turn_stop(session, token, tree)
     metrics.TURN_STOPS.labels(action=str(answer["action"])).inc()
     return answer
 
 
-def _turn_stop(session: Session, tree: Any) -> dict[str, Any]:
+def _turn_stop(session: Session, token: AgentToken, tree: Any) -> dict[str, Any]:
     if session.imported:  # history: nothing to attempt, and nothing to read
         allowed = attempts.turn_stop_without_attempt(imported=True, contract_open=False,
                                                      review_pending=False)
@@ -401,7 +405,7 @@ def _turn_stop(session: Session, tree: Any) -> dict[str, Any]:
                 allowed["message"] = outcome_words(session, terminal)
             return allowed
         tree_named(session, tree)
-        outcome = _attempt(session, state, trigger="turn-stop", tree=tree)
+        outcome = _attempt(session, state, token=token, trigger="turn-stop", tree=tree)
     outcome = _with_outcome(session, outcome)
     if outcome.decision == "delivery-pending":  # it may stop, but claim nothing yet
         return {"action": "allow", "message": outcome.message, "attempt": outcome.attempt}

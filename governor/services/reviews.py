@@ -133,16 +133,21 @@ def _notify_on_commit(review: Review) -> None:
         task_send_on_commit(POST_WEBHOOK, str(review.pk), on_failure=unsent)
 
 
-def review_open_delivery(*, session: Session, contract: ContractDocument,
-                         attempt: Mapping[str, Any], evidence: TerminalEvidence,
+def review_open_delivery(*, session: Session, state: SessionState, token: AgentToken,
+                         contract: ContractDocument, evidence: TerminalEvidence,
                          changes: list[dict[str, str]] | None) -> dict[str, Any]:
-    """The delivery stage (issue 28): every check of `contract` passed on `attempt`; a person
-    reviews the delivered change before it is certified. Called inside the attempt's lock; the
-    terminal it would have written waits in the review's plan."""
-    document = domain.delivery_proposal(session_id=str(session.pk), contract=contract,
-                                        attempt=attempt, changes=changes)
-    plan = {"contract_id": contract["contractId"], "evidence": evidence.as_plan()}
-    return review_status(_create(session, Stage.DELIVERY, document, plan, None))
+    """The delivery stage (issue 28): every check of `contract` passed on its last attempt,
+    made with `token`; a person reviews the delivered change before it is certified. Called
+    inside the attempt's lock, after the attempt was logged. The proposal binds the `evidence`
+    the terminal will cite, and names the tokens that began the contract and made its attempts,
+    read from the log (rules §17.10)."""
+    attempts = [record["data"] for record in lifecycle_of(state)["attempts"]]
+    document = domain.delivery_proposal(
+        session_id=str(session.pk), contract=contract, attempts=attempts, changes=changes,
+        profile_receipts=evidence.profile_receipts, run_receipts=evidence.run_receipts,
+        changes_digest=evidence.changes_digest)
+    plan = {"contract_id": contract["contractId"]}
+    return review_status(_create(session, Stage.DELIVERY, document, plan, token))
 
 
 def review_open(*, session: Session, proposed_by: AgentToken,
@@ -200,11 +205,12 @@ def _count(stage: str, decision: str, project: str, seconds: float) -> None:
 
 
 def _delivery_evidence(review: Review) -> TerminalEvidence:
-    kept = review.plan["evidence"]
-    return TerminalEvidence(attempt_receipt=kept["attempt_receipt"], tree=kept["tree"],
-                            profile_receipts=kept["profile_receipts"],
-                            run_receipts=kept["run_receipts"],
-                            changes_digest=kept["changes_digest"])
+    """What the terminal cites: exactly what the delivery proposal's receipt binds."""
+    proposal = review.proposal
+    return TerminalEvidence(attempt_receipt=proposal["attemptReceipt"], tree=proposal["tree"],
+                            profile_receipts=proposal["profileReceipts"],
+                            run_receipts=proposal["runReceipts"],
+                            changes_digest=proposal["changesDigest"])
 
 
 def _delivery_decided(review: Review, state: SessionState, decision: str,
@@ -229,14 +235,29 @@ def _delivery_decided(review: Review, state: SessionState, decision: str,
                        reason=reason, evidence=_delivery_evidence(review))
 
 
-def _owned_token(user: User, review: Review) -> str | None:
-    """Separation of duties: what `user`'s own agent token did here, if anything — sent the
-    proposal (into whichever session), or created the session (whoever's token sent it)."""
-    for token, did in ((review.proposed_by, "sent it"),
-                       (review.session.created_by, "created its session")):
-        if token is not None and token.owner_id == user.pk:
-            return did
-    return None
+def _parts(review: Review) -> list[domain.TokenPart]:
+    """Every agent token's part in what `review` decides, whatever its stage: the token that
+    created the session; the one that began the contract (its intent and evidence proposals
+    are sent with it); and for a delivery, the ones its proposal names from the log (the
+    contract's begin and every attempt)."""
+    parts: list[domain.TokenPart] = []
+    creator = review.session.created_by
+    if creator is not None:
+        parts.append({"token": creator.as_ref(), "did": "created the session"})
+    if review.stage == Stage.DELIVERY:
+        parts += review.proposal["tokens"]
+    elif review.proposed_by is not None:
+        parts.append({"token": review.proposed_by.as_ref(), "did": "began the contract"})
+    return parts
+
+
+def _own_part(user: User, review: Review) -> str | None:
+    """Separation of duties (rules §6.5, §17.10): what `user`'s own agent tokens did here, in
+    words, if anything."""
+    parts = _parts(review)
+    owned = set(AgentToken.objects.filter(
+        owner=user, pk__in={part["token"]["id"] for part in parts}).values_list("pk", flat=True))
+    return domain.took_part(parts, owned)
 
 
 def review_decide(*, user: User, review: Review, receipt: str, decision: str,
@@ -259,9 +280,12 @@ def review_decide(*, user: User, review: Review, receipt: str, decision: str,
         approvers = set(review.approvals.values_list("user_id", flat=True))
         verdict = domain.decide(domain.DecisionFacts(
             decision=decision, status=review.status, expired=review.expires_at <= timezone.now(),
-            receipt_is_current=receipt == review.receipt, signed=signed is not None,
+            # The stored proposal must still be what its receipt binds (rules §17.10).
+            receipt_is_current=receipt == review.receipt == domain.proposal_receipt(
+                review.stage, review.proposal),
+            signed=signed is not None,
             signatures_required=session.project.require_signed_approvals,
-            own_token=_owned_token(user, review),
+            own_part=_own_part(user, review),
             carried_is_theirs=(None if not carried_from else earlier is not None
                                and earlier.review.decision_receipt == carried_from),
             approvals_before=len(approvers - {user.pk}), approved_before=user.pk in approvers,
@@ -328,7 +352,7 @@ def _advance(review: Review, state: SessionState,
         session=review.session, state=state, proposal=proposal,
         started_at_seq=plan["started_at_seq"], version=contract_domain.CONTRACT_VERSION_REVIEWED,
         coverage_receipt=plan["assessment"]["receipt"], contract_id=plan["contract_id"],
-        baselines=plan["assessment"].get("baselines"),
+        baselines=plan["assessment"].get("baselines"), begun_by=review.proposed_by,
         approved_authorship=review.proposal["authorship"],
         intent_proposal_receipt=intent["proposalReceipt"],
         intent_review_receipt=intent["reviewReceipt"],

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from governor.domain import attempts, lifecycle
 from governor.domain.documents import ContractDocument, TerminalDocument
@@ -28,12 +27,6 @@ class TerminalEvidence:
     profile_receipts: Sequence[str] = field(default_factory=tuple)
     run_receipts: Sequence[str] = field(default_factory=tuple)
     changes_digest: str | None = None
-
-    def as_plan(self) -> dict[str, Any]:
-        """Kept with a delivery review, to write the same terminal once a person approves."""
-        return {"attempt_receipt": self.attempt_receipt, "tree": self.tree,
-                "profile_receipts": list(self.profile_receipts),
-                "run_receipts": list(self.run_receipts), "changes_digest": self.changes_digest}
 
 
 def terminal_write(*, session: Session, state: SessionState, contract: ContractDocument,

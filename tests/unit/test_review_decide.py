@@ -14,12 +14,14 @@ from governor.domain.review import (
     REFUSED_UNKNOWN,
     REFUSED_UNSIGNED,
     DecisionFacts,
+    TokenPart,
     decide,
+    took_part,
 )
 
 APPROVAL = DecisionFacts(decision="approved", status="pending", expired=False,
                          receipt_is_current=True, signed=False, signatures_required=False,
-                         own_token=None, carried_is_theirs=None, approvals_before=0,
+                         own_part=None, carried_is_theirs=None, approvals_before=0,
                          approved_before=False, required_approvals=1)
 
 
@@ -43,8 +45,8 @@ def test_rule_6_n_approvals_need_n_distinct_reviewers() -> None:
     (replace(APPROVAL, expired=True), REFUSED_EXPIRED),
     (replace(APPROVAL, status="expired"), REFUSED_EXPIRED),
     (replace(APPROVAL, signatures_required=True), REFUSED_UNSIGNED),
-    (replace(APPROVAL, own_token="sent it"), REFUSED_OWN_AGENT),
-    (replace(APPROVAL, own_token="created its session"), REFUSED_OWN_AGENT),
+    (replace(APPROVAL, own_part="your agent token 'a' began the contract"), REFUSED_OWN_AGENT),
+    (replace(APPROVAL, own_part="your agent token 'a' created the session"), REFUSED_OWN_AGENT),
     (replace(APPROVAL, carried_is_theirs=False), REFUSED_CARRIED),
     (replace(APPROVAL, decision="maybe"), REFUSED_UNKNOWN),
 ])
@@ -57,7 +59,7 @@ def test_rule_6_a_refused_decision_decides_nothing_and_says_why(
 
 def test_rule_6_a_revision_or_rejection_ends_the_stage_and_is_open_to_the_token_owner() -> None:
     for decision in ("revision-requested", "rejected"):
-        facts = replace(APPROVAL, decision=decision, own_token="sent it",
+        facts = replace(APPROVAL, decision=decision, own_part="your agent token 'a' began the contract",
                         signatures_required=True, required_approvals=3)
         assert decide(facts).decided is True
         assert decide(replace(facts, receipt_is_current=False)).refused == REFUSED_STALE
@@ -66,3 +68,28 @@ def test_rule_6_a_revision_or_rejection_ends_the_stage_and_is_open_to_the_token_
 def test_rule_13_a_carried_approval_counts_once_when_it_is_the_reviewers_own() -> None:
     verdict = decide(replace(APPROVAL, carried_is_theirs=True, required_approvals=2))
     assert (verdict.decided, verdict.approvals) == (False, 1)
+
+
+def part(token_id: int, name: str, did: str) -> TokenPart:
+    return {"token": {"id": token_id, "name": name}, "did": did}
+
+
+PARTS = [part(1, "ada's agent", "created the session"), part(2, "ci-bot", "began the contract"),
+         part(3, "helper", "made attempt 1"), part(2, "ci-bot", "made attempt 2")]
+
+
+def test_rule_17_10_took_part_names_each_owned_token_and_everything_it_did() -> None:
+    assert took_part(PARTS, {2}) == "your agent token 'ci-bot' began the contract and made attempt 2"
+    assert took_part(PARTS, {3}) == "your agent token 'helper' made attempt 1"
+    assert took_part(PARTS, {1, 3}) == ("your agent token 'ada's agent' created the session; "
+                                        "your agent token 'helper' made attempt 1")
+    assert took_part(PARTS, {4}) is None and took_part([], {1}) is None
+
+
+def test_rule_17_10_the_refusal_says_which_token_took_part_and_how() -> None:
+    words = took_part(PARTS, {2})
+    verdict = decide(replace(APPROVAL, own_part=words))
+    assert verdict.refused == REFUSED_OWN_AGENT
+    assert verdict.reason == ("your agent token 'ci-bot' began the contract and made attempt 2, "
+                              "so you may not approve this proposal: another reviewer must; "
+                              "nothing was approved")
