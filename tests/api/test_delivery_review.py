@@ -6,13 +6,16 @@ rejection ends it exhausted; the agent may stop meanwhile but claims nothing."""
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
-from governor.models import Event, Project
+from governor.domain.review import proposal_receipt
+from governor.models import AgentToken, Attestation, Event, Project
 from governor.services.reviews import StaleReceipt, review_decide
 from governor.verify import verify_export
 from reviews.models import Review
@@ -170,3 +173,65 @@ def test_an_operator_turns_delivery_review_on_with_governor_project(project: Pro
 
     call_command("governor_project", "set", project.slug, "--delivery-review", "required")
     assert Project.objects.get(pk=project.pk).delivery_review == "required"
+
+
+def statement_of(envelope: dict[str, Any]) -> dict[str, Any]:
+    return dict(json.loads(base64.b64decode(envelope["payload"])))
+
+
+def test_rule_17_10_the_delivery_receipt_binds_exactly_what_the_certified_terminal_cites(
+        delivery: Project, agent: AgentClient, session: dict, workspace: Path,
+        reviewer: Any) -> None:
+    begin_and_pass(agent, session, workspace)
+    review = Review.objects.get(stage="delivery")
+    proposal = review.proposal
+    assert review.receipt == proposal_receipt("delivery", proposal)
+    review_decide(user=reviewer, review=review, receipt=review.receipt, decision="approved")
+    terminal = Event.objects.get(session_id=session["id"], type="reliability/terminal")
+    assert terminal.data["status"] == "certified"
+    statement = statement_of(Attestation.objects.get(event=terminal).envelope)
+    cited = statement["predicate"]
+    assert cited["attemptReceipt"] == proposal["attemptReceipt"]
+    assert cited["contractReceipt"] == proposal["contractReceipt"]
+    assert cited["profileReceipts"] == proposal["profileReceipts"]
+    assert cited["runReceipts"] == proposal["runReceipts"]
+    assert cited["changesDigest"] == proposal["changesDigest"] is not None
+    assert cited["startTree"] == proposal["startTree"]["id"]
+    assert {"gitTree": proposal["tree"]["id"].removeprefix("gittree:sha256:")} in [
+        subject["digest"] for subject in statement["subject"]]
+    decision = Event.objects.get(session_id=session["id"], type="reliability/delivery-review")
+    assert decision.data["proposalReceipt"] == review.receipt  # which binds all of the above
+    for name, other in (("runReceipts", ["sha256:" + "1" * 64]),
+                        ("profileReceipts", ["sha256:" + "2" * 64]),
+                        ("changesDigest", "sha256:" + "3" * 64)):
+        assert proposal_receipt("delivery", {**proposal, name: other}) != review.receipt, name
+
+
+def test_rule_17_10_evidence_changed_after_the_proposal_approves_nothing(
+        delivery: Project, agent: AgentClient, session: dict, workspace: Path,
+        reviewer: Any) -> None:
+    """The evidence the terminal would cite is kept in the proposal, so it cannot change under
+    the receipt a person approves: a stored proposal that no longer matches it is stale."""
+    begin_and_pass(agent, session, workspace)
+    review = Review.objects.get(stage="delivery")
+    forged = {**review.proposal, "changesDigest": "sha256:" + "3" * 64}
+    Review.objects.filter(pk=review.pk).update(proposal=forged)
+    with pytest.raises(StaleReceipt):
+        review_decide(user=reviewer, review=review, receipt=review.receipt, decision="approved")
+    assert state(agent, session) == "delivery-pending"
+    assert not Event.objects.filter(session_id=session["id"], type="reliability/terminal")
+
+
+def test_rule_17_10_the_log_names_the_tokens_that_began_the_contract_and_made_its_attempts(
+        delivery: Project, agent: AgentClient, session: dict, workspace: Path) -> None:
+    begin_and_pass(agent, session, workspace)
+    token = AgentToken.objects.get(name="agent")
+    contract = Event.objects.get(session_id=session["id"], type="reliability/contract")
+    attempt = Event.objects.get(session_id=session["id"], type="reliability/attempt")
+    assert contract.data["begunBy"] == attempt.data["madeBy"] == {"id": token.pk, "name": "agent"}
+    review = Review.objects.get(stage="delivery")
+    assert review.proposal["tokens"] == [
+        {"token": {"id": token.pk, "name": "agent"}, "did": "began the contract"},
+        {"token": {"id": token.pk, "name": "agent"}, "did": "made attempt 1"}]
+    report = verify_export(export_text(agent, session["id"]).splitlines())
+    assert report.ok, report.failure  # the receipts that cover them recompute offline
