@@ -107,7 +107,8 @@ def test_the_token_owners_refused_approval_keeps_the_comment(
     refused = press(ada, url(intent_review), "Approve", feedback="looks right to me")
     assert refused.status_code == 409
     html = refused.content.decode()
-    assert "You own the agent token" in html and ">looks right to me</textarea>" in html
+    assert "Your agent token &#x27;agent&#x27; created the session and began" in html
+    assert ">looks right to me</textarea>" in html
 
 
 def test_a_withdrawn_proposal_links_to_the_one_that_replaced_it(

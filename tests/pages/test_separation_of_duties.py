@@ -149,15 +149,15 @@ def test_rule_17_10_a_reviewer_whose_token_began_and_did_the_work_may_not_approv
 ) -> None:
     session_id = agent.create_session(workspace)["id"]  # created by ada's token
     delivery = deliver(ritas_agent, ritas_agent, session_id, workspace)  # rita's did the rest
-    mine = AgentToken.objects.get(name="rita's agent").as_ref()
+    assert_refused(rita, delivery, "Your agent token 'rita's agent' began the contract and "
+                                   "made attempt 1")
+    assert state(session_id) == "delivery-pending"
+    mine = {"id": AgentToken.objects.get(name="rita's agent").pk, "name": "rita's agent"}
     assert delivery.proposal["tokens"] == [{"token": mine, "did": "began the contract"},
                                            {"token": mine, "did": "made attempt 1"}]
     assert delivery.proposed_by is not None and delivery.proposed_by.name == "rita's agent"
     page = unescape(rita.get(url(delivery)).content.decode())
     assert "<code>rita's agent</code> made attempt 1" in page  # the reviewer sees who did it
-    assert_refused(rita, delivery, "Your agent token 'rita's agent' began the contract and "
-                                   "made attempt 1")
-    assert state(session_id) == "delivery-pending"
 
 
 def test_rule_17_10_a_reviewer_whose_token_only_made_an_attempt_may_not_approve_the_delivery(

@@ -59,7 +59,8 @@ def test_rule_6_a_refused_decision_decides_nothing_and_says_why(
 
 def test_rule_6_a_revision_or_rejection_ends_the_stage_and_is_open_to_the_token_owner() -> None:
     for decision in ("revision-requested", "rejected"):
-        facts = replace(APPROVAL, decision=decision, own_part="your agent token 'a' began the contract",
+        facts = replace(APPROVAL, decision=decision,
+                        own_part="your agent token 'a' began the contract",
                         signatures_required=True, required_approvals=3)
         assert decide(facts).decided is True
         assert decide(replace(facts, receipt_is_current=False)).refused == REFUSED_STALE
@@ -79,7 +80,8 @@ PARTS = [part(1, "ada's agent", "created the session"), part(2, "ci-bot", "began
 
 
 def test_rule_17_10_took_part_names_each_owned_token_and_everything_it_did() -> None:
-    assert took_part(PARTS, {2}) == "your agent token 'ci-bot' began the contract and made attempt 2"
+    assert took_part(PARTS, {2}) == ("your agent token 'ci-bot' began the contract and made "
+                                     "attempt 2")
     assert took_part(PARTS, {3}) == "your agent token 'helper' made attempt 1"
     assert took_part(PARTS, {1, 3}) == ("your agent token 'ada's agent' created the session; "
                                         "your agent token 'helper' made attempt 1")
