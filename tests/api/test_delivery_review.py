@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import base64
 import json
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.apps import apps
 from django.utils import timezone
 
 from governor.domain.review import proposal_receipt
@@ -235,3 +237,31 @@ def test_rule_17_10_the_log_names_the_tokens_that_began_the_contract_and_made_it
         {"token": {"id": token.pk, "name": "agent"}, "did": "made attempt 1"}]
     report = verify_export(export_text(agent, session["id"]).splitlines())
     assert report.ok, report.failure  # the receipts that cover them recompute offline
+
+
+def test_rule_17_10_a_delivery_pending_from_before_gets_its_evidence_and_expires(
+        delivery: Project, agent: AgentClient, session: dict, workspace: Path,
+        reviewer: Any) -> None:
+    """The upgrade (reviews 0008): a pending delivery review whose proposal neither binds the
+    evidence nor names the tokens — as they were made before — is not approved by anyone; it
+    expires, and the contract is active again."""
+    begin_and_pass(agent, session, workspace)
+    review = Review.objects.get(stage="delivery")
+    new = review.proposal
+    legacy = {key: value for key, value in new.items()
+              if key not in ("profileReceipts", "runReceipts", "changesDigest", "tokens")}
+    evidence = {"attempt_receipt": new["attemptReceipt"], "tree": new["tree"],
+                "profile_receipts": new["profileReceipts"], "run_receipts": new["runReceipts"],
+                "changes_digest": new["changesDigest"]}
+    Review.objects.filter(pk=review.pk).update(
+        proposal=legacy, receipt=proposal_receipt("delivery", legacy),
+        plan={**review.plan, "evidence": evidence})
+    import_module("reviews.migrations.0008_delivery_proposals_bind_evidence"
+                  ).bind_pending_deliveries(apps, None)
+    review.refresh_from_db()
+    assert {key: review.proposal[key] for key in new} == {**new, "tokens": []}
+    assert review.receipt == proposal_receipt("delivery", review.proposal)
+    with pytest.raises(StaleReceipt):  # expired: nothing approved
+        review_decide(user=reviewer, review=review, receipt=review.receipt, decision="approved")
+    assert Review.objects.get(pk=review.pk).status == "expired"
+    assert state(agent, session) == "active"
