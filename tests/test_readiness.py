@@ -19,9 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import httpx
+import pytest
 
 from tests.live import ROOT, free_port, live_server
 

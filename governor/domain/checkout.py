@@ -153,7 +153,8 @@ def _parse(data: bytes) -> list[_Rule]:
 
 def _unquoted(line: str) -> tuple[str, str] | None:
     """(the C-quoted pattern at the start of `line`, the rest), None when it is not one."""
-    out, index = [], 1
+    out: list[str] = []
+    index = 1
     while index < len(line):
         char = line[index]
         if char == '"':
