@@ -87,7 +87,7 @@ def checkout_attributes(paths: Iterable[str],
         for rule in parsed:
             if rule.macro is not None:
                 macros.setdefault(rule.macro, []).append(rule.states)
-    rules = []  # (base directory, line number, the attributes file, matchers, converting states)
+    rules = []  # (its file's directory, "file:line", its matchers, the converting states)
     for source, parsed in sorted(lines.items()):
         base = _bytes_text(source.rsplit("/", 1)[0] if "/" in source else "")
         for rule in parsed:
