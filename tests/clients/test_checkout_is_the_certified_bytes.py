@@ -52,10 +52,11 @@ def plant(workspace: Path, attributes: str = "calc.py ident\n") -> None:
     (workspace / ".gitattributes").write_text(attributes)
 
 
-def agent(live: Live, workspace: Path, *args: str, stdin: str | None = None) -> dict[str, Any]:
+def agent(live: Live, workspace: Path, *args: str, stdin: str | None = None,
+          **env: str) -> dict[str, Any]:
     done = subprocess.run(  # noqa: S603
         [sys.executable, "-m", "governor_client", *args], cwd=workspace, input=stdin,
-        env=agent_env(live), capture_output=True, text=True, timeout=120, check=False)
+        env=agent_env(live, **env), capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout)) if done.stdout.strip() else {}
 
@@ -68,26 +69,29 @@ def suite_passes(directory: Path) -> bool:
     ).returncode == 0
 
 
-def begin(live: Live, workspace: Path) -> None:
+def begin(live: Live, workspace: Path, **env: str) -> None:
     new_repository(workspace, "sha1")
     plant(workspace)
-    assert agent(live, workspace, "begin", "-", stdin=json.dumps(readme_contract()))[
+    assert agent(live, workspace, "begin", "-", stdin=json.dumps(readme_contract()), **env)[
         "status"] == "active"
     (workspace / "README.md").write_text("# Calc\n\n## Install\n")
 
 
+@pytest.mark.parametrize("kind", ["path", "snapshot"])
 def test_rule_17_9_certification_refuses_a_tree_whose_gitattributes_convert_a_path(
-        live: Live, workspace: Path, review_off: None) -> None:
-    begin(live, workspace)
+        live: Live, workspace: Path, review_off: None, kind: str) -> None:
+    """A path session's workspace and a snapshot session's uploaded tree alike."""
+    env = {"GOVERNOR_WORKSPACE": "snapshot"} if kind == "snapshot" else {}
+    begin(live, workspace, **env)
     assert suite_passes(workspace)
-    refused = agent(live, workspace, "turn-stop")
+    refused = agent(live, workspace, "turn-stop", **env)
     assert refused["action"] == "steer" and "terminal" not in refused, refused
     assert NAMED in refused["message"], refused["message"]
     assert all(NAMED in result["evidence"] and not result["passed"]
                for result in refused["attempt"]["results"])
     # Attributes that convert nothing (binary is -diff -merge -text) are not refused.
     (workspace / ".gitattributes").write_text(HARMLESS)
-    certified = agent(live, workspace, "turn-stop")
+    certified = agent(live, workspace, "turn-stop", **env)
     assert certified["terminal"]["status"] == "certified", certified
 
 
