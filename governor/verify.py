@@ -6,15 +6,17 @@
 
 Needs only `cryptography`, `rfc8785`, the standard library and, for `--commit`, stock git
 (through the Django-free modules `governor.domain.canonical`, `.chain`, `.attestation`,
-`.changes`, `.commits` and `.tree`; the client package ships them with this file). Exit 0 with a
-one-line summary when the export verifies, exit 1 with `FAIL: seq N: <what>` (or `FAIL: line L:
-<what>` for a line that is not an event) naming the first problem. With `--tree DIR`, the export
-must also verify and DIR must be a workspace tree a signed terminal certified; when it is not, the
-files that differ from the latest certified tree's manifest are listed (added, removed, changed,
-mode changed). With `--commit REV` (rules §16.2), the commit's content must be exactly a
-certified tree: of the verified export, or of the server's project (`GET /api/v1/certifications`,
-every envelope checked here against `--key`, else against the server's own published keys with a
-warning); when it is not, the files that differ from the nearest certified manifest are listed.
+`.changes`, `.checkout`, `.commits` and `.tree`; the client package ships them with this file).
+Exit 0 with a one-line summary when the export verifies, exit 1 with `FAIL: seq N: <what>` (or
+`FAIL: line L: <what>` for a line that is not an event) naming the first problem. With `--tree
+DIR`, the export must also verify and DIR must be a workspace tree a signed terminal certified;
+when it is not, the files that differ from the latest certified tree's manifest are listed (added,
+removed, changed, mode changed). With `--commit REV` (rules §16.2), the commit's content must be
+exactly a certified tree, none of whose own `.gitattributes` converts a path on checkout (§17.9,
+the attribute and the path named): of the verified export, or of the server's project (`GET
+/api/v1/certifications`, every envelope checked here against `--key`, else against the server's
+own published keys with a warning); when it is not, the files that differ from the nearest
+certified manifest are listed.
 
 The export format (`reliability-governor-export/3`: header, events, attestations, keys, reviewer
 keys and their assertions (reviewers' passkey signatures of decisions,

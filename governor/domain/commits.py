@@ -11,7 +11,10 @@ canonical modes: 100755 when the owner exec bit is set, else 100644; 120000 a sy
 
 Refused, naming the path (the content could not be a workspace tree): a submodule (gitlink), a
 top-level `.governor` (the client's state, never part of a tree), a name git refuses or one that
-is not UTF-8, an exclusion whose leading components reach a symlink.
+is not UTF-8, an exclusion whose leading components reach a symlink. Refused, naming the
+attribute and the path (rules §17.9): a commit whose own `.gitattributes` files, at any depth,
+make a checkout convert a path's content (`governor.domain.checkout`), whatever the exclusions:
+every file of the commit travels with a clone.
 
 Pure Python and stock git: no Django; the verifier (`governor.verify`) and the client's commit
 command and git hook (`governor_client.gitcommit`) share it.
@@ -34,6 +37,12 @@ from governor.domain.attestation import (
     workspace_tree_of,
 )
 from governor.domain.canonical import JSONValueError, canonical_bytes, loads_strict
+from governor.domain.checkout import (
+    CheckoutAttribute,
+    checkout_attributes,
+    is_attributes_file,
+    refusal_text,
+)
 from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import (
     TREE_ID_PREFIX,
@@ -90,6 +99,20 @@ class Commit:
         id in the certified format (64 hex of the SHA-256 git blob id); read when first asked
         (a SHA-256 commit whose tree object is a certified tree needs no listing)."""
         return _list_entries(self.repo, self.oid, self.object_format)
+
+    @cached_property
+    def checkout_attributes(self) -> list[CheckoutAttribute]:
+        """What a checkout of the commit would convert (rules §17.9)."""
+        return tree_checkout_attributes(self.repo, self.oid, self.entries)
+
+
+def tree_checkout_attributes(repo: str, treeish: str, entries: Sequence[ManifestEntry]
+                             ) -> list[CheckoutAttribute]:
+    """The paths of `treeish` (listed as `entries`) whose checkout its own `.gitattributes`
+    files convert, read from the objects: a symlink's text is read as git would read it."""
+    files = {entry.path: git(repo, "cat-file", "-p", f"{treeish}:{entry.path}")
+             for entry in entries if is_attributes_file(entry.path)}
+    return checkout_attributes((entry.path for entry in entries), files) if files else []
 
 
 def resolve_commit(repo: str, rev: str) -> str:
@@ -362,9 +385,19 @@ class Verdict:
 def judge_commit(commit: Commit, certifications: Sequence[Certification]) -> Verdict:
     """Is the commit's content exactly one of `certifications` (already checked)? The commit's
     id is computed with each one's exclusions. A commit whose trailers name a session or a
-    terminal is certified only by that session's, that terminal's, certification. When it is
-    not certified: the files that differ from the nearest certified manifest."""
+    terminal is certified only by that session's, that terminal's, certification. A commit a
+    checkout would convert (its `.gitattributes`, rules §17.9) is refused first, naming the
+    attributes and paths. When it is not certified: the files that differ from the nearest
+    certified manifest."""
     short = commit.oid[:12]
+    try:
+        converted = commit.checkout_attributes
+    except TreeError as exc:
+        return Verdict(False, f"FAIL: commit {short} cannot be certified: {exc}")
+    if converted:
+        return Verdict(False, f"FAIL: commit {short} cannot be certified: "
+                              f"{refusal_text(converted)}",
+                       tuple(f"converted on checkout: {item}" for item in converted))
     sessions = commit.trailers.get(SESSION_TRAILER, ())
     terminals = commit.trailers.get(TERMINAL_TRAILER, ())
     named = [c for c in certifications

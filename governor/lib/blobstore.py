@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import socket
+import secrets
 from concurrent import futures
 
 from django.conf import settings
@@ -88,9 +87,10 @@ READINESS_PROBE = "readiness/probe"
 
 def store_probe() -> None:
     """Write, read back and delete a small object under a name no blob can take (blobs live
-    under a project id): raises what the store raises, or ValueError when it returns other
-    bytes."""
-    content = f"{socket.gethostname()}:{os.getpid()}".encode()
+    under a project id) and no other probe takes (one per call: concurrent probes of one
+    process each have their own): raises what the store raises, or ValueError when it returns
+    other bytes."""
+    content = secrets.token_hex(16).encode()
     name = f"{READINESS_PROBE}-{content.decode()}"
     storage = store()
     saved = storage.save(name, ContentFile(content))

@@ -10,6 +10,7 @@ from typing import Any
 from governor.domain import attempts, coverage, drafting, lifecycle, messages
 from governor.domain import contracts as domain
 from governor.domain.changes import WorkspaceChange, changes_digest, workspace_changes
+from governor.domain.checkout import refusal_text
 from governor.domain.checks import (
     LogEvidence,
     evaluate_checks,
@@ -332,13 +333,17 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
             changes = None if start is None else sections_read(
                 project.pk, start, hashed.tree.manifest,
                 workspace_changes(start, hashed.tree.manifest))
-            results = evaluate_checks(
-                contract, evidence=evidence, workspace=hashed.workspace, tree=judged,
-                current_profile_receipts=current_profiles,
-                max_file_bytes=project.max_file_bytes, environments=environments,
-                changes=changes,
-                require_discriminating=project.require_discriminating_evidence,
-            )
+            # §17.9: a tree whose own .gitattributes make a checkout differ from its bytes is
+            # never certified, so nothing is judged on it.
+            converted = hashed.checkout_converted(max_bytes=project.max_file_bytes)
+            results = unjudged_results(contract, refusal_text(converted)) if converted else (
+                evaluate_checks(
+                    contract, evidence=evidence, workspace=hashed.workspace, tree=judged,
+                    current_profile_receipts=current_profiles,
+                    max_file_bytes=project.max_file_bytes, environments=environments,
+                    changes=changes,
+                    require_discriminating=project.require_discriminating_evidence,
+                ))
     except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
         judged, results = None, unjudged_results(contract, str(exc))
     number = len(folded["attempts"]) + 1

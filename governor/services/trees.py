@@ -23,6 +23,7 @@ from typing import Any
 
 from django.conf import settings
 
+from governor.domain.checkout import CheckoutAttribute, checkout_attributes, is_attributes_file
 from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import (
     StatCache,
@@ -334,6 +335,21 @@ class HashedWorkspace:
     tree: Tree
     reference: dict[str, str]
     environments: dict[str, str | None]
+
+    def checkout_converted(self, *, max_bytes: int) -> list[CheckoutAttribute]:
+        """Rules §17.9: the paths of the tree its own `.gitattributes` files make a checkout
+        convert (a symlink's text read as git reads it). Raises TreeUnavailable naming an
+        attributes file that cannot be read."""
+        files = {}
+        for entry in self.tree.manifest:
+            if is_attributes_file(entry.path):
+                try:
+                    files[entry.path] = (
+                        self.workspace.link_text(entry.path) if entry.mode == MODE_SYMLINK
+                        else self.workspace.read_bytes(entry.path, max_bytes=max_bytes))
+                except WorkspaceError as exc:
+                    raise TreeUnavailable(f"{entry.path} {exc}") from None
+        return checkout_attributes((entry.path for entry in self.tree.manifest), files)
 
 
 @contextmanager

@@ -329,10 +329,13 @@ def test_the_working_tree_must_be_the_certified_tree_to_commit(offline: Setup) -
 def test_a_commit_refused_at_the_index_leaves_the_index_as_it_was(
         live: Live, workspace: Path, review_off: None) -> None:
     """A git attribute that converts content on `git add` makes the staged tree differ from the
-    certified one: the commit is refused and what the user had staged is still all there is."""
+    certified one: the commit is refused and what the user had staged is still all there is.
+    The attribute is the repository's own (`.git/info/attributes`, which no clone gets), as a
+    tree whose `.gitattributes` converts content is never certified (rules §17.9)."""
     new_repository(workspace, "sha256")
     fill(workspace)
-    (workspace / ".gitattributes").write_text("*.txt text\n")
+    (workspace / ".git" / "info").mkdir(exist_ok=True)
+    (workspace / ".git" / "info" / "attributes").write_text("*.txt text\n")
     (workspace / "notes.txt").write_bytes(b"one\r\ntwo\r\n")  # stored as LF by `git add`
     git(workspace, "add", "src/app.py")
     staged = git(workspace, "ls-files", "--stage").stdout

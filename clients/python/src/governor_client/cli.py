@@ -294,7 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     snapshot.add_argument("--background", action="store_true",
                           help="do nothing when an upload of this workspace is running")
     commit = add("commit", cmd_commit, "commit the session's certified tree (refused unless the "
-                                       "working tree is it) with the Governor-Session and "
+                                       "working tree is it and none of its .gitattributes "
+                                       "converts a path on checkout) with the Governor-Session and "
                                        "Governor-Terminal trailers and the signed terminal as a "
                                        "note under refs/notes/governor")
     commit.add_argument("-m", "--message", help="the commit message (trailers are added)")

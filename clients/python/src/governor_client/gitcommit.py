@@ -3,10 +3,11 @@
 `governor-agent commit` commits the session's certified tree and nothing else: the working tree
 must hash to the certified tree (with the project's exclusions), the index is staged from it
 (`git add -A -f`, the exclusions and `.governor` left out) and must itself be exactly the
-certified tree (else it is left as it was), the commit carries the trailers `Governor-Session`
-and `Governor-Terminal`, and a note under `refs/notes/governor` carries the signed terminal
-(DSSE envelope) with the certified manifest; `--push REMOTE BRANCH` pushes the notes ref, then
-the branch.
+certified tree (else it is left as it was), no `.gitattributes` of it may convert a path's
+content on checkout (rules §17.9; refused naming the attribute and the path), the commit carries
+the trailers `Governor-Session` and `Governor-Terminal`, and a note under `refs/notes/governor`
+carries the signed terminal (DSSE envelope) with the certified manifest; `--push REMOTE BRANCH`
+pushes the notes ref, then the branch.
 
 `governor-agent git-hook pre-receive|update` gates a git server's protected refs (git config
 `governor.protectedRefs`, glob patterns, several values or whitespace-separated): the new commit
@@ -14,7 +15,8 @@ of every update of a protected ref must be certified, offline from the pushed no
 in `governor.keysFile`, or online through `governor.server` (with `governor.tokenFile`, an agent
 token of the project; keys from `governor.keysFile`, else the server's published keys). Any
 doubt refuses: no note, a note that does not verify, a server that cannot be reached, no mode
-configured, a protected ref deleted. Unprotected refs are never looked at.
+configured, a protected ref deleted, a commit whose `.gitattributes` convert a path on checkout.
+Unprotected refs are never looked at.
 
 The rules themselves (tree ids, notes, what certifies a commit) are `governor.domain.commits`,
 shipped in this package beside `governor.verify`.
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from governor.domain.canonical import canonical_bytes
+from governor.domain.checkout import refusal_text
 from governor.domain.commits import (
     NOTES_REF,
     SESSION_TRAILER,
@@ -53,6 +56,7 @@ from governor.domain.commits import (
     read_commit,
     read_note,
     read_tree_entries,
+    tree_checkout_attributes,
 )
 from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import TreeError, hash_tree
@@ -142,7 +146,8 @@ def _stage_exactly(repo: str, certification: Certification) -> None:
         git(repo, "-c", "core.autocrlf=false", "add", "-A", "-f", "--", ".", ":!/.governor",
             *excludes, env=alone)
         staged = git(repo, "write-tree", env=alone).decode().strip()
-        staged_id, staged_manifest = commit_tree_id(read_tree_entries(repo, staged)[1])
+        entries = read_tree_entries(repo, staged)[1]
+        staged_id, staged_manifest = commit_tree_id(entries)
         if staged_id != certification.tree:
             assert certification.entries is not None
             differences = manifest_differences(certification.entries, staged_manifest)
@@ -150,6 +155,10 @@ def _stage_exactly(repo: str, certification: Certification) -> None:
                                 "project excludes are tracked, or a git attribute filters "
                                 "content): commit refused, the index left as it was",
                                 {"differences": list(differences)})
+        converted = tree_checkout_attributes(repo, staged, entries)
+        if converted:
+            raise CommitRefused(f"{refusal_text(converted)}: commit refused, the index left as "
+                                f"it was", {"converted": [str(item) for item in converted]})
         os.replace(staging, index)
     finally:
         staging.unlink(missing_ok=True)
