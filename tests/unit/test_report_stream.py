@@ -1,0 +1,145 @@
+"""rules §17.4 on plain data: which runs stream, how the stream reads, and when it, the report
+file and the exit status agree."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from governor.domain.report_stream import (
+    MAX_STREAM_BYTES,
+    disagreement,
+    junit_id,
+    parse_stream,
+    plugin_argv,
+)
+from governor.domain.reports import TestReport as Report
+
+
+def lines(*events: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(event).encode() + b"\n" for event in events)
+
+
+def phase(nodeid: str, outcome: str, when: str = "call", **extra: Any) -> dict[str, Any]:
+    return {"event": "test", "id": nodeid, "when": when, "outcome": outcome, **extra}
+
+
+START = {"event": "start", "prefix": None}
+A, B = "tests/test_calc.py::test_mul", "tests/test_calc.py::test_mul_of_twos"
+JA, JB = "tests.test_calc::test_mul", "tests.test_calc::test_mul_of_twos"
+
+
+def honest(a: str = "failed", b: str = "passed", status: int = 1) -> bytes:
+    return lines(START, {"event": "collected", "count": 2},
+                 phase(A, "passed", "setup"), phase(A, a), phase(A, "passed", "teardown"),
+                 phase(B, "passed", "setup"), phase(B, b), phase(B, "passed", "teardown"),
+                 {"event": "finish", "exitstatus": status})
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["/usr/bin/python3", "-m", "pytest", "-q", "tests"],
+     ["/usr/bin/python3", "-m", "pytest", "-p", "m", "-q", "tests"]),
+    (["python3.11", "-m", "pytest"], ["python3.11", "-m", "pytest", "-p", "m"]),
+    (["pytest", "-q"], ["pytest", "-p", "m", "-q"]),
+    (["/usr/bin/pytest-3", "tests"], ["/usr/bin/pytest-3", "-p", "m", "tests"]),
+    (["/bin/sh", "-c", "python3 -m pytest"], None),
+    (["/usr/bin/python3", "-m", "unittest"], None),
+    (["/usr/bin/python3", "-c", "import pytest", "-m", "pytest"], None),
+    (["npm", "test"], None),
+])
+def test_rule_17_4_only_an_argv_that_runs_pytest_itself_loads_the_plugin(
+        argv: list[str], expected: list[str] | None) -> None:
+    assert plugin_argv(argv, "m") == expected
+
+
+def test_rule_17_4_node_ids_become_the_junit_writers_ids() -> None:
+    assert junit_id("tests/test_calc.py::test_mul", None) == "tests.test_calc::test_mul"
+    assert junit_id("tests/test_a.py::TestX::test_y[a/b.py-1]", None) == (
+        "tests.test_a.TestX::test_y[a/b.py-1]")
+    assert junit_id("tests/test_a.py", None) == "::tests.test_a"  # a collector
+    assert junit_id("t.py::test_z", "pre") == "pre.t::test_z"
+
+
+def test_rule_17_4_an_honest_stream_agrees_with_its_report_and_exit_status() -> None:
+    stream = parse_stream(honest())
+    report = {JA: "failed", JB: "passed"}
+    assert stream.outcomes() == report
+    assert disagreement(stream, report, 1) is None
+    summary = stream.record(None)
+    assert summary["receipt"] == Report(report).record()["receipt"]
+    assert (summary["finished"], summary["collected"], summary["tests"],
+            summary["exitStatus"]) == (True, 2, 2, 1)
+    assert disagreement(parse_stream(honest("passed", status=0)),
+                        {JA: "passed", JB: "passed"}, 0) is None
+
+
+def test_rule_17_4_phases_fold_as_the_junit_writer_folds_them() -> None:
+    stream = parse_stream(lines(
+        START, {"event": "collect", "id": "tests/test_bad.py", "outcome": "failed"},
+        {"event": "collect", "id": "tests/test_skip.py", "outcome": "skipped"},
+        {"event": "collected", "count": 4},
+        phase("t.py::setup_error", "failed", "setup"),
+        phase("t.py::teardown_error", "passed", "setup"), phase("t.py::teardown_error", "passed"),
+        phase("t.py::teardown_error", "failed", "teardown"),
+        phase("t.py::xfailed", "passed", "setup"), phase("t.py::xfailed", "skipped", xfail=True),
+        phase("t.py::failed_marked_xfail", "passed", "setup"),
+        phase("t.py::failed_marked_xfail", "failed", xfail=True),
+        {"event": "finish", "exitstatus": 1}))
+    assert stream.outcomes() == {
+        "::tests.test_bad": "error", "::tests.test_skip": "skipped", "t::setup_error": "error",
+        "t::teardown_error": "error", "t::xfailed": "skipped", "t::failed_marked_xfail": "skipped"}
+
+
+def test_rule_17_4_a_report_rewritten_after_the_fact_names_each_test_that_differs() -> None:
+    problem = disagreement(parse_stream(honest()), {JA: "passed", JB: "passed"}, 1)
+    assert problem == f"report says {JA} passed, stream says failed"
+    problem = disagreement(parse_stream(honest()), {JB: "passed"}, 1)
+    assert problem == f"report says {JA} is absent, stream says failed"
+
+
+def test_rule_17_4_the_exit_status_must_be_the_sessions() -> None:
+    assert disagreement(parse_stream(honest()), {JA: "failed", JB: "passed"}, 0) == (
+        "exit status 0 but the stream says the session finished with status 1")
+
+
+def test_rule_17_4_exit_0_with_a_failure_in_the_stream_disagrees() -> None:
+    forged = parse_stream(honest(status=0))
+    assert disagreement(forged, {JA: "failed", JB: "passed"}, 0) == (
+        "exit status 0 but the stream reports 1 failed and 0 errored")
+
+
+def test_rule_17_4_exit_0_with_fewer_tests_than_collected_disagrees() -> None:
+    stream = parse_stream(lines(START, {"event": "collected", "count": 2},
+                                phase(A, "passed", "setup"), phase(A, "passed"),
+                                {"event": "finish", "exitstatus": 0}))
+    assert disagreement(stream, {JA: "passed"}, 0) == (
+        "exit status 0 but the stream reports 1 of 2 collected tests")
+
+
+@pytest.mark.parametrize(("data", "problem"), [
+    (b"", "the stream never started: the runner ended, or was replaced, before its session "
+          "began"),
+    (lines(START), "the stream ended before the session finished (before collection "
+                   "finished)"),
+    (honest().rsplit(b"\n", 2)[0] + b"\n", "the stream ended before the session finished "
+                                           "(after 2 of 2 collected tests reported)"),
+    (honest()[:-5], "the stream's last line is cut off"),
+    (honest() + lines(START), "line 10 of the stream came after the session finished"),
+    (b"2 passed\n", "line 1 of the stream is not the plugin's"),
+    (lines({"event": "collected", "count": 2}), "line 1 of the stream is not the plugin's "
+                                                "(collected before the session started)"),
+    (lines(START, START), "line 2 of the stream is not the plugin's (a second or malformed "
+                          "start)"),
+    (lines(START, phase(A, "won")), "line 2 of the stream is not the plugin's (a malformed "
+                                   "test)"),
+    (lines(START, phase(A, "passed", "later")), "line 2 of the stream is not the plugin's"),
+    (lines(START, {"event": "finish", "exitstatus": "0"}), "line 2 of the stream is not the "
+                                                            "plugin's (a malformed finish)"),
+    (b"x" * (MAX_STREAM_BYTES + 1), f"the stream holds more than {MAX_STREAM_BYTES} bytes"),
+])
+def test_rule_17_4_a_stream_that_is_cut_short_or_not_the_plugins_is_named(
+        data: bytes, problem: str) -> None:
+    found = disagreement(parse_stream(data), {JA: "passed"}, 0)
+    assert found is not None and found.startswith(problem), found
