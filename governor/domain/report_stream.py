@@ -15,10 +15,10 @@ session's final exit status, sent once pytest has unconfigured).
 
 What must agree, or the run is `bad-report` naming the first thing that did not:
   - the stream started and finished, and every line is one of those objects, in that order;
-  - the process's exit status is the one the session finished with;
   - the report file's tests are the stream's, each with the same outcome (the phases of a test
     folded exactly as pytest's JUnit writer folds them: an error in setup or teardown, a failure
-    in the call, a skip; an xfail that passed strictly counts as skipped, as the writer says);
+    in the call — skipped when the test was marked xfail —, a skip);
+  - the process's exit status is the one the session finished with;
   - with exit status 0, no test failed or errored, and every collected test reported.
 
 This raises the cost of forging from inside the runner's process, it does not make it
@@ -173,11 +173,8 @@ def disagreement(stream: Stream, report: Mapping[str, str], exit_code: int | Non
                 "session began")
     if stream.finished is None:
         where = ("before collection finished" if stream.collected is None
-                 else f"after {len(stream.ran)} of {stream.collected} collected tests reported")
+                 else f"after reports of {len(stream.ran)} of the {stream.collected} collected tests")
         return f"the stream ended before the session finished ({where})"
-    if exit_code is not None and exit_code != stream.finished:
-        return (f"exit status {exit_code} but the stream says the session finished with "
-                f"status {stream.finished}")
     outcomes = stream.outcomes()
     differ = sorted(test for test in report.keys() | outcomes.keys()
                     if report.get(test) != outcomes.get(test))
@@ -186,6 +183,9 @@ def disagreement(stream: Stream, report: Mapping[str, str], exit_code: int | Non
                           f"{outcomes.get(test, 'absent')}" for test in differ[:NAMED_TESTS])
         more = len(differ) - NAMED_TESTS
         return shown + (f" and {more} more" if more > 0 else "")
+    if exit_code is not None and exit_code != stream.finished:
+        return (f"exit status {exit_code} but the stream says the session finished with "
+                f"status {stream.finished}")
     bad = [outcome for outcome in outcomes.values() if outcome in ("failed", "error")]
     if stream.finished == 0 and bad:
         return (f"exit status 0 but the stream reports {bad.count('failed')} failed and "

@@ -124,7 +124,7 @@ def test_rule_17_4_exit_0_with_fewer_tests_than_collected_disagrees() -> None:
     (lines(START), "the stream ended before the session finished (before collection "
                    "finished)"),
     (honest().rsplit(b"\n", 2)[0] + b"\n", "the stream ended before the session finished "
-                                           "(after 2 of 2 collected tests reported)"),
+                                           "(after reports of 2 of the 2 collected tests)"),
     (honest()[:-5], "the stream's last line is cut off"),
     (honest() + lines(START), "line 10 of the stream came after the session finished"),
     (b"2 passed\n", "line 1 of the stream is not the plugin's"),
