@@ -385,9 +385,10 @@ def bwrap_argv(definition: Mapping[str, Any], workspace: str, *, bwrap: str = BW
             "--cap-drop", "ALL", "--clearenv"]
     if definition.get("network") == "host":  # an outcome probe the operator let out (§15.1)
         argv.insert(argv.index("--unshare-user") + 1, "--share-net")
-    for name, value in sorted(sandbox_env(definition, plugin and plugin.fd).items()):
+    for name, value in sorted(sandbox_env(definition, plugin.fd if plugin else None).items()):
         argv += ["--setenv", name, value]
-    for mount in sandbox_mounts(definition, workspace, report, plugin and plugin.directory):
+    for mount in sandbox_mounts(definition, workspace, report,
+                                plugin.directory if plugin else None):
         argv += _mount_argv(mount)
     argv += ["--chdir", WORKSPACE]
     if status_fd is not None:

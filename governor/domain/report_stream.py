@@ -173,7 +173,8 @@ def disagreement(stream: Stream, report: Mapping[str, str], exit_code: int | Non
                 "session began")
     if stream.finished is None:
         where = ("before collection finished" if stream.collected is None
-                 else f"after reports of {len(stream.ran)} of the {stream.collected} collected tests")
+                 else f"after reports of {len(stream.ran)} of the {stream.collected} collected "
+                      "tests")
         return f"the stream ended before the session finished ({where})"
     outcomes = stream.outcomes()
     differ = sorted(test for test in report.keys() | outcomes.keys()

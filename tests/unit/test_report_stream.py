@@ -4,10 +4,14 @@ file and the exit status agree."""
 from __future__ import annotations
 
 import json
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from governor.domain.profiles import profile_definition, validate_profile
 from governor.domain.report_stream import (
     MAX_STREAM_BYTES,
     disagreement,
@@ -16,6 +20,13 @@ from governor.domain.report_stream import (
     plugin_argv,
 )
 from governor.domain.reports import TestReport as Report
+from verification.sandbox import (
+    STREAM_PLUGIN_SOURCE,
+    StreamPlugin,
+    _plugin_directory,
+    bwrap_argv,
+    streams,
+)
 
 
 def lines(*events: dict[str, Any]) -> bytes:
@@ -143,3 +154,39 @@ def test_rule_17_4_a_stream_that_is_cut_short_or_not_the_plugins_is_named(
         data: bytes, problem: str) -> None:
     found = disagreement(parse_stream(data), {JA: "passed"}, 0)
     assert found is not None and found.startswith(problem), found
+
+
+def definition(argv: list[str], **extra: Any) -> dict[str, Any]:
+    return profile_definition(validate_profile({"id": "unit-tests", "description": "Tests.",
+                                                "argv": argv, **extra}))
+
+
+def test_rule_17_4_a_streamed_run_loads_the_plugin_from_its_read_only_mount() -> None:
+    profile = definition(["/usr/bin/python3", "-m", "pytest", "-q"], report="junit",
+                         env={"PYTHONPATH": "/opt/lib"})
+    assert streams(profile)
+    argv = bwrap_argv(profile, "/srv/w", report="/srv/r",
+                      plugin=StreamPlugin("/srv/plugin", "governor_stream_0a1b", 7))
+    assert argv[argv.index("--"):] == ["--", "/usr/bin/python3", "-m", "pytest", "-p",
+                                       "governor_stream_0a1b", "-q"]
+    options = argv[:argv.index("--")]
+    env = {options[i + 1]: options[i + 2] for i, item in enumerate(options) if item == "--setenv"}
+    assert (env["GOVERNOR_STREAM_FD"], env["PYTHONPATH"]) == ("7", "/governor-stream:/opt/lib")
+    assert env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
+    binds = [(options[i + 1], options[i + 2]) for i, item in enumerate(options)
+             if item == "--ro-bind"]
+    assert ("/srv/plugin", "/governor-stream") in binds
+
+
+def test_rule_17_4_report_profiles_that_do_not_run_pytest_themselves_do_not_stream() -> None:
+    assert not streams(definition(["/bin/sh", "-c", "python3 -m pytest"], report="junit"))
+    assert not streams(definition(["/usr/bin/python3", "-m", "pytest"]))  # no report
+
+
+def test_rule_17_4_each_run_gets_the_plugin_under_a_name_of_its_own() -> None:
+    with _plugin_directory() as (first, one), _plugin_directory() as (second, other):
+        assert one != other and one.startswith("governor_stream_")
+        assert sorted(os.listdir(first)) == [f"{one}.py"]
+        assert (Path(first) / f"{one}.py").read_bytes() == STREAM_PLUGIN_SOURCE.read_bytes()
+        assert stat.S_IMODE(os.stat(first).st_mode) == 0o755
+    assert not os.path.exists(first) and not os.path.exists(second)
