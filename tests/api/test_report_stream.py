@@ -24,6 +24,8 @@ from tests.api.test_evidence_the_agent_cannot_shape import (
 )
 from tests.api.test_runner_control import careful, worker
 from tests.api.test_workspace_trees import verify
+from tests.pages import reviewer_client
+from tests.pages.test_session_timeline import timeline
 
 pytestmark = pytest.mark.sandbox
 __all__ = ["careful", "worker"]  # the fixtures, used by name
@@ -263,3 +265,16 @@ def test_rule_17_4_what_the_stream_cannot_see_pytest_patched_before_any_test_run
     result = run(worker, "unit-tests")["result"]
     assert (result["passed"], result["exitCode"], result["report"]["passed"]) == (True, 0, 2)
     assert (result["stream"]["finished"], result["stream"]["problem"]) == (True, None)
+
+
+def test_rule_17_4_the_timeline_shows_what_the_stream_disagreed_with(
+        worker: Agent, careful: Project, reviewer: Any) -> None:
+    worker.write("calc.py", FORGE + "\n\nforge()\n" + WRONG)
+    run(worker, "unit-tests")
+    page = timeline(reviewer_client("rita", "rita-password-1"), worker.id)
+    assert ("disagrees</span> the stream ended before the session finished (before collection "
+            "finished)") in page
+    worker.write("calc.py", WRONG)
+    run(worker, "unit-tests")
+    assert ("2 tests, session finished with status 1; agrees with the report"
+            in timeline(reviewer_client("rita", "rita-password-1"), worker.id))
