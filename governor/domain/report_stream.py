@@ -19,7 +19,8 @@ What must agree, or the run is `bad-report` naming the first thing that did not:
     folded exactly as pytest's JUnit writer folds them: an error in setup or teardown, a failure
     in the call — skipped when the test was marked xfail —, a skip);
   - the process's exit status is the one the session finished with;
-  - with exit status 0, no test failed or errored, and every collected test reported.
+  - with exit status 0, no test failed or errored, and every collected test reported (when a
+    count came: pytest-xdist's controller collects nothing itself).
 
 This raises the cost of forging from inside the runner's process, it does not make it
 impossible: code that runs there can write to the descriptor too, or patch pytest before any
@@ -191,7 +192,9 @@ def disagreement(stream: Stream, report: Mapping[str, str], exit_code: int | Non
     if stream.finished == 0 and bad:
         return (f"exit status 0 but the stream reports {bad.count('failed')} failed and "
                 f"{bad.count('error')} errored")
-    if stream.finished == 0 and len(stream.ran) != stream.collected:
+    # pytest-xdist's controller collects nothing itself, and so sends no count.
+    if (stream.finished == 0 and stream.collected is not None
+            and len(stream.ran) != stream.collected):
         return (f"exit status 0 but the stream reports {len(stream.ran)} of "
                 f"{stream.collected} collected tests")
     return None

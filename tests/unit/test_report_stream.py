@@ -127,6 +127,9 @@ def test_rule_17_4_exit_0_with_fewer_tests_than_collected_disagrees() -> None:
                                 {"event": "finish", "exitstatus": 0}))
     assert disagreement(stream, {JA: "passed"}, 0) == (
         "exit status 0 but the stream reports 1 of 2 collected tests")
+    uncounted = parse_stream(lines(START, phase(A, "passed"),
+                                   {"event": "finish", "exitstatus": 0}))  # as under xdist
+    assert disagreement(uncounted, {JA: "passed"}, 0) is None
 
 
 @pytest.mark.parametrize(("data", "problem"), [
