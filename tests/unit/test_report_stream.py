@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,8 @@ from governor.domain.report_stream import (
     plugin_argv,
 )
 from governor.domain.reports import TestReport as Report
+from governor.domain.reports import parse_reports
+from tests.api.test_report_stream import EVERY_OUTCOME
 from verification.sandbox import (
     STREAM_PLUGIN_SOURCE,
     StreamPlugin,
@@ -193,3 +197,32 @@ def test_rule_17_4_each_run_gets_the_plugin_under_a_name_of_its_own() -> None:
         assert (Path(first) / f"{one}.py").read_bytes() == STREAM_PLUGIN_SOURCE.read_bytes()
         assert stat.S_IMODE(os.stat(first).st_mode) == 0o755
     assert not os.path.exists(first) and not os.path.exists(second)
+
+
+def test_rule_17_4_the_plugin_works_under_the_pytest_of_this_environment_too(
+        tmp_path: Path) -> None:
+    """The sandbox runs Debian's pytest (tests/api/test_report_stream.py); the plugin is
+    loaded here by the pytest this project tests with (8 or 9), the same way: `-p` with its
+    directory on PYTHONPATH, autoload off, the descriptor named by GOVERNOR_STREAM_FD."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_outcomes.py").write_text(EVERY_OUTCOME)
+    (tmp_path / "tests" / "test_broken_import.py").write_text("import no_such_module\n")
+    with _plugin_directory() as (directory, module):
+        read, write = os.pipe()
+        try:
+            process = subprocess.Popen(  # noqa: S603 - a fixed argv
+                [sys.executable, "-m", "pytest", "-p", module, "-q", "-p", "no:cacheprovider",
+                 "--continue-on-collection-errors", f"--junitxml={tmp_path}/junit.xml",
+                 "tests"], cwd=tmp_path, pass_fds=(write,), stdout=subprocess.DEVNULL,
+                env={"PATH": os.environ["PATH"], "PYTHONPATH": directory,
+                     "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "GOVERNOR_STREAM_FD": str(write)})
+        finally:
+            os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            data = pipe.read()
+        status = process.wait(timeout=60)
+    report = parse_reports([("junit.xml", (tmp_path / "junit.xml").read_bytes())])
+    stream = parse_stream(data)
+    assert status == 1 and len(report.outcomes) == 12
+    assert disagreement(stream, report.outcomes, status) is None
+    assert stream.record(None)["receipt"] == report.record()["receipt"]
