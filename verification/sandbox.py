@@ -67,7 +67,7 @@ import struct
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
@@ -228,11 +228,10 @@ def streams(definition: Mapping[str, Any]) -> bool:
     return bool(definition.get("report")) and plugin_argv(definition["argv"], "_") is not None
 
 
-@contextlib.contextmanager
-def _plugin_directory() -> Iterator[tuple[str, str]]:
-    """A directory of the run's own holding a copy of the plugin under a module name chosen
-    now (so no module in the tree can stand in for it), readable by the sandbox user; deleted
-    after. Yields (directory, module)."""
+def plugin_copy() -> tuple[str, str]:
+    """(directory, module): a new directory holding a copy of the plugin as `<module>.py`,
+    under a module name drawn now (so no module in the tree can stand in for it), readable by
+    the sandbox user. The caller removes it."""
     module = f"governor_stream_{secrets.token_hex(8)}"
     directory = tempfile.mkdtemp(prefix="governor-stream-")
     try:
@@ -240,9 +239,10 @@ def _plugin_directory() -> Iterator[tuple[str, str]]:
         copy = os.path.join(directory, f"{module}.py")
         shutil.copyfile(STREAM_PLUGIN_SOURCE, copy)
         os.chmod(copy, 0o644)
-        yield directory, module
-    finally:
+    except OSError:
         shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return directory, module
 
 
 @dataclass(frozen=True)
@@ -823,9 +823,16 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, 
         if not (report and streams(definition)):
             return _run_bound(definition, workspace, identity, bound, on_start, bwrap, who,
                               write_bytes, report, None)
-        with _plugin_directory() as plugin:
+        try:
+            plugin = plugin_copy()
+        except OSError as exc:
+            return _not_started(definition, "infrastructure",
+                                f"the report stream's plugin could not be copied: {exc}")
+        try:
             return _run_bound(definition, workspace, identity, bound, on_start, bwrap, who,
                               write_bytes, report, plugin)
+        finally:
+            shutil.rmtree(plugin[0], ignore_errors=True)
     finally:
         os.close(bound)
 

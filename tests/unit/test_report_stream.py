@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -27,8 +28,8 @@ from tests.api.test_report_stream import EVERY_OUTCOME
 from verification.sandbox import (
     STREAM_PLUGIN_SOURCE,
     StreamPlugin,
-    _plugin_directory,
     bwrap_argv,
+    plugin_copy,
     streams,
 )
 
@@ -191,12 +192,15 @@ def test_rule_17_4_report_profiles_that_do_not_run_pytest_themselves_do_not_stre
 
 
 def test_rule_17_4_each_run_gets_the_plugin_under_a_name_of_its_own() -> None:
-    with _plugin_directory() as (first, one), _plugin_directory() as (second, other):
-        assert one != other and one.startswith("governor_stream_")
+    (first, one), (second, other) = plugin_copy(), plugin_copy()
+    try:
+        assert one != other and first != second and one.startswith("governor_stream_")
         assert sorted(os.listdir(first)) == [f"{one}.py"]
         assert (Path(first) / f"{one}.py").read_bytes() == STREAM_PLUGIN_SOURCE.read_bytes()
         assert stat.S_IMODE(os.stat(first).st_mode) == 0o755
-    assert not os.path.exists(first) and not os.path.exists(second)
+    finally:
+        shutil.rmtree(first)
+        shutil.rmtree(second)
 
 
 def test_rule_17_4_the_plugin_works_under_the_pytest_of_this_environment_too(
@@ -207,20 +211,21 @@ def test_rule_17_4_the_plugin_works_under_the_pytest_of_this_environment_too(
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_outcomes.py").write_text(EVERY_OUTCOME)
     (tmp_path / "tests" / "test_broken_import.py").write_text("import no_such_module\n")
-    with _plugin_directory() as (directory, module):
-        read, write = os.pipe()
-        try:
-            process = subprocess.Popen(  # noqa: S603 - a fixed argv
-                [sys.executable, "-m", "pytest", "-p", module, "-q", "-p", "no:cacheprovider",
-                 "--continue-on-collection-errors", f"--junitxml={tmp_path}/junit.xml",
-                 "tests"], cwd=tmp_path, pass_fds=(write,), stdout=subprocess.DEVNULL,
-                env={"PATH": os.environ["PATH"], "PYTHONPATH": directory,
-                     "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "GOVERNOR_STREAM_FD": str(write)})
-        finally:
-            os.close(write)
-        with os.fdopen(read, "rb") as pipe:
-            data = pipe.read()
-        status = process.wait(timeout=60)
+    directory, module = plugin_copy()
+    read, write = os.pipe()
+    try:
+        process = subprocess.Popen(  # noqa: S603 - a fixed argv
+            [sys.executable, "-m", "pytest", "-p", module, "-q", "-p", "no:cacheprovider",
+             "--continue-on-collection-errors", f"--junitxml={tmp_path}/junit.xml", "tests"],
+            cwd=tmp_path, pass_fds=(write,), stdout=subprocess.DEVNULL,
+            env={"PATH": os.environ["PATH"], "PYTHONPATH": directory,
+                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "GOVERNOR_STREAM_FD": str(write)})
+    finally:
+        os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    status = process.wait(timeout=60)
+    shutil.rmtree(directory)
     report = parse_reports([("junit.xml", (tmp_path / "junit.xml").read_bytes())])
     stream = parse_stream(data)
     assert status == 1 and len(report.outcomes) == 12
