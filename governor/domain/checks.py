@@ -509,9 +509,10 @@ def _why_failed(run: VerificationRecord, ctx: _Context) -> str:
                 "run, which is the operator's to fix, not a fault of the work — tell the user, "
                 "or abstain")
     if kind == "bad-report" and run.stream_problem is not None:
-        return (f"the last run's report does not agree with what the test runner streamed "
-                f"as it ran (bad-report: {run.stream_problem}): code in the runner's process "
-                "rewrote or cut short the evidence — make the real fix, or abstain")
+        return (f"the last run's report does not agree with what pytest streamed as it ran "
+                f"(bad-report: {run.stream_problem}): code in the runner's process ended it "
+                "early or changed the report or the runner — remove that and make the real "
+                "fix, or abstain")
     if kind in ("no-report", "bad-report"):
         return (f"the last run left {'no' if kind == 'no-report' else 'no usable'} test report "
                 f"({kind}): the test runner ended before it reported (code that exits the "
