@@ -278,3 +278,38 @@ def test_rule_17_4_the_timeline_shows_what_the_stream_disagreed_with(
     run(worker, "unit-tests")
     assert ("2 tests, session finished with status 1; agrees with the report"
             in timeline(reviewer_client("rita", "rita-password-1"), worker.id))
+
+
+def test_rule_17_4_what_the_stream_cannot_see_a_whole_stream_forged_by_the_code_under_test(
+        worker: Agent, careful: Project) -> None:
+    """The other limit: the descriptor is in the process the code under test runs in. Code
+    that finds it (any pipe but stdout and stderr) and writes a whole stream that agrees with
+    its forged report, then ends the process with 0, passes the run."""
+    begin_code(worker)
+    settle_baseline(worker)
+    stream = [{"event": "collected", "count": 2}] + [
+        {"event": "test", "id": f"tests/test_calc.py::{name}", "when": when,
+         "outcome": "passed", "xfail": False}
+        for name in ("test_mul", "test_mul_of_twos") for when in ("setup", "call", "teardown")
+    ] + [{"event": "finish", "exitstatus": 0}]
+    forging = FORGE.replace("    os._exit(0)\n", "    forge_stream()\n")
+    worker.write("calc.py", forging + textwrap.dedent(f"""\
+
+
+        def forge_stream():
+            import json
+            for fd in map(int, os.listdir("/proc/self/fd")):
+                try:
+                    if fd > 2 and os.readlink(f"/proc/self/fd/{{fd}}").startswith("pipe:"):
+                        for event in {stream!r}:
+                            os.write(fd, (json.dumps(event) + "\\n").encode())
+                except OSError:
+                    pass
+            os._exit(0)
+
+
+        forge()
+        """) + WRONG)
+    result = run(worker, "unit-tests")["result"]
+    assert (result["passed"], result["exitCode"], result["report"]["passed"]) == (True, 0, 2)
+    assert (result["stream"]["finished"], result["stream"]["problem"]) == (True, None)
