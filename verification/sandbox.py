@@ -58,16 +58,21 @@ import logging
 import os
 import posixpath
 import resource
+import secrets
 import selectors
+import shutil
 import signal
 import stat
 import struct
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import IO, Any
 
+from governor.domain.report_stream import MAX_STREAM_BYTES, plugin_argv
 from governor.domain.verification import Ended, outcome, stream_record
 from governor.domain.workspace import WorkspaceError, open_bound_directory
 from verification.cgroups import CgroupsUnavailable, RunCgroup, run_cgroup
@@ -96,6 +101,10 @@ HOST_SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib64")
 # metrics system: name resolution and the CA certificates. Verifier profiles never get these.
 HOST_NETWORK_ETC = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl/certs")
 REPORT = "/governor-report"  # a report profile's private, writable directory (§14.6)
+# A streamed report profile's plugin (§17.4): read-only, outside the tree, named per run.
+STREAM_PLUGIN = "/governor-stream"
+STREAM_PLUGIN_SOURCE = Path(__file__).with_name("pytest_report_stream.py")
+STREAM_FD_VARIABLE = "GOVERNOR_STREAM_FD"
 ROOTFS_MOUNT_POINTS = ("/proc", "/dev", SANDBOX_TMP, WORKSPACE)
 READ_CHUNK = 65_536
 KILL_GRACE_SECONDS = 2.0
@@ -109,6 +118,7 @@ STAGING = "/run/governor-sandbox"
 STAGED_WORKSPACE = STAGING + "/workspace"
 STAGED_ROOTFS = STAGING + "/rootfs"
 STAGED_REPORT = STAGING + "/report"
+STAGED_STREAM = STAGING + "/stream"
 STAGED_CHANGES = STAGING + "/changes"  # a workspace-write run's upper layer (verification/overlay)
 DEFAULT_WRITE_BYTES = 1024**3
 
@@ -148,6 +158,9 @@ class SandboxResult:
     stderr: StreamResult
     sandbox_mode: str
     detail: str = ""  # why it failed, for operators
+    # A streamed report profile's stream as the plugin sent it (at most MAX_STREAM_BYTES + 1
+    # bytes are kept: more is refused when it is judged); None when the run streams nothing.
+    stream: bytes | None = None
 
     def record(self) -> dict[str, Any]:
         """The fields of a `reliability/code-verification` event this run decides (§8)."""
@@ -186,6 +199,50 @@ class _Capture:
         return StreamResult(bytes=record["bytes"], truncated=record["truncated"],
                             receipt=record["receipt"],
                             tail=self.kept.decode("utf-8", errors="replace"))
+
+
+class _Kept:
+    """The first `cap` bytes of the report stream (§17.4), and one more if more came."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        self.data += chunk[: self.cap + 1 - len(self.data)]
+
+
+@dataclass(frozen=True)
+class StreamPlugin:
+    """A streamed run's plugin: the directory holding it as `<module>.py`, and the write end
+    of the pipe (its number inside the sandbox too) the worker reads."""
+
+    directory: str
+    module: str
+    fd: int
+
+
+def streams(definition: Mapping[str, Any]) -> bool:
+    """Whether a run of this profile loads the report stream plugin (rules §17.4): a report
+    profile whose argv runs pytest itself."""
+    return bool(definition.get("report")) and plugin_argv(definition["argv"], "_") is not None
+
+
+def plugin_copy() -> tuple[str, str]:
+    """(directory, module): a new directory holding a copy of the plugin as `<module>.py`,
+    under a module name drawn now (so no module in the tree can stand in for it), readable by
+    the sandbox user. The caller removes it."""
+    module = f"governor_stream_{secrets.token_hex(8)}"
+    directory = tempfile.mkdtemp(prefix="governor-stream-")
+    try:
+        os.chmod(directory, 0o755)  # noqa: S103 - the sandbox user reads the plugin
+        copy = os.path.join(directory, f"{module}.py")
+        shutil.copyfile(STREAM_PLUGIN_SOURCE, copy)
+        os.chmod(copy, 0o644)
+    except OSError:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return directory, module
 
 
 @dataclass(frozen=True)
@@ -248,7 +305,7 @@ class Mount:
 
 
 def sandbox_mounts(definition: Mapping[str, Any], workspace: str,
-                   report: str | None = None) -> list[Mount]:
+                   report: str | None = None, plugin: str | None = None) -> list[Mount]:
     """Everything the command's file system holds, and nothing else:
 
     - the system, read-only: the profile's rootfs as `/`; or the host's `/usr`, with `/bin`,
@@ -259,7 +316,8 @@ def sandbox_mounts(definition: Mapping[str, Any], workspace: str,
     - the workspace at `/workspace` — the run's private copy of its tree — read-only, or
       writable for `workspace-write`;
     - for a report profile, `report` (an empty directory of the run's own) writable at
-      `/governor-report`, outside the workspace;
+      `/governor-report`, outside the workspace; for a streamed one, `plugin` (the directory
+      holding the stream plugin) read-only at `/governor-stream`;
     - then `/dev` and `/` remounted read-only, so the only writable places are the sized tmpfs
       and (for `workspace-write`) the workspace.
 
@@ -291,6 +349,7 @@ def sandbox_mounts(definition: Mapping[str, Any], workspace: str,
             *[Mount("ro-bind", target, source)
               for source, target in definition.get("readOnlyBinds", [])],
             *([Mount("bind", REPORT, report)] if report else []),
+            *([Mount("ro-bind", STREAM_PLUGIN, plugin)] if plugin else []),
             Mount("remount-ro", "/dev"), Mount("remount-ro", "/")]
 
 
@@ -301,35 +360,43 @@ def _mount_argv(mount: Mount) -> list[str]:
     return [*sized, f"--{mount.kind}", mount.target]
 
 
-def sandbox_env(definition: Mapping[str, Any]) -> dict[str, str]:
+def sandbox_env(definition: Mapping[str, Any], stream_fd: int | None = None) -> dict[str, str]:
     """The command's whole environment: the fixed minimal set (with GOVERNOR_REPORT_DIR for a
     report profile, and unless the profile says `pluginAutoload`, no pytest plugin loaded
-    because an installed package's metadata names it: rules §17.3), then the profile's own."""
+    because an installed package's metadata names it: rules §17.3), then the profile's own;
+    for a streamed run (§17.4) the stream's descriptor, and the plugin's directory first on
+    PYTHONPATH."""
     report = {"GOVERNOR_REPORT_DIR": REPORT} if definition.get("report") else {}
     if definition.get("report") and not definition.get("pluginAutoload"):
         report["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    return {**FIXED_ENV, **report, **definition["env"]}
+    env = {**FIXED_ENV, **report, **definition["env"]}
+    if stream_fd is not None:
+        env[STREAM_FD_VARIABLE] = str(stream_fd)
+        env["PYTHONPATH"] = ":".join([STREAM_PLUGIN, *filter(None, [env.get("PYTHONPATH")])])
+    return env
 
 
 def bwrap_argv(definition: Mapping[str, Any], workspace: str, *, bwrap: str = BWRAP,
                status_fd: int | None = None, gate_fd: int | None = None,
-               report: str | None = None) -> list[str]:
+               report: str | None = None, plugin: StreamPlugin | None = None) -> list[str]:
     argv = [bwrap, "--unshare-all", "--unshare-user",
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--disable-userns",
             "--die-with-parent", "--as-pid-1", "--new-session", "--hostname", "sandbox",
             "--cap-drop", "ALL", "--clearenv"]
     if definition.get("network") == "host":  # an outcome probe the operator let out (§15.1)
         argv.insert(argv.index("--unshare-user") + 1, "--share-net")
-    for name, value in sorted(sandbox_env(definition).items()):
+    for name, value in sorted(sandbox_env(definition, plugin.fd if plugin else None).items()):
         argv += ["--setenv", name, value]
-    for mount in sandbox_mounts(definition, workspace, report):
+    for mount in sandbox_mounts(definition, workspace, report,
+                                plugin.directory if plugin else None):
         argv += _mount_argv(mount)
     argv += ["--chdir", WORKSPACE]
     if status_fd is not None:
         argv += ["--json-status-fd", str(status_fd)]
     if gate_fd is not None:
         argv += ["--seccomp", str(gate_fd)]
-    return [*argv, "--", *definition["argv"]]
+    command = plugin_argv(definition["argv"], plugin.module) if plugin else None
+    return [*argv, "--", *(command or definition["argv"])]
 
 
 class _View:
@@ -453,7 +520,8 @@ def _setup_problem(definition: Mapping[str, Any], workspace: str, bound: str, bw
         return "infrastructure", problem
     if who.switch_from_root:
         try:
-            for point in (STAGED_WORKSPACE, STAGED_ROOTFS, STAGED_CHANGES, STAGED_REPORT):
+            for point in (STAGED_WORKSPACE, STAGED_ROOTFS, STAGED_CHANGES, STAGED_REPORT,
+                          STAGED_STREAM):
                 os.makedirs(point, exist_ok=True)
                 os.chmod(point, 0o755)  # noqa: S103 - an empty mount point the sandbox user passes
         except OSError as exc:
@@ -465,7 +533,8 @@ def _setup_problem(definition: Mapping[str, Any], workspace: str, bound: str, bw
         rootfs = os.path.realpath(rootfs)
         if problem := _directory_problem(rootfs, who, READ | SEARCH, "rootfs"):
             return "infrastructure", problem
-        for point in (*ROOTFS_MOUNT_POINTS, *([REPORT] if definition.get("report") else [])):
+        for point in (*ROOTFS_MOUNT_POINTS, *([REPORT] if definition.get("report") else []),
+                      *([STREAM_PLUGIN] if streams(definition) else [])):
             if not os.path.isdir(rootfs + point):
                 return "infrastructure", f"rootfs {rootfs} has no {point} directory to mount on"
     if problem := _command_problem(definition, bound, who):
@@ -742,7 +811,8 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, 
     (verification/overlay.py; a root worker only). `directory`, when given, is the workspace
     already opened by `open_bound_directory` (the one the caller hashes the tree through).
     `report`: a report profile's empty directory, writable by the sandbox user, bound at
-    /governor-report."""
+    /governor-report; when the profile runs pytest itself, the run also streams its results
+    (rules §17.4) and the result carries the stream."""
     who = _identity(run_as)
     try:
         bound = (os.dup(directory) if directory is not None
@@ -750,8 +820,19 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, 
     except WorkspaceError as exc:
         return _not_started(definition, "infrastructure", str(exc))
     try:
-        return _run_bound(definition, workspace, identity, bound, on_start, bwrap, who,
-                          write_bytes, report)
+        if not (report and streams(definition)):
+            return _run_bound(definition, workspace, identity, bound, on_start, bwrap, who,
+                              write_bytes, report, None)
+        try:
+            plugin = plugin_copy()
+        except OSError as exc:
+            return _not_started(definition, "infrastructure",
+                                f"the report stream's plugin could not be copied: {exc}")
+        try:
+            return _run_bound(definition, workspace, identity, bound, on_start, bwrap, who,
+                              write_bytes, report, plugin)
+        finally:
+            shutil.rmtree(plugin[0], ignore_errors=True)
     finally:
         os.close(bound)
 
@@ -772,7 +853,8 @@ def _write_cap(definition: Mapping[str, Any], who: _Identity, write_bytes: int) 
 
 def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bound: int,
                on_start: Callable[[int], None] | None, bwrap: str, who: _Identity,
-               write_bytes: int, report: str | None) -> SandboxResult:
+               write_bytes: int, report: str | None,
+               plugin: tuple[str, str] | None) -> SandboxResult:
     bound_path = f"/proc/self/fd/{bound}"
     if problem := _setup_problem(definition, workspace, bound_path, bwrap, who):
         return _not_started(definition, *problem)
@@ -789,6 +871,8 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
             sandbox_definition = {**definition, "rootfs": STAGED_ROOTFS}
         if report:
             staged.append((report, STAGED_REPORT))
+        if plugin:
+            staged.append((plugin[0], STAGED_STREAM))
     sandbox_report = (STAGED_REPORT if who.switch_from_root else report) if report else None
     limits = definition["limits"]
     stdout_capture = _Capture("stdout", limits["outputBytes"])
@@ -796,6 +880,10 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
     status = _Status()
     status_read, status_write = os.pipe()
     gate_read, gate_write = os.pipe()
+    stream_read, stream_write = os.pipe() if plugin else (-1, -1)
+    stream_kept = _Kept(MAX_STREAM_BYTES)
+    sandbox_plugin = (StreamPlugin(STAGED_STREAM if who.switch_from_root else plugin[0],
+                                   plugin[1], stream_write) if plugin else None)
     cgroup = _cgroup_for(limits)
     cap = _write_cap(definition, who, write_bytes)
     started = time.monotonic()
@@ -803,9 +891,11 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
     try:
         process = subprocess.Popen(  # noqa: S603 - a fixed argv, never a shell
             bwrap_argv(sandbox_definition, sandbox_workspace, bwrap=bwrap,
-                       status_fd=status_write, gate_fd=gate_read, report=sandbox_report),
+                       status_fd=status_write, gate_fd=gate_read, report=sandbox_report,
+                       plugin=sandbox_plugin),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={}, cwd="/", close_fds=True, pass_fds=(status_write, gate_read, bound),
+            env={}, cwd="/", close_fds=True,
+            pass_fds=(status_write, gate_read, bound, *([stream_write] if plugin else [])),
             start_new_session=True,
             preexec_fn=_child_setup(limits, who, staged, (workspace, identity), cap,
                                     os.getpid(), cgroup),
@@ -813,6 +903,8 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
     except (OSError, subprocess.SubprocessError) as exc:
         os.close(status_read)
         os.close(gate_write)
+        if plugin:
+            os.close(stream_read)
         if cgroup is not None:
             cgroup.remove()
         if isinstance(exc, OSError) and exc.errno == errno.EAGAIN:
@@ -826,11 +918,15 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
     finally:
         os.close(status_write)
         os.close(gate_read)
+        if plugin:
+            os.close(stream_write)  # the sandbox holds the only write end: its end is EOF
 
     assert process.stdout is not None and process.stderr is not None
     status_pipe = os.fdopen(status_read, "rb", buffering=0)
     sinks = [(process.stdout, stdout_capture.feed), (process.stderr, stderr_capture.feed),
              (status_pipe, status.feed)]
+    if plugin:
+        sinks.append((os.fdopen(stream_read, "rb", buffering=0), stream_kept.feed))
     bwrap_exit = upper = -1
     refused = None
     try:
@@ -883,6 +979,8 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
 
     result = _ended(definition, status.fields(), refused, finished, duration_ms,
                       stdout_capture.result(), stderr_capture.result(), process.returncode)
+    if plugin:
+        result = replace(result, stream=bytes(stream_kept.data))
     if upper < 0:
         return result
     try:

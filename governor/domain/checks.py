@@ -67,6 +67,7 @@ class VerificationRecord:
     environment: str | None = None  # its environment's digest (None: the profile had none)
     baseline: bool = False  # a run on the contract-start tree: never evidence (§14.7)
     report: Mapping[str, Any] | None = None  # a report profile's counts and receipt (§14.6)
+    stream_problem: str | None = None  # what its report stream disagreed with (§17.4)
 
 
 class Evidence(Protocol):
@@ -233,7 +234,13 @@ def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord
         environment=_environment_digest(data.get("environment")),
         baseline=data.get("baseline") is True,
         report=data.get("report") if isinstance(data.get("report"), Mapping) else None,
+        stream_problem=_stream_problem(data.get("stream")),
     )
+
+
+def _stream_problem(stream: object) -> str | None:
+    problem = stream.get("problem") if isinstance(stream, Mapping) else None
+    return problem if isinstance(problem, str) else None
 
 
 def _environment_digest(reference: object) -> str | None:
@@ -501,6 +508,11 @@ def _why_failed(run: VerificationRecord, ctx: _Context) -> str:
         return (f"the last run failed as {kind}: the profile's command or the sandbox could not "
                 "run, which is the operator's to fix, not a fault of the work — tell the user, "
                 "or abstain")
+    if kind == "bad-report" and run.stream_problem is not None:
+        return (f"the last run's report does not agree with what pytest streamed as it ran "
+                f"(bad-report: {run.stream_problem}): code in the runner's process ended it "
+                "early or changed the report or the runner — remove that and make the real "
+                "fix, or abstain")
     if kind in ("no-report", "bad-report"):
         return (f"the last run left {'no' if kind == 'no-report' else 'no usable'} test report "
                 f"({kind}): the test runner ended before it reported (code that exits the "

@@ -1,6 +1,7 @@
 """A report profile's private report directory (rules §14.6): made empty for each run,
 writable by the sandbox user only, read back without following a link, and judged by
-governor/domain/reports.py."""
+governor/domain/reports.py — and for a streamed run (rules §17.4), against the stream by
+governor/domain/report_stream.py."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
+from governor.domain.report_stream import disagreement, parse_stream
 from governor.domain.reports import MAX_REPORT_BYTES, ReportError, parse_reports
 
 SANDBOX_OWNER = (65534, 65534)  # verification/sandbox.py NOBODY: who a root worker runs as
@@ -62,22 +64,33 @@ def report_files(directory: str) -> list[tuple[str, bytes]]:
     return files
 
 
-def report_judged(record: dict[str, Any], directory: str,
-                  detail: str) -> tuple[str, list[list[str]] | None]:
+def report_judged(record: dict[str, Any], directory: str, detail: str,
+                  stream: bytes | None = None) -> tuple[str, list[list[str]] | None]:
     """Judge a report run by its report, in `record` (the result being recorded): its counts
-    and receipt under `report`, and `passed` only if the tests passed too. Returns the detail
-    for operators and the per-test outcomes to keep beside the run."""
+    and receipt under `report`, and `passed` only if the tests passed too. A streamed run's
+    `stream` (the plugin's bytes) is summarised under `stream`, and when it disagrees with the
+    report or the exit status the run is `bad-report`, whatever its exit, with no report kept.
+    Returns the detail for operators and the per-test outcomes to keep beside the run."""
     if record["failureKind"] not in JUDGED:
         return detail, None
+    streamed = parse_stream(stream) if stream is not None else None
     try:
         report = parse_reports(report_files(directory))
     except (ReportError, OSError) as exc:
         kind = exc.kind if isinstance(exc, ReportError) else "bad-report"
         record["report"] = None
+        if streamed is not None:
+            record["stream"] = streamed.record(disagreement(streamed, {}, record["exitCode"]))
         if record["passed"]:
             record.update(passed=False, failureKind=kind)
         return _joined(detail, f"{kind}: {exc}"), None
     record["report"] = report.record()
+    if streamed is not None:
+        disagreed = disagreement(streamed, report.outcomes, record["exitCode"])
+        record["stream"] = streamed.record(disagreed)
+        if disagreed is not None:
+            record.update(report=None, passed=False, failureKind="bad-report")
+            return _joined(detail, f"bad-report: {disagreed}"), None
     problem = report.problem()
     if problem is not None and record["passed"]:
         record.update(passed=False, failureKind="tests-failed")

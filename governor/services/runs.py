@@ -282,7 +282,7 @@ def run_execute(run: VerificationRun) -> None:
                 record["baseline"] = True
             detail, tests = result.detail, None
             if report_dir is not None:
-                detail, tests = report_judged(record, report_dir, detail)
+                detail, tests = report_judged(record, report_dir, detail, result.stream)
             if keeps_changes:
                 record["tree"], detail = _changes_kept(session, given, record["passed"], detail)
                 if record["tree"] is None and record["passed"]:

@@ -149,7 +149,10 @@ def test_rule_17_3_a_pytest_module_that_shadows_the_runner_is_a_protected_change
     settle_baseline(worker)
     worker.write("pytest.py", SHADOW)
     result = run(worker, "unit-tests")["result"]
-    assert result["passed"] is True and result["report"]["passed"] == 2  # the run is fooled
+    # The forged report passed both tests and fooled the run, until the report stream (rules
+    # §17.4): pytest never ran, so its stream never started.
+    assert (result["passed"], result["failureKind"]) == (False, "bad-report")
+    assert result["stream"]["problem"].startswith("the stream never started")
     verdict = verify(worker)
     assert verdict["decision"] == "repair"
     assert "pytest.py (added)" in evidence_of(verdict, "protected-paths")
