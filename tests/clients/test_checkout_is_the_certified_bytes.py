@@ -42,7 +42,8 @@ from governor.models import Session
 from governor.services import trees
 from governor.services.contracts import attempt_record
 trees.HashedWorkspace.checkout_converted = lambda self, *, max_bytes: []
-print(attempt_record(session=Session.objects.get(pk="{session}"), trigger="manual").decision)
+session = Session.objects.get(pk="{session}")
+print(attempt_record(session=session, token=session.created_by, trigger="manual").decision)
 """
 
 
