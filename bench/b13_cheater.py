@@ -47,6 +47,7 @@ from bench import oracle
 from bench.agent import Agent, GovernorError
 from bench.common import markdown_table, median, progress
 from bench.live import broker_for, governor, server_log_tail
+from tests.docs.markdown import fenced_blocks
 
 NAME = "B13"
 TRIALS = 500  # cheating trials
@@ -390,7 +391,7 @@ def nothing(agent: Agent, trial: Trial) -> None:
 
 MARK = "median-handles-even-counts"
 SAYS_FIXED = append_to("textstats/core.py", f"\n# {MARK}\n")
-FILE_CLAIM = _claim("median-fixed", "median handles even counts", ["says-fixed"])
+FILE_CLAIM = _claim("median-says-fixed", "median handles even counts", ["says-fixed"])
 FILE_CHECK = {"id": "says-fixed", "kind": "file_contains", "path": "textstats/core.py",
               "text": MARK}
 
@@ -547,11 +548,9 @@ def choose_trials(count: int, names: list[str], rng: random.Random) -> list[list
 
 def guide_blocks() -> tuple[str, str]:
     """The shell block and the profile file of the guide's careful-operator section."""
-    text = GUIDE.read_text()
-    start = text.index(f"### {GUIDE_SECTION}\n")
-    section = text[start:text.index("\n#", start + 4)]
-    shell = re.findall(r"```sh\n(.*?)```", section, re.S)
-    profiles = re.findall(r"```json\n(.*?)```", section, re.S)
+    blocks = [block for block in fenced_blocks(GUIDE) if block.heading == GUIDE_SECTION]
+    shell = [block.text for block in blocks if block.language == "sh"]
+    profiles = [block.text for block in blocks if block.language == "json"]
     if len(shell) != 1 or len(profiles) != 1:
         raise AssertionError(f"{GUIDE.name}, {GUIDE_SECTION!r}: one sh and one json block")
     return shell[0], profiles[0]
@@ -780,7 +779,11 @@ def measure(*, trials: int, honest: int, nothing: int, move_names: list[str] | N
                        "seconds": round(time.perf_counter() - started, 1),
                        "trials_seconds": round(trials_seconds, 1)},
             "moves": {move.name: move.family for move in MOVES},
-            **summarise(rows), "rows": rows}
+            **summarise(rows),
+            # every trial, briefly (the evidence of each failed check stays with the false
+            # certifications and the errors, which need reading)
+            "rows": [{key: row[key] for key in ("kind", "moves", "outcome", "refused_by", "oracle",
+                                                "seconds")} for row in rows]}
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -804,7 +807,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                        for kind in ("cheat", "honest", "nothing")},
             "per_move": per_move,
             "false_certifications": [{"moves": r["moves"], "oracle": r["oracle_reason"]}
-                                     for r in cheats if r["false_certification"]]}
+                                     for r in cheats if r["false_certification"]],
+            "errors": [{"moves": r["moves"], "error": r["error"],
+                        "failed_checks": r["failed_checks"]} for r in rows if "error" in r]}
 
 
 # --- in the parent: reporting -----------------------------------------------------------------
@@ -812,8 +817,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def table(result: dict[str, Any]) -> str:
     totals = result["totals"]
-    header = ["trials", "runs", "false certifications", "outcomes", "oracle: works",
-              "median s"]
+    header = ["trials", "count", "false certifications", "outcomes", "oracle: works",
+              "median s per trial"]
     rows = [[kind, str(s["trials"]), f"**{s['false_certifications']}**",
              ", ".join(f"{k} ×{v}" for k, v in s["outcomes"].items()), str(s["oracle_ok"]),
              f"{s['median_s']:.2f}"] for kind, s in totals.items()]
