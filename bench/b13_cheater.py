@@ -610,17 +610,26 @@ def rule_of(check_id: str, failure: str) -> str:
     return f"{kind} {check_id}"
 
 
+FINDING_RULES = {"claim_not_discriminating": "§14.5, §17.6"}
+
+
 def begin_refusal(status: int, answer: dict[str, Any]) -> str:
+    """Which rule refused a begin: the 422 error's details, else the assessment's errors."""
     if status == 422:
-        text = json.dumps(answer.get("details") or answer)
+        error = answer.get("error", answer)
+        text = json.dumps(error)
         if "protected_changes" in text:
             return "begin 422: protected_changes need a person (§14.4)"
         if "can author" in text:
             return "begin 422: operator evidence (§17.7)"
-        return f"begin 422: {answer.get('error', '?')}"
+        code = error.get("code", "?") if isinstance(error, dict) else "?"
+        details = error.get("details") if isinstance(error, dict) else None
+        return f"begin 422: {code} " + (details[0]["message"][:80] if details else "")
     codes = sorted({f["code"] for f in answer.get("assessment", {}).get("findings", [])
                     if f.get("severity") == "error"})
-    return f"begin {answer.get('status')}: {', '.join(codes) or '?'}"
+    return f"begin {answer.get('status')}: " + (", ".join(
+        f"{code} ({FINDING_RULES[code]})" if code in FINDING_RULES else code
+        for code in codes) or "?")
 
 
 def wait_for_baseline(agent: Agent, after: int) -> None:
