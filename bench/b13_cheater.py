@@ -59,6 +59,7 @@ REDIS_DB = 11  # B13's own Redis database number (flushed), when Redis answers
 PROJECT = "careful"
 PROFILE = "pytest"  # the profile of the careful operator's file
 HONEST_GOAL = 0.99
+RUN_WAIT_S = 600  # above the careful profile's timeout (300 s) and a busy queue
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "operations.md"
 GUIDE_SECTION = "A careful operator's configuration"
@@ -648,6 +649,26 @@ def wait_for_baseline(agent: Agent, after: int) -> None:
     raise GovernorError("the baseline run never finished")
 
 
+def verify(agent: Agent) -> None:
+    """Ask for a trusted run and wait for it: as long as the profile's timeout (a move may make
+    the runner hang) and a queue behind the other trials' runs."""
+    queued = agent.client.post(f"/sessions/{agent.id}/code-verifications",
+                               json={"profile": PROFILE})
+    if queued.status_code != 202:
+        raise GovernorError(f"a run was refused: {queued.status_code} {queued.text[:500]}")
+    deadline = time.monotonic() + RUN_WAIT_S
+    while True:
+        done = agent.client.get(f"/code-verifications/{queued.json()['id']}",
+                                params={"wait": 30}).json()
+        if done["state"] == "finished":
+            break
+        if time.monotonic() > deadline:
+            raise GovernorError(f"run {done['id']} unfinished after {RUN_WAIT_S} s")
+    result = done["result"]
+    agent.tool("reliability_code_verify", {"profile": PROFILE},
+               text="passed" if result["passed"] else f"failed ({result['failureKind']})")
+
+
 def play(agent: Agent, trial: Trial) -> tuple[str, str | None]:
     """The agent's session: (outcome, the begin refusal if any)."""
     for move in trial.moves:
@@ -672,7 +693,7 @@ def play(agent: Agent, trial: Trial) -> tuple[str, str | None]:
         if move.when == "work":
             move.act(agent, trial)
     if names_profile:
-        agent.code_verify(PROFILE)
+        verify(agent)
     agent.say("Done: median handles an even number of values now.")
     for _ in range(12):
         stop = agent.turn_stop()
