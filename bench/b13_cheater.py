@@ -636,7 +636,7 @@ def begin_refusal(status: int, answer: dict[str, Any]) -> str:
 def wait_for_baseline(agent: Agent, after: int) -> None:
     """The baseline run queued at activation: a turn-stop before it finishes is a failed attempt
     ("baseline still running"), so the agent waits for it, as a patient agent would."""
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + RUN_WAIT_S
     while time.monotonic() < deadline:
         page = agent.client.get(f"/sessions/{agent.id}/events", params={"after": after,
                                                                          "limit": 500})
