@@ -1,0 +1,113 @@
+"""docs/operations.md, "A careful operator's configuration": its shell block and its profile
+file run as written against a served project, and the profile's real sandbox run judges the work
+— the baseline runs pytest and fails the test the task is about (never `infrastructure`), the
+fixed package passes, and the contract is certified. B13 (bench/b13_cheater.py) reads the same
+two blocks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.docs.markdown import ROOT, Block, fenced_blocks
+from tests.live import live_server
+
+pytestmark = pytest.mark.sandbox  # the profile's runs go through bubblewrap
+
+SECTION = "A careful operator's configuration"
+BUGGY = "def mul(a, b):\n    return a + b\n"
+FIXED = "def mul(a, b):\n    return a * b\n"
+TESTS = ("from calc import mul\n\n\ndef test_mul_small():\n    assert mul(2, 2) == 4\n\n\n"
+         "def test_mul():\n    assert mul(3, 4) == 12\n")
+
+
+def careful_blocks() -> tuple[Block, Block]:
+    """The section's one shell block and one profile file."""
+    blocks = [block for block in fenced_blocks(ROOT / "docs" / "operations.md")
+              if block.heading == SECTION]
+    shell = [block for block in blocks if block.language == "sh"]
+    profiles = [block for block in blocks if block.language == "json"]
+    assert len(shell) == 1 and len(profiles) == 1, f"one sh and one json block under {SECTION!r}"
+    return shell[0], profiles[0]
+
+
+def test_the_careful_configuration_sets_every_careful_choice() -> None:
+    shell, profiles = careful_blocks()
+    for option in ("--review-mode off", "--unattended-evidence operator",
+                   "--require-discriminating on", "--protected-paths", "governor_profiles load"):
+        assert option in shell.text, option
+    (profile,) = json.loads(profiles.text)["profiles"]
+    assert profile["report"] == "junit" and profile["required"] is True
+    assert "environment" not in profile  # it would need an excluded .venv in every workspace
+
+
+def wait_for_baseline(client: httpx.Client, session: str, after: int) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        events = client.get(f"/sessions/{session}/events", params={"after": after}).json()
+        for event in events["events"]:
+            if event["type"] == "reliability/code-verification" and event["data"]["baseline"]:
+                return dict(event["data"])
+        time.sleep(0.3)
+    raise AssertionError("the baseline run never finished")
+
+
+def test_rule_17_the_careful_blocks_run_as_written_and_their_profile_judges_the_work(
+    tmp_path: Path,
+) -> None:
+    shell, profiles = careful_blocks()
+    profile_file = tmp_path / "governor-profiles.json"
+    profile_file.write_text(profiles.text)
+    with live_server(tmp_path / "server", worker=True) as live:
+        live.manage("governor_project", "create", "careful", "--workspace-root",
+                    str(live.workspace_root))
+        token = live.manage("governor_token", "create", "--project", "careful", "--owner",
+                            "demo-agent").strip()
+        done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", shell.text],  # noqa: S603, S607
+                              cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+                              env={**live.env, "PROJECT": "careful",
+                                   "PROFILES": str(profile_file)})
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "1 changed" in done.stdout
+
+        workspace = live.workspace_root / "calc"
+        (workspace / "tests").mkdir(parents=True)
+        (workspace / "calc.py").write_text(BUGGY)
+        (workspace / "tests" / "test_calc.py").write_text(TESTS)
+        with httpx.Client(base_url=live.url + "/api/v1", timeout=70,
+                          headers={"Authorization": f"Bearer {token}"}) as client:
+            project = client.get("/project").json()
+            assert project["unattended_evidence"] == "operator"
+            assert project["require_discriminating_evidence"] is True
+            assert "tests/**" in project["protected_paths"]
+            assert project["runner_control_exempt"] == []
+            session = client.post("/sessions", json={"workspace": {
+                "kind": "path", "path": str(workspace)}}).json()["id"]
+            begun = client.post(f"/sessions/{session}/code-contracts", json={
+                "objective": "Fix mul",
+                "claims": [{"id": "mul-fixed", "statement": "The tests pass",
+                            "importance": "critical", "verification": "deterministic",
+                            "check_ids": ["tests-pass"]}],
+                "checks": [{"id": "tests-pass", "kind": "code_verification_succeeded",
+                            "profile": "pytest"}]})
+            assert begun.status_code == 201, begun.text
+            baseline = wait_for_baseline(client, session,
+                                         begun.json()["contract"]["startedAtSeq"])
+            assert baseline["failureKind"] == "exit", baseline  # pytest's 1: a test failed
+            assert (baseline["report"]["passed"], baseline["report"]["failed"]) == (1, 1)
+
+            (workspace / "calc.py").write_text(FIXED)
+            queued = client.post(f"/sessions/{session}/code-verifications",
+                                 json={"profile": "pytest"}).json()
+            result = client.get(f"/code-verifications/{queued['id']}",
+                                params={"wait": 60}).json()["result"]
+            assert result["passed"] is True, result
+            assert (result["report"]["passed"], result["report"]["failed"]) == (2, 0)
+            stop = client.post(f"/sessions/{session}/turn-stop").json()
+            assert stop["terminal"]["status"] == "certified", stop
