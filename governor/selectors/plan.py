@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from governor.domain.contracts import FILE_CHECK_KINDS
 from governor.domain.workspace import Workspace, WorkspaceError
@@ -47,7 +47,8 @@ def profile_shown(profile: VerifierProfile, proposed_receipt: str | None) -> dic
         # one string a shell would split back into exactly the argv: which words are one
         # argument shows (issue 40)
         "command": shlex.join(definition["argv"]), "sandbox_mode": definition["sandboxMode"],
-        "timeout_ms": definition["timeoutMs"], "limits": limits_shown(definition["limits"]),
+        "timeout_ms": definition["timeoutMs"], "limits": limits_shown(
+            cast(Mapping[str, int], definition["limits"])),
         "protected_paths": definition.get("protectedPaths", []),
         "report": definition.get("report"), "environment": definition.get("environment", []),
         "plugin_autoload": definition.get("pluginAutoload", False),

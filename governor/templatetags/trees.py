@@ -151,7 +151,7 @@ def file_list(changes: Any, session_id: object) -> SafeString:
     rows = []
     for shown in changes.changes:
         change = shown.change
-        name = path_breaks(change.path)
+        name: str = path_breaks(change.path)
         if change.kind == "renamed":
             name = f"{path_breaks(change.before.path)} → {name}"
         href = (f"#{shown.anchor}" if shown.sectioned else
@@ -160,9 +160,9 @@ def file_list(changes: Any, session_id: object) -> SafeString:
                  f'<span class="count-removed">−{shown.removed}</span>'
                  if shown.hunks is not None else f'<span class="muted">{escape(shown.note)}</span>')
         size = " → ".join(byte_count(n) for n in shown.sizes if n is not None)
-        rows.append(f'<tr><td>{_badge(change.kind)}</td><td class="mono path"><a href="{href}">{name}'
-                    f'</a></td><td class="nowrap">{lines}</td><td class="nowrap small">{size}'
-                    "</td></tr>")
+        rows.append(f'<tr><td>{_badge(change.kind)}</td><td class="mono path"><a href="{href}">'
+                    f'{name}</a></td><td class="nowrap">{lines}</td><td class="nowrap small">'
+                    f"{size}</td></tr>")
     return mark_safe(  # noqa: S308 - paths and notes escaped, the rest is ours
         '<table class="file-list"><caption class="visually-hidden">Changed files</caption>'
         '<thead><tr><th scope="col">Change</th><th scope="col">File</th><th scope="col">Lines'

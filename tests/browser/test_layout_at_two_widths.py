@@ -6,8 +6,6 @@ axe-core finds no violation."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect
 
