@@ -1,7 +1,8 @@
 """What a newcomer saw go wrong in the layout (issue 40), in a real browser at 1280 and 390 px:
 the facts box of a proposal keeps each label beside its value (the expiry pair an htmx swap
 replaces included), and a side-by-side diff keeps its code lines whole — a long one scrolls
-inside the file's own box, never the page — and breaks a file name only after a "/".
+inside the file's own box, never the page — and breaks a file name only after a "/"; the
+evidence page shows a trusted run's command shell-quoted and its limits as sizes.
 axe-core finds no violation."""
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect
 from tests.api.test_contracts import readme_contract
 from tests.browser import DESKTOP, Server, assert_accessible, log_in, screenshot
 from tests.browser.test_delivery import deliveries  # noqa: F401 - the fixture
+from tests.browser.test_review_flow import approve_intent_and_open_the_evidence
+from tests.pages import contract_body
 
 pytestmark = pytest.mark.browser
 
@@ -124,3 +127,38 @@ def test_a_long_code_line_scrolls_in_its_own_box_and_a_file_name_breaks_only_at_
         assert_accessible(page)
         screenshot(page, f"diff-long-line-{view}-{width}")
         page.context.close()
+
+
+README_PRESENT = """
+from governor.domain.profiles import validate_profile
+from governor.models import Project
+from governor.services.profiles import profile_store
+from verification.models import VerifierProfile
+profile_store(model=VerifierProfile, project=Project.objects.get(slug="demo"),
+              validated=validate_profile({
+                  "id": "readme-present", "description": "README.md is there",
+                  "argv": ["/bin/sh", "-c", "test -f README.md"],
+                  "limits": {"memory_bytes": 268435456}}))
+"""
+
+
+def test_the_evidence_page_quotes_the_command_and_reads_limits_as_sizes(
+        server: Server, page: Page) -> None:
+    server.shell(README_PRESENT)
+    body = contract_body()
+    body["checks"].append({"id": "present", "kind": "code_verification_succeeded",
+                           "profile": "readme-present"})
+    body["claims"][0]["check_ids"].append("present")
+    _, review_id = server.propose(body)
+    log_in(page, server, "rita", "rita-password-1")
+    approve_intent_and_open_the_evidence(page, server, review_id)
+    shown = page.locator(".check", has_text="present").locator(".profile-shown")
+    expect(shown.locator("code.command")).to_have_text("/bin/sh -c 'test -f README.md'")
+    memory = shown.locator("code", has_text="memoryBytes")
+    expect(memory).to_have_text("memoryBytes 256 MiB")
+    expect(memory).to_have_attribute("title", "268,435,456 bytes")
+    assert_accessible(page)
+    screenshot(page, "evidence-profile-1280")
+    page.set_viewport_size(PHONE)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    screenshot(page, "evidence-profile-390")

@@ -75,9 +75,9 @@ def test_the_command_is_shell_quoted_and_the_limits_read_as_sizes_with_their_exa
     evidence = evidence_of_a_plan_with_a_profile_and_a_file(agent, workspace, rita)
     page = rita.get(url(evidence)).content.decode()
     assert '<code class="command">/bin/sh -c &#x27;test -f README.md&#x27;</code>' in page
-    assert '<code title="268,435,456 bytes">memoryBytes 256 MiB</code>' in page
-    assert '<code title="1,572,864 bytes">fileBytes 1.5 MiB</code>' in page
-    assert "<code>pids 256</code>" in page and "268435456" not in page
+    assert '<code class="nowrap" title="268,435,456 bytes">memoryBytes 256 MiB</code>' in page
+    assert '<code class="nowrap" title="1,572,864 bytes">fileBytes 1.5 MiB</code>' in page
+    assert '<code class="nowrap">pids 256</code>' in page and "268435456" not in page
 
 
 def test_a_required_profile_the_agent_names_too_is_shown_in_full_once(
