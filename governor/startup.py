@@ -58,8 +58,13 @@ def prepare(environ: MutableMapping[str, str] = os.environ, *,
         _create_owner_only(var / "secret_key", secrets.token_urlsafe(64))
     if not environ.get("GOVERNOR_BROKER_URL", "").strip():
         if redis_answers(*redis):
+            # Database 0 of the host's Redis: every checkout started so on this host shares
+            # its task queue, so the reason says so and how to take another (issue 40).
             environ["GOVERNOR_BROKER_URL"] = f"redis://{redis[0]}:{redis[1]}/0"
-            environ["GOVERNOR_BROKER_CHOICE"] = f"Redis answered on {redis[0]}:{redis[1]}"
+            environ["GOVERNOR_BROKER_CHOICE"] = (
+                f"Redis answered on {redis[0]}:{redis[1]}; database 0 is shared with every "
+                "other checkout on this host that found Redis too: set GOVERNOR_BROKER_URL="
+                f"redis://{redis[0]}:{redis[1]}/N (N 1-15) to give this one a queue of its own")
         else:
             environ["GOVERNOR_BROKER_URL"] = "filesystem://"
             environ["GOVERNOR_BROKER_CHOICE"] = ("Redis did not answer; embedded filesystem "

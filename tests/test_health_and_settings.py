@@ -174,6 +174,9 @@ def test_start_up_chooses_the_broker_once_for_every_process_it_starts(tmp_path: 
     answered: dict[str, str] = {"GOVERNOR_VAR_DIR": str(tmp_path)}
     prepare(answered)  # the Redis server of the test machine
     assert answered["GOVERNOR_BROKER_URL"] == "redis://127.0.0.1:6379/0"
+    assert ("database 0 is shared with every other checkout on this host" in
+            answered["GOVERNOR_BROKER_CHOICE"])  # issue 40: and how to take another
+    assert "set GOVERNOR_BROKER_URL=redis://127.0.0.1:6379/N" in answered["GOVERNOR_BROKER_CHOICE"]
     configured = {"GOVERNOR_VAR_DIR": str(tmp_path), "GOVERNOR_BROKER_URL": "redis://queue:6379/2"}
     prepare(configured)
     assert configured["GOVERNOR_BROKER_URL"] == "redis://queue:6379/2"

@@ -36,6 +36,14 @@ from governor.domain.workspace import Workspace, WorkspaceError
 WORKSPACE_WRITE = "workspace-write"
 EVIDENCE_SNIPPET_CHARS = 80
 SHORT_TREE_HEX = 12  # hex digits of a tree id or digest in evidence text
+NO_RUN = "No run of profile"  # a trusted run's check with no run yet: not run, not failed
+
+
+def awaits_run(result: Mapping[str, Any]) -> bool:
+    """A failed result of a trusted run's check that no run counts for yet: the check has not
+    run, so it has not failed either (the reliability page counts it apart)."""
+    return (result.get("kind") == "code_verification_succeeded" and not result.get("passed")
+            and str(result.get("evidence", "")).startswith(NO_RUN))
 
 TreeKey = tuple[str, str]  # (tree id, exclusions digest): two trees are the same when both are
 
@@ -469,7 +477,8 @@ def _code_verification_succeeded(check: Check, ctx: _Context) -> tuple[bool, str
                            ctx.environments)
     passed_count = sum(1 for run in window.runs if run.passed)
     stale = window.stale
-    notes = f"; {stale} stale result{'s' if stale != 1 else ''} of an edited profile ignored"
+    notes = (f"; {stale} stale result{'s' if stale != 1 else ''} of an edited profile ignored"
+             if stale else "")
     if window.other_tree is not None:
         count = window.other_trees
         notes += (f"; {count} result{'s' if count != 1 else ''} of another tree ignored "
@@ -483,7 +492,7 @@ def _code_verification_succeeded(check: Check, ctx: _Context) -> tuple[bool, str
         else " (the contract start)"
     )
     if not window.runs:
-        return False, f"No run of profile {profile!r} {since} on this tree{notes}."
+        return False, f"{NO_RUN} {profile!r} {since} on this tree{notes}."
     count = len(window.runs)
     summary = (
         f"{passed_count} of the last {count} run{'s' if count != 1 else ''} "

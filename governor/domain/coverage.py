@@ -25,6 +25,7 @@ from governor.domain.canonical import receipt
 from governor.domain.changes import PROTECTED_CLAIM_ID
 from governor.domain.contracts import (
     FILE_CHECK_KINDS,
+    REQUIRED_CODE_CLAIM_ID,
     SCOPE_CHECK_KINDS,
     TOOL_CHECK_KINDS,
     normalise_path,
@@ -35,6 +36,7 @@ WEIGHTS = {"critical": 5, "important": 3, "minor": 1}
 TRAJECTORY_SOURCE = "session-trajectory:tool-events"
 CHANGES_SOURCE = "workspace-changes"  # every scope check of a contract is one source (§14.2)
 BASELINES = ("fails", "passes", "unknown")
+INJECTED = frozenset({PROTECTED_CLAIM_ID, REQUIRED_CODE_CLAIM_ID})  # the governor's claims
 
 # check kind -> (finding code, message) for the per-claim, per-supporting-check warnings.
 CHECK_WARNINGS = {
@@ -149,6 +151,8 @@ def assess(
                     }
                 )
 
+    others_critical = any(claim["importance"] == "critical" and claim["id"] not in INJECTED
+                          for claim in claims)
     for claim in claims:
         if claim["id"] == PROTECTED_CLAIM_ID:  # injected: a constraint by design (§14.3)
             continue
@@ -164,6 +168,8 @@ def assess(
             # that rests on one is warned about, never refused, before that run — a report
             # profile's check then fails unless a test failed in it (§17.6).
             refused = require_discriminating and "unknown" not in known
+            if claim["id"] == REQUIRED_CODE_CLAIM_ID and not refused and others_critical:
+                continue  # injected: the agent's own critical claims carry the warning
             if refused:
                 why = " (the project requires discriminating evidence)"
             elif "unknown" in known:

@@ -19,6 +19,16 @@ class ChartLine(TypedDict):
     style: str  # target | guardrail
 
 
+def compact(value: float) -> str:
+    """A tick label short enough for the axis's room (LEFT): three significant digits, with k,
+    M or G from a thousand on ("12.5k", "1.23M", "0.031")."""
+    rounded = float(f"{value:.3g}")
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(rounded) >= scale:
+            return f"{rounded / scale:.3g}{suffix}"
+    return f"{rounded:.3g}"
+
+
 def _scale(low: float, high: float, size: int, flip: bool) -> Callable[[float], float]:
     span = (high - low) or 1.0
 
@@ -78,7 +88,7 @@ def metric_chart(*, metric: str, unit: str, contract: dict[str, Any],
                    for point in points],
         "polyline": " ".join(f"{x(min(max(p['at'], start), end))},{y(p['value'])}"
                              for p in points),
-        "low": f"{low:g}", "high": f"{high:g}",
+        "low": compact(low), "high": compact(high),
         "description": (f"{metric} over the outcome window: {len(points)} observation(s)"
                         + (f", baseline {baseline:g}" if baseline is not None else "")
                         + "".join(f", {line['label']}" for line in lines)),

@@ -14,7 +14,8 @@ of the contract's checks. The reason is 1..2000 characters after trimming, and i
 (it is the evidence the report stands on, chained and exported with it).
 
 **Facts.** Every governor event this server writes yields the rows the reliability page counts
-(`event_facts`): one per contract, terminal, failed check of an attempt, trusted run (baseline
+(`event_facts`): one per contract, terminal, failed check of an attempt (a trusted run's check
+no run counts for yet has not run, so it has not failed: not counted), trusted run (baseline
 runs excluded: they show the state before the work), review decision and report. They are
 written with the event and never changed, so a page over any period is a few aggregate queries.
 """
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict, cast
 
 from governor.domain.canonical import receipt
+from governor.domain.checks import awaits_run
 from governor.domain.fields import FieldsInvalid
 
 OUTCOME_REPORT = "reliability/outcome-report"
@@ -145,7 +147,8 @@ def event_facts(event_type: str, data: Mapping[str, Any], *, attempts: int,
         results: Sequence[object] = data.get("results") or []
         return [Fact("check", str(result.get("id")), str(result.get("kind")),
                      value=int(data.get("attempt") or 0), contract_id=contract_id)
-                for result in results if isinstance(result, dict) and not result.get("passed")]
+                for result in results
+                if isinstance(result, dict) and not result.get("passed") and not awaits_run(result)]
     if event_type == CODE_VERIFICATION:
         if data.get("baseline") is True:
             return []

@@ -5,8 +5,9 @@ tree that passed, and the attempt and runs that proved each claim. Reads only.""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from governor.domain.contracts import FILE_CHECK_KINDS
 from governor.domain.workspace import Workspace, WorkspaceError
@@ -20,6 +21,22 @@ from reviews.models import Review
 from verification.models import VerificationRun, VerifierProfile
 
 PREVIEW_BYTES = 4096
+BINARY_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+def size_shown(size: int) -> str:
+    """A byte count as people read it: "256 MiB", "1.5 GiB", "512 B"."""
+    for unit, scale in BINARY_UNITS:
+        if size >= scale:
+            return f"{size / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{size} B"
+
+
+def limits_shown(limits: Mapping[str, int]) -> list[tuple[str, str, str]]:
+    """A profile's limits as (name, value as read, the exact value): sizes in binary units,
+    their exact bytes kept for a title."""
+    return [(name, size_shown(value), f"{value:,} bytes") if name.endswith("Bytes")
+            else (name, f"{value:,}", "") for name, value in limits.items()]
 
 
 def profile_shown(profile: VerifierProfile, proposed_receipt: str | None) -> dict[str, object]:
@@ -27,8 +44,11 @@ def profile_shown(profile: VerifierProfile, proposed_receipt: str | None) -> dic
     definition = profile.definition()
     return {
         "id": profile.profile_id, "description": profile.description,
-        "argv": definition["argv"], "sandbox_mode": definition["sandboxMode"],
-        "timeout_ms": definition["timeoutMs"], "limits": definition["limits"],
+        # one string a shell would split back into exactly the argv: which words are one
+        # argument shows (issue 40)
+        "command": shlex.join(definition["argv"]), "sandbox_mode": definition["sandboxMode"],
+        "timeout_ms": definition["timeoutMs"], "limits": limits_shown(
+            cast(Mapping[str, int], definition["limits"])),
         "protected_paths": definition.get("protectedPaths", []),
         "report": definition.get("report"), "environment": definition.get("environment", []),
         "plugin_autoload": definition.get("pluginAutoload", False),
@@ -61,7 +81,9 @@ def _file_now(session: Session, path: str) -> dict[str, object]:
 
 
 def plan_details(session: Session, proposal: Mapping[str, Any]) -> dict[str, dict[str, object]]:
-    """By check id: `profile` for a trusted run's check, `file` for a file check."""
+    """By check id: `profile` for a trusted run's check (or, for a later check naming the same
+    profile, `same_profile_as`: the id and anchor of the check that shows it), `file` for a
+    file check. A check's anchor is `check-<its index>`, as the evidence page numbers them."""
     checks = proposal.get("checks", [])
     named = {str(check.get("profile")) for check in checks
              if check.get("kind") == "code_verification_succeeded"}
@@ -71,10 +93,17 @@ def plan_details(session: Session, proposal: Mapping[str, Any]) -> dict[str, dic
                                                               profile_id__in=named)}
     details: dict[str, dict[str, object]] = {}
     files: dict[str, dict[str, object]] = {}
-    for check in checks:
+    shown_at: dict[str, dict[str, str]] = {}  # profile id -> the check that shows it in full
+    for index, check in enumerate(checks):
         kind = check.get("kind")
         if kind == "code_verification_succeeded":
-            details[str(check.get("id"))] = {"profile": profiles.get(str(check.get("profile")))}
+            profile_id = str(check.get("profile"))
+            if profile_id in shown_at:  # a required profile the agent names too: shown once
+                details[str(check.get("id"))] = {"same_profile_as": shown_at[profile_id]}
+                continue
+            if profile_id in profiles:
+                shown_at[profile_id] = {"id": str(check.get("id")), "anchor": f"check-{index}"}
+            details[str(check.get("id"))] = {"profile": profiles.get(profile_id)}
         elif kind in FILE_CHECK_KINDS and kind != "file_absent":
             path = str(check.get("path"))
             if path not in files:

@@ -245,6 +245,10 @@ def _observe(session: Session, row: OutcomeContract, trigger: str, at: int,
         if requested_at is not None:
             OutcomeContract.objects.filter(pk=row.pk, requested_at_ms=requested_at).update(
                 requested_at_ms=None)
+        if trigger != "schedule":  # the period counts from the last observation, whoever asked
+            later = min(at + fresh.binding["windows"]["observeEveryMs"], row.deadline_at_ms)
+            OutcomeContract.objects.filter(pk=row.pk, next_observe_at_ms__lt=later).update(
+                next_observe_at_ms=later)
         if evaluation["status"] in domain.TERMINAL_STATUSES:
             _terminal(session, state, fresh, contract, evaluation["status"], evaluation,
                       document["receipt"])

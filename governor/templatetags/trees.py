@@ -28,6 +28,13 @@ def tree_short(tree_id: object) -> str:
 
 
 @register.filter
+def path_breaks(path: object) -> SafeString:
+    """A file path that breaks across lines only after a `/` (a `<wbr>` there; the `path`
+    class keeps the browser from breaking inside a name, "calc.\npy")."""
+    return mark_safe("/<wbr>".join(escape(part) for part in str(path).split("/")))  # noqa: S308
+
+
+@register.filter
 def by_key(mapping: object, key: object) -> object:
     """`mapping[key]`, or None: a template's lookup by a variable key."""
     return mapping.get(key) if isinstance(mapping, dict) else None
@@ -144,18 +151,18 @@ def file_list(changes: Any, session_id: object) -> SafeString:
     rows = []
     for shown in changes.changes:
         change = shown.change
-        name = escape(change.path)
+        name: str = path_breaks(change.path)
         if change.kind == "renamed":
-            name = f"{escape(change.before.path)} → {name}"
+            name = f"{path_breaks(change.before.path)} → {name}"
         href = (f"#{shown.anchor}" if shown.sectioned else
                 escape(views[changes.after if change.after else changes.before](change.path)))
         lines = (f'<span class="count-added">+{shown.added}</span> '
                  f'<span class="count-removed">−{shown.removed}</span>'
                  if shown.hunks is not None else f'<span class="muted">{escape(shown.note)}</span>')
         size = " → ".join(byte_count(n) for n in shown.sizes if n is not None)
-        rows.append(f'<tr><td>{_badge(change.kind)}</td><td class="mono"><a href="{href}">{name}'
-                    f'</a></td><td class="nowrap">{lines}</td><td class="nowrap small">{size}'
-                    "</td></tr>")
+        rows.append(f'<tr><td>{_badge(change.kind)}</td><td class="mono path"><a href="{href}">'
+                    f'{name}</a></td><td class="nowrap">{lines}</td><td class="nowrap small">'
+                    f"{size}</td></tr>")
     return mark_safe(  # noqa: S308 - paths and notes escaped, the rest is ours
         '<table class="file-list"><caption class="visually-hidden">Changed files</caption>'
         '<thead><tr><th scope="col">Change</th><th scope="col">File</th><th scope="col">Lines'

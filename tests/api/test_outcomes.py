@@ -127,6 +127,27 @@ def _row(session: dict[str, Any]) -> OutcomeContract:
     return OutcomeContract.objects.get(session_id=session["id"])
 
 
+def test_rule_4_an_asked_for_observation_moves_the_scheduled_one_a_period_on(
+        agent: AgentClient, workspace: Path, outcome_profile: dict[str, Any],
+        answers: Answers) -> None:
+    """Issue 40: the schedule observed again 11 s after the agent's own request. The period
+    counts from the last observation, whoever asked."""
+    session = certified(agent, workspace, answers)
+    row = _row(session)
+    assert row.started_at_ms is not None and row.next_observe_at_ms is not None
+    day2 = row.started_at_ms + 2 * DAY_MS
+    OutcomeContract.objects.filter(pk=row.pk).update(next_observe_at_ms=day2 + 11_000)
+    answers.metrics(0.029, as_of=day2)
+    outcomes.outcome_observation_take(contract_id=row.pk, trigger="agent",
+                                      requested_at=day2, now=day2)
+    assert _row(session).next_observe_at_ms == day2 + HOUR_MS
+    assert outcomes.outcomes_observe_due(now=day2 + 11_000) == 0  # not 11 s later
+    answers.metrics(0.029, as_of=day2 + HOUR_MS)
+    assert outcomes.outcomes_observe_due(now=day2 + HOUR_MS) == 1
+    assert [o["trigger"] for o in outcome_status(session=Session.objects.get(pk=session["id"]))[
+        "observations"]] == ["agent", "schedule"]
+
+
 def test_rule_5_observations_walk_from_observing_to_achieved_with_a_signed_terminal(
         agent: AgentClient, workspace: Path, outcome_profile: dict[str, Any],
         answers: Answers) -> None:

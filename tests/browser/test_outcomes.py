@@ -76,6 +76,7 @@ def test_certify_observe_twice_and_see_the_chart_and_the_achieved_terminal(
     expect(panel).to_contain_text("after delivery: conversion ≥ 0.031")
     expect(page.locator("#outcome-status")).to_have_text("observing")
     Answers(data_dir).metrics(0.02)
+    expect(page.get_by_role("button", name="Observe now")).to_have_class("secondary")
     page.get_by_role("button", name="Observe now").click()
     # A worker runs the probe; the panel updates itself when it has answered.
     expect(panel.locator("table")).to_contain_text("conversion = 0.02", timeout=30_000)
@@ -89,6 +90,13 @@ def test_certify_observe_twice_and_see_the_chart_and_the_achieved_terminal(
     expect(chart.locator("rect[width='10']")).to_have_count(1)   # 0.02: did not hold
     expect(chart.locator("circle")).to_have_count(1)             # 0.04: held
     expect(chart).to_contain_text("target conversion-up: 0.031 (dashed)")
+    chart_box = chart.bounding_box()
+    assert chart_box is not None
+    for tick in chart.locator("text[text-anchor='end']").all()[:2]:  # the y-axis labels
+        tick_box = tick.bounding_box()
+        assert tick_box is not None and tick_box["x"] >= chart_box["x"]  # not clipped
     assert_accessible(page)
     screenshot(page, "outcome-1280")
+    page.set_viewport_size({"width": 390, "height": 844})
+    screenshot(page, "outcome-390")
     assert server.agent.get(f"/sessions/{session_id}/outcome").json()["status"] == "achieved"

@@ -8,7 +8,10 @@ an agent token), on a free port, with no worker — in this environment:
 - `GOVERNOR_URL` (the server, no `/api/v1`) and `GOVERNOR_TOKEN` (the agent token) are set;
   `GOVERNOR_REVIEW_WAIT` is 1, so a snippet that waits for a person waits one second;
 - the working directory stands for the checkout: its `workspaces/` is the demo project's
-  workspace root (a fresh directory per instance);
+  workspace root (a fresh directory per instance), and its `manage.py` and `.venv` are this
+  checkout's (links), with the instance's settings (`GOVERNOR_VAR_DIR`, ...) in the
+  environment, so `.venv/bin/python manage.py …` acts on the served instance as it would on
+  the one `make run` serves;
 - `PATH` starts with the virtualenv's `bin/` (`python`, `governor-agent`);
 - `sh` blocks run with `bash -e -o pipefail`, `python` blocks with the virtualenv's Python.
 
@@ -19,6 +22,7 @@ placeholder filled in, a machine of its own or root is not marked.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +32,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.markdown import PAGES, Block, fenced_blocks
-from tests.live import Live, live_server
+from tests.live import ROOT, Live, live_server
 
 RUNNABLE = "<!-- runnable -->"
 RUNNERS = {"sh": ["bash", "-e", "-o", "pipefail"], "python": [sys.executable]}
@@ -46,7 +50,10 @@ BLOCKS = runnable_blocks()
 def run(block: Block, live: Live, cwd: Path) -> subprocess.CompletedProcess[str]:
     script = cwd / f"snippet-{block.page.stem}-{block.line}.{block.language}"
     script.write_text(block.text)
-    env = {key: value for key, value in os.environ.items() if not key.startswith("GOVERNOR_")}
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("GOVERNOR_") and key != "DATABASE_URL"}
+    env.update({key: value for key, value in live.env.items()  # the instance's settings
+                if key.startswith("GOVERNOR_") or key == "DATABASE_URL"})
     env.update(GOVERNOR_URL=live.url, GOVERNOR_TOKEN=live.token, GOVERNOR_REVIEW_WAIT="1",
                PATH=f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}")
     return subprocess.run(  # noqa: S603
@@ -55,9 +62,14 @@ def run(block: Block, live: Live, cwd: Path) -> subprocess.CompletedProcess[str]
 
 
 def checkout(live: Live) -> Path:
-    """The directory that stands for the checkout: the parent of the demo workspace root."""
+    """The directory that stands for the checkout: the parent of the demo workspace root,
+    with this checkout's `manage.py` and virtualenv."""
     assert live.workspace_root.name == "workspaces"
-    return live.workspace_root.parent
+    here = live.workspace_root.parent
+    for name, target in (("manage.py", ROOT / "manage.py"), (".venv", VENV_BIN.parent)):
+        if not (here / name).exists():
+            (here / name).symlink_to(target)
+    return here
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +94,18 @@ def test_the_readme_session_and_the_python_client_snippet_are_marked() -> None:
     marked = {(block.page.name, block.heading, block.language) for block in BLOCKS}
     assert ("README.md", "Using it", "sh") in marked
     assert ("integrations.md", "The client", "python") in marked
+
+
+def test_every_command_docs_reviewing_gives_to_run_is_marked() -> None:
+    """Issue 40: its Stage 3 gave a `governor_project` command that answered `invalid choice`.
+    Every `manage.py` command the page gives stands in a marked block (which runs it)."""
+    page = ROOT / "docs" / "reviewing.md"
+    marked = "".join(block.text for block in BLOCKS if block.page == page)
+    assert ".venv/bin/python manage.py governor_project set demo --delivery-review required" in (
+        marked)
+    text = page.read_text(encoding="utf-8")
+    for given in re.findall(r"`(manage\.py [^`]*)`", text):
+        assert given in marked, f"docs/reviewing.md gives `{given}` outside a marked block"
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[block.where() for block in BLOCKS])

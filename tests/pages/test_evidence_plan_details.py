@@ -25,14 +25,15 @@ PROFILE = {"id": "unit-tests", "description": "Runs the calc unit tests with pyt
 
 
 def evidence_of_a_plan_with_a_profile_and_a_file(agent: AgentClient, workspace: Path,
-                                                 rita: Client) -> Review:
+                                                 rita: Client, route: str = "contracts"
+                                                 ) -> Review:
     (workspace / "README.md").write_text("<script>alert(1)</script>\n## Install\n")
     body = contract_body()
     body["checks"].append({"id": "tests", "kind": "code_verification_succeeded",
                            "profile": "unit-tests"})
     body["claims"][0]["check_ids"].append("tests")
     session_id = agent.create_session(workspace)["id"]
-    response = agent.post(f"/sessions/{session_id}/contracts", body)
+    response = agent.post(f"/sessions/{session_id}/{route}", body)
     assert response.status_code == 202, response.content
     return approve_intent(rita, Review.objects.get(pk=response.json()["review"]["id"]))
 
@@ -61,7 +62,40 @@ def test_a_profile_edited_after_the_plan_was_proposed_says_so(
                   validated=validate_profile({**PROFILE, "argv": ["/bin/true"]}))
     page = rita.get(url(evidence)).content.decode()
     assert "The profile was edited after this plan was proposed" in page
-    assert "<code>/bin/true</code>" in page  # what will run now
+    assert '<code class="command">/bin/true</code>' in page  # what will run now
+
+
+def test_the_command_is_shell_quoted_and_the_limits_read_as_sizes_with_their_exact_bytes(
+        agent: AgentClient, workspace: Path, review_project: Project, rita: Client) -> None:
+    """Issue 40: `/bin/sh -c test -f README.md` did not say which words are one argument; a
+    limit of 268435456 was a number to count the digits of."""
+    profile_store(model=VerifierProfile, project=review_project, validated=validate_profile({
+        **PROFILE, "report": None, "argv": ["/bin/sh", "-c", "test -f README.md"],
+        "limits": {"memory_bytes": 256 * 1024**2, "file_bytes": 3 * 1024**2 // 2}}))
+    evidence = evidence_of_a_plan_with_a_profile_and_a_file(agent, workspace, rita)
+    page = rita.get(url(evidence)).content.decode()
+    assert '<code class="command">/bin/sh -c &#x27;test -f README.md&#x27;</code>' in page
+    assert '<code class="nowrap" title="268,435,456 bytes">memoryBytes 256 MiB</code>' in page
+    assert '<code class="nowrap" title="1,572,864 bytes">fileBytes 1.5 MiB</code>' in page
+    assert '<code class="nowrap">pids 256</code>' in page and "268435456" not in page
+
+
+def test_a_required_profile_the_agent_names_too_is_shown_in_full_once(
+        agent: AgentClient, workspace: Path, review_project: Project, rita: Client) -> None:
+    profile_store(model=VerifierProfile, project=review_project,
+                  validated=validate_profile({**PROFILE, "required": True}))
+    evidence = evidence_of_a_plan_with_a_profile_and_a_file(agent, workspace, rita,
+                                                            route="code-contracts")
+    checks = [check["id"] for check in evidence.proposal["checks"]]
+    assert [check["id"] for check in evidence.proposal["checks"]
+            if check.get("profile") == "unit-tests"] == ["code-profile-unit-tests", "tests"]
+    first = checks.index("code-profile-unit-tests")  # after the protected-paths check
+    page = rita.get(url(evidence)).content.decode()
+    assert page.count("What this trusted run runs") == 1
+    assert page.count("Runs the calc unit tests with pytest") == 1
+    assert (f'Runs the same trusted profile as check <a href="#check-{first}" class="mono">'
+            "code-profile-unit-tests</a>") in page
+    assert f'id="check-{first}"' in page
 
 
 def test_a_file_checks_file_is_shown_as_the_workspace_holds_it_as_text(

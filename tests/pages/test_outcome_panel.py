@@ -65,6 +65,7 @@ def test_rule_6_the_timeline_shows_the_outcome_with_a_chart_and_a_reviewer_may_o
     assert '<svg role="img"' in page and "baseline: 0.028 (dotted)" in page
     assert "target conversion-up: 0.031 (dashed)" in page
     assert 'id="outcome-status">observing<' in page
+    assert '<button type="submit" id="observe-now" class="secondary">' in page  # as the others
     answers.metrics(0.05)
     response = press(rita, url, "Observe now")
     assert response.status_code == 302, response.content

@@ -29,6 +29,8 @@ from tests.api.test_contracts import Agent, readme_contract
 from tests.conftest import AgentClient
 from tests.pages import reviewer_client
 from tests.pages.test_outcome_reports import report
+from tests.unit.test_checks import CODE_CHECK, call, verification
+from tests.unit.test_checks import run as check_run
 
 URL = "/projects/acme/reliability"
 
@@ -128,6 +130,22 @@ def test_trusted_run_failures_are_counted_per_profile_without_baselines(
     [profile] = rita.get(URL, {"format": "json"}).json()["runs"]
     assert profile == {"profile": "unit-tests", "runs": 3, "failures": 2,
                        "kinds": {"exit": 1, "timeout": 1}}
+
+
+def test_a_trusted_runs_check_no_run_answered_yet_is_not_counted_as_a_failed_check(
+        project: Project, agent: AgentClient, workspace: Path, rita: Client) -> None:
+    """Issue 40: "no run requested yet" is a check that has not run, not one that failed."""
+    session = Agent(agent, workspace)
+    not_run = check_run(CODE_CHECK, events=[call(11, "c", "edit")])
+    assert not_run["evidence"].startswith("No run of profile")
+    failed = check_run(CODE_CHECK, events=[verification(12, passed=False)])
+    attempt = {"contractId": "c-1", "attempt": 1, "results": [
+        not_run, {**failed, "id": "lint"}]}
+    for fact in event_facts("reliability/attempt", attempt, attempts=1):
+        record(project, session.id, 1, fact)
+    assert rita.get(URL, {"format": "json"}).json()["checks"] == [
+        {"check": "lint", "kind": "code_verification_succeeded", "failures": 1}]
+    assert "has not run, so it has not failed" in rita.get(URL).content.decode()
 
 
 @pytest.mark.parametrize("sizes", [(10, 200)])

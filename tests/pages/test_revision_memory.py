@@ -56,6 +56,7 @@ def test_the_next_proposal_shows_the_feedback_and_what_changed(
     assert "rita's" in memory and "revision request" in memory
     assert FEEDBACK in memory and f'href="/reviews/{evidence.pk}/"' in memory
     assert f'href="/reviews/{first.pk}/">the previous intent proposal' in memory
+    assert '(<span class="badge ok">approved</span>)' in memory  # issue 40: not "(approved )"
     assert '<span class="badge ok">added</span> check <code>readme-has-2</code>' in memory
     assert '<span class="badge warn">changed</span> claim <code>claim-0</code>: checkIds' in memory
     assert "The objective changed" not in memory and "removed" not in memory

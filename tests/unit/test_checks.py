@@ -13,6 +13,7 @@ from governor.domain.checks import (
     CheckResult,
     LogEvidence,
     VerificationRecord,
+    awaits_run,
     evaluate_check,
     evaluate_checks,
     resolve_pointer,
@@ -570,7 +571,15 @@ def test_rule_4_10_a_fresh_passing_run_passes() -> None:
     outcome = run(CODE_CHECK, events=[call(11, "c", "edit"), verification(12)])
     assert outcome["passed"]
     assert "1 of the last 1 run of profile 'tests' after seq 11" in outcome["evidence"]
-    assert "0 stale results" in outcome["evidence"]
+    assert "stale result" not in outcome["evidence"]  # said only when one was ignored
+
+
+def test_rule_4_10_no_run_yet_is_a_check_that_awaits_its_run_not_one_that_failed() -> None:
+    outcome = run(CODE_CHECK, events=[call(11, "c", "edit")])
+    assert not outcome["passed"] and awaits_run(outcome)
+    assert outcome["evidence"] == ("No run of profile 'tests' after seq 11 (the last workspace "
+                                   "change) on this tree.")
+    assert not awaits_run(run(CODE_CHECK, events=[verification(12, passed=False)]))
 
 
 def test_rule_4_10_later_edit_makes_a_pass_stale() -> None:

@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 
 from governor.domain.checks import LogEvidence, evaluate_check
-from governor.domain.contracts import unattended_refusals
+from governor.domain.contracts import (
+    REQUIRED_CODE_CLAIM_ID,
+    inject_code_profiles,
+    unattended_refusals,
+    validate_proposal,
+)
 from governor.domain.coverage import assess
 from governor.domain.documents import Check, Claim
 from governor.domain.reports import against_baseline
@@ -106,6 +111,29 @@ def test_rule_17_6_the_assessment_warns_that_a_test_run_must_fail_on_the_start_t
         assert finding["severity"] == "warning" and assessment["status"] == "ready"
         assert ("a test run none of whose tests failed there does not count"
                 in finding["message"]) is said
+
+
+def test_rule_14_5_the_injected_code_claim_is_not_warned_about_beside_the_agents_own() -> None:
+    """The governor's own claim that every required profile passes is a regression guard: it
+    passes before the work by design. Beside a critical claim of the agent's it is no warning
+    (issue 40); alone, it is the contract's only critical claim and still warned about."""
+    required = inject_code_profiles(
+        validate_proposal({"objective": "Fix mul", "claims": [], "checks": []},
+                          max_checks=20, max_attempts_cap=3, allow_empty_checks=True,
+                          allow_empty_claims=True),
+        ["unit-tests"])
+    baselines = {"code-profile-unit-tests": "unknown", "notes": "fails"}
+    agents = _claim("fixed", "notes")
+    with_own = assess("Fix mul", [*required.claims, agents], [*required.checks, CHECKS[0]],
+                      baselines=baselines)
+    assert [f for f in with_own["findings"] if f.get("claimId") == REQUIRED_CODE_CLAIM_ID] == []
+    alone = assess("Fix mul", required.claims, required.checks, baselines=baselines)
+    assert [f["code"] for f in alone["findings"] if f.get("claimId") == REQUIRED_CODE_CLAIM_ID
+            ] == ["claim_not_discriminating"]
+    refused = assess("Fix mul", [*required.claims, agents], [*required.checks, CHECKS[0]],
+                     baselines={**baselines, "code-profile-unit-tests": "passes"},
+                     require_discriminating=True)
+    assert refused["status"] == "not-ready"  # an error is never left out
 
 
 def _claim(claim_id: str, *check_ids: str, importance: str = "critical") -> Claim:

@@ -55,6 +55,16 @@ def test_facts_of_a_terminal_count_its_attempts_and_of_an_attempt_its_failed_che
         "reliability/attempt", attempt, attempts=1)] == [("b", "file_contains", 1)]
 
 
+def test_a_trusted_runs_check_that_no_run_answered_yet_is_not_counted_as_failed() -> None:
+    attempt = {"contractId": "contract-1", "attempt": 1, "results": [
+        {"id": "unit", "kind": "code_verification_succeeded", "passed": False,
+         "evidence": "No run of profile 'unit' after seq 4 (the contract start) on this tree."},
+        {"id": "lint", "kind": "code_verification_succeeded", "passed": False,
+         "evidence": "0 of the last 1 run of profile 'lint' after seq 4 (the contract start) "
+                     "on this tree passed (need 1)."}]}
+    assert [f.name for f in event_facts("reliability/attempt", attempt, attempts=1)] == ["lint"]
+
+
 def test_a_review_decision_is_timed_from_its_proposal() -> None:
     [fact] = event_facts("reliability/contract-review", {"decision": "approved"}, attempts=0,
                          proposed_ms=1_000, at_ms=61_000)
