@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar, cast
 
-from governor.domain import changes
+from governor.domain import changes, tamper
 from governor.domain.canonical import (
     JSONObject,
     JSONValueError,
@@ -880,3 +880,30 @@ def inject_protected_paths(proposal: Proposal, patterns: Sequence[str], *,
             patterns, proposal.protected_changes, sections,
             runner_control.exempt if runner_control is not None else ()), *proposal.checks],
         claims=[changes.protected_claim(), *proposal.claims])
+
+
+def inject_tamper_scan(proposal: Proposal, *, max_checks: int | None = None) -> Proposal:
+    """Rule 17.5: when a check of the contract names a verifier profile (code runs), prepend
+    the check `tamper-free` (kind `tamper_free`) and the critical claim
+    `no-evidence-tampering` over it. Their ids are the server's in every contract: an agent's
+    check or claim using one is refused naming it."""
+    errors = FieldErrors()
+    for index, check in enumerate(proposal.checks):
+        if check["id"] == tamper.TAMPER_CHECK_ID:
+            errors.add(join_path("checks", index, "id"),
+                       f"check id {tamper.TAMPER_CHECK_ID!r} is reserved for the tamper scan")
+    for index, claim in enumerate(proposal.claims):
+        if claim["id"] == tamper.TAMPER_CLAIM_ID:
+            errors.add(join_path("claims", index, "id"),
+                       f"claim id {tamper.TAMPER_CLAIM_ID!r} is reserved for the tamper scan")
+    runs_code = any(check["kind"] == "code_verification_succeeded" for check in proposal.checks)
+    if runs_code and max_checks is not None and len(proposal.checks) + 1 > max_checks:
+        errors.add("checks", f"with the tamper scan's check the contract would hold "
+                             f"{len(proposal.checks) + 1} checks; at most {max_checks} are "
+                             "allowed")
+    if errors.items:
+        raise ContractError(errors.items)
+    if not runs_code:
+        return proposal
+    return replace(proposal, checks=[tamper.tamper_check(), *proposal.checks],
+                   claims=[tamper.tamper_claim(), *proposal.claims])

@@ -13,9 +13,12 @@
                         signatures? ([{userId, credentialId, nonce, assertion}], the reviewers'
                         passkey signatures, governor.domain.passkey), commentsCount?,
                         commentsReceipt? (receipt("review-comments", [{path, side, line,
-                        body, userId}]): the line comments the agent receives), receipt}
+                        body, userId}]): the line comments the agent receives),
+                        acceptedFindings? (the tamper findings a person accepted, §17.5),
+                        receipt}
     delivery proposal  {stage: "delivery", sessionId, contractId, contractReceipt, objective,
-                        attemptReceipt, attempt, tree, startTree, changes}
+                        attemptReceipt, attempt, tree, startTree, changes,
+                        tamperFindings? ([{id, path, line, rule, reason, excerpt}])}
                        receipt("delivery-proposal", it)
                        receipt("intent-review" | "contract-review" | "delivery-review", it
                        without receipt);
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
@@ -45,6 +48,7 @@ from governor.domain.documents import (
 )
 from governor.domain.fields import FieldsInvalid
 from governor.domain.outcomes import summary_words
+from governor.domain.tamper import TAMPER_CHECK_KIND
 from governor.domain.treediff import word_diff
 
 MAX_FEEDBACK_CHARS = 2000
@@ -107,6 +111,7 @@ class DeliveryProposal(TypedDict):
     tree: TreeRef | None
     startTree: TreeRef | None
     changes: list[dict[str, str]] | None
+    tamperFindings: NotRequired[list[dict[str, Any]]]
 
 
 ReviewProposal = IntentProposal | EvidenceProposal | DeliveryProposal
@@ -155,14 +160,41 @@ def delivery_proposal(*, session_id: str, contract: ContractDocument,
                       ) -> DeliveryProposal:
     """The third, optional stage (issue 28): what a person approves once every check passed —
     the contract (its receipt), the passing attempt (its receipt and the tree it judged) and
-    what changed since the contract's start tree — bound by receipt("delivery-proposal")."""
-    return {
+    what changed since the contract's start tree — bound by receipt("delivery-proposal"); and
+    the tamper scan's findings on it (rules §17.5), which only an approval accepting each
+    certifies."""
+    proposal: DeliveryProposal = {
         "stage": "delivery", "sessionId": session_id, "contractId": contract["contractId"],
         "contractReceipt": contract["receipt"], "objective": contract["objective"],
         "attemptReceipt": attempt["receipt"], "attempt": attempt["attempt"],
         "tree": attempt.get("tree"), "startTree": contract.get("startTree"),
         "changes": changes,
     }
+    findings = tamper_findings(attempt.get("results") or [])
+    if findings:
+        proposal["tamperFindings"] = findings
+    return proposal
+
+
+def tamper_findings(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The tamper scan's findings in an attempt's results (rules §17.5)."""
+    return [finding for result in results if result.get("kind") == TAMPER_CHECK_KIND
+            for finding in result.get("findings") or []]
+
+
+def accepted_findings(raw: object, findings: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Rules §17.5: the finding ids a person accepts, each one of `findings` (the pending
+    proposal's), sorted and distinct; anything else is refused naming it."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list | tuple) or not all(isinstance(item, str) for item in raw):
+        raise ReviewError("accepted_findings", "must be a list of finding ids")
+    known = {str(finding.get("id")) for finding in findings}
+    unknown = [item for item in raw if item not in known]
+    if unknown:
+        raise ReviewError("accepted_findings", f"{unknown[0][:200]!r} is not a finding of this "
+                                               "proposal")
+    return sorted(set(raw))
 
 
 def proposal_receipt(stage: str, proposal: Mapping[str, object]) -> str:
@@ -185,7 +217,8 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
                      intent_proposal_receipt: str | None = None,
                      carried_from: list[str] | None = None,
                      signatures: list[EventSignature] | None = None,
-                     comments: list[SentComment] | None = None) -> ReviewDecisionDocument:
+                     comments: list[SentComment] | None = None,
+                     accepted: list[str] | None = None) -> ReviewDecisionDocument:
     """The review event's data: who decided what about which receipt; never the feedback.
     `comments`: the reviewers' comments on lines of the delivered change, bound by their count
     and receipt (never their text), as the feedback is.
@@ -209,6 +242,8 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
     if comments:
         payload["commentsCount"] = len(comments)
         payload["commentsReceipt"] = receipt("review-comments", comments)
+    if accepted:
+        payload["acceptedFindings"] = accepted
     payload["receipt"] = receipt(review_kind, payload)
     return cast(ReviewDecisionDocument, payload)
 

@@ -329,12 +329,16 @@ def scanned_paths(changed: Iterable[tuple[str, str]]) -> list[str]:
                   key=lambda p: p.encode())
 
 
-def scan(paths: Sequence[str], read: Callable[[str], bytes]) -> tuple[list[Finding], int]:
-    """The findings in `paths` (each read by `read`, at most MAX_FILES of them), at most
-    MAX_FINDINGS kept; with the number of findings left out."""
+def scan(paths: Sequence[str], read: Callable[[str], bytes | str]
+         ) -> tuple[list[Finding], int]:
+    """The findings in `paths` (each read by `read`: its bytes, or why it cannot be read, a
+    `tamper/unparsable` finding; at most MAX_FILES of them), at most MAX_FINDINGS kept; with
+    the number of findings left out."""
     findings: list[Finding] = []
     for path in paths[:MAX_FILES]:
-        findings += scan_file(path, read(path))
+        data = read(path)
+        findings += (scan_file(path, data) if isinstance(data, bytes) else
+                     [Finding(path, 1, "tamper/unparsable", data[:EXCERPT_CHARS])])
     if len(paths) > MAX_FILES:
         findings.append(Finding(paths[MAX_FILES], 1, "tamper/too-many-files",
                                 f"{len(paths)} changed Python files; {MAX_FILES} were scanned"))

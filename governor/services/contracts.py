@@ -18,6 +18,7 @@ from governor.domain.checks import (
 )
 from governor.domain.documents import ContractDocument
 from governor.domain.runner_control import in_force
+from governor.domain.tamper import TAMPER_CHECK_KIND
 from governor.lib import metrics
 from governor.lib.errors import Conflict, Invalid, ReviewRequired, ServiceError
 from governor.models import (
@@ -41,7 +42,7 @@ from governor.selectors.profiles import (
 from governor.selectors.reviews import review_pending, review_url
 from governor.selectors.sessions import lifecycle_of
 from governor.selectors.snapshots import tree_named
-from governor.selectors.treediff import kept_manifest, sections_read
+from governor.selectors.treediff import kept_manifest, sections_read, tamper_changes
 from governor.services import reviews
 from governor.services.activation import contract_activate
 from governor.services.events import (
@@ -105,9 +106,10 @@ def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = Fal
         if refusals:
             raise ReviewRequired("; ".join(f"{item['path']}: {item['message']}"
                                            for item in refusals), details=refusals)
-    return domain.inject_protected_paths(
+    proposal = domain.inject_protected_paths(
         proposal, protected, runner_control=in_force(project.runner_control_exempt),
         max_checks=project.max_checks)
+    return domain.inject_tamper_scan(proposal, max_checks=project.max_checks)
 
 
 def _profiles_named(checks: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -133,7 +135,7 @@ def _baselines(session: Session, state: SessionState, proposal: domain.Proposal,
                 {"checks": proposal.checks, "startedAtSeq": state.next_seq - 1},
                 evidence=LogEvidence(()), workspace=hashed.workspace, tree=judged,
                 current_profile_receipts=profile_receipts(project),
-                max_file_bytes=project.max_file_bytes, changes=[])
+                max_file_bytes=project.max_file_bytes, changes=[], scanned=[])
     except (TreeUnavailable, ServiceError):  # no snapshot yet, or one that cannot be read
         return unknown, None
     kinds = {str(check["id"]): check["kind"] for check in proposal.checks}
@@ -330,11 +332,13 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
             changes = None if start is None else sections_read(
                 project.pk, start, hashed.tree.manifest,
                 workspace_changes(start, hashed.tree.manifest))
+            scanned = tamper_changes(project.pk, contract, hashed.tree.manifest) if any(
+                check.get("kind") == TAMPER_CHECK_KIND for check in contract["checks"]) else None
             results = evaluate_checks(
                 contract, evidence=evidence, workspace=hashed.workspace, tree=judged,
                 current_profile_receipts=current_profiles,
                 max_file_bytes=project.max_file_bytes, environments=environments,
-                changes=changes,
+                changes=changes, scanned=scanned,
                 require_discriminating=project.require_discriminating_evidence,
             )
     except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
@@ -363,7 +367,8 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
             changes=[{"path": change.path, "kind": change.kind} for change in changes]
             if changes is not None else None)
         return AttemptResult(attempt=attempt, terminal=None, decision=decision,
-                             message=messages.delivery_pending_message(review["review_url"]),
+                             message=messages.delivery_pending_message(
+                                 review["review_url"], findings=messages.tamper_only(results)),
                              results=list(results))
     terminal = terminal_write(session=session, state=state, contract=contract,
                               status=decision, reason=reason, evidence=evidence_used)
