@@ -65,14 +65,14 @@ _EXIT_CALLS = frozenset({"sys.exit", "os._exit", "exit", "quit", "os.abort"})
 _PATCHED = ("sys.modules", "builtins", "__builtins__", "sys.meta_path", "sys.path_hooks")
 _FRAMES = frozenset({"sys._getframe", "sys._current_frames", "inspect.stack",
                      "inspect.currentframe", "inspect.getouterframes", "inspect.trace"})
-_FRAME_NAMES = frozenset({"_getframe", "_current_frames", "stack", "currentframe",
-                          "getouterframes", "trace"})
 _RUNNER_VARIABLE = re.compile(r"^(GOVERNOR|PYTEST)_[A-Z0-9_]*$")
 _RUNNER_PLACES = ("sys.argv", "sys.orig_argv", "sys.modules", "os.environ")
 _REPORT_LITERAL = re.compile(
     r"junit|governor[-_]report|(^|/)(tests?|testing)/|(^|/)conftest\.py$"
     r"|(report|result|test)[^/]*\.xml$", re.IGNORECASE)
 _CONSTANT_METHODS = frozenset({"__eq__", "__ne__", "__hash__"})
+_MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__",
+                       "__delitem__", "insert", "append", "extend", "remove"})
 
 
 @dataclass(frozen=True)
@@ -204,34 +204,21 @@ class _Scanner:
         if any(_within(name, _PATCHED) for name in written):
             self.add(node, "tamper/interpreter-patch")
             return
-        if isinstance(node, ast.Call):
-            func = dotted(node.func)
-            if func in ("setattr", "delattr") and node.args \
-                    and _within(dotted(node.args[0]), _PATCHED):
-                self.add(node, "tamper/interpreter-patch")
-            elif isinstance(node.func, ast.Attribute) and node.func.attr in (
-                    "update", "setdefault", "pop", "popitem", "clear", "__setitem__",
-                    "__delitem__", "insert", "append", "extend", "remove") \
-                    and _within(dotted(node.func.value), _PATCHED):
-                self.add(node, "tamper/interpreter-patch")
+        if isinstance(node, ast.Call) and _patching_call(node):
+            self.add(node, "tamper/interpreter-patch")
 
     def _constant_equality(self, node: ast.AST) -> None:
         if self.test_file or not isinstance(node, ast.ClassDef):
             return
         for item in node.body:
-            if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) \
-                    and item.name in _CONSTANT_METHODS and _returns_constant(item):
-                self.add(item, "tamper/constant-equality")
-            elif isinstance(item, ast.Assign) and isinstance(item.value, ast.Lambda) \
-                    and any(isinstance(t, ast.Name) and t.id in _CONSTANT_METHODS
-                            for t in item.targets) and _is_constant(item.value.body):
+            if _constant_method(item):
                 self.add(item, "tamper/constant-equality")
 
     def _frames(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Attribute) and dotted(node) in _FRAMES:
-            self.add(node, "tamper/frame-inspection")
-        elif isinstance(node, ast.ImportFrom) and node.module in ("sys", "inspect") \
-                and any(f"{node.module}.{alias.name}" in _FRAMES for alias in node.names):
+        names = [dotted(node)] if isinstance(node, ast.Attribute) else [
+            f"{node.module}.{alias.name}" for alias in node.names
+        ] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+        if any(name in _FRAMES for name in names):
             self.add(node, "tamper/frame-inspection")
 
     def _runner_detection(self, node: ast.AST) -> None:
@@ -258,6 +245,23 @@ class _Scanner:
 
     RULES: tuple[Callable[[_Scanner, ast.AST], None], ...] = (
         _imports, _patches, _constant_equality, _frames, _runner_detection, _report_literals)
+
+
+def _patching_call(node: ast.Call) -> bool:
+    """`setattr(builtins, …)`, `sys.modules.update(…)`, `sys.meta_path.insert(…)` and alike."""
+    if dotted(node.func) in ("setattr", "delattr"):
+        return bool(node.args) and _within(dotted(node.args[0]), _PATCHED)
+    return isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS \
+        and _within(dotted(node.func.value), _PATCHED)
+
+
+def _constant_method(item: ast.stmt) -> bool:
+    """`def __eq__(…): return True`, or `__eq__ = lambda self, other: True`."""
+    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+        return item.name in _CONSTANT_METHODS and _returns_constant(item)
+    return isinstance(item, ast.Assign) and isinstance(item.value, ast.Lambda) \
+        and any(isinstance(t, ast.Name) and t.id in _CONSTANT_METHODS for t in item.targets) \
+        and _is_constant(item.value.body)
 
 
 def _main_guard(test: ast.expr) -> bool:
