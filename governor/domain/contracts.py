@@ -882,11 +882,9 @@ def inject_protected_paths(proposal: Proposal, patterns: Sequence[str], *,
         claims=[changes.protected_claim(), *proposal.claims])
 
 
-def inject_tamper_scan(proposal: Proposal, *, max_checks: int | None = None) -> Proposal:
-    """Rule 17.5: when a check of the contract names a verifier profile (code runs), prepend
-    the check `tamper-free` (kind `tamper_free`) and the critical claim
-    `no-evidence-tampering` over it. Their ids are the server's in every contract: an agent's
-    check or claim using one is refused naming it."""
+def refuse_tamper_ids(proposal: Proposal) -> None:
+    """Rule 17.5: the tamper scan's check and claim ids are the server's in every contract; an
+    agent's check or claim using one is refused, named at its index in the body as sent."""
     errors = FieldErrors()
     for index, check in enumerate(proposal.checks):
         if check["id"] == tamper.TAMPER_CHECK_ID:
@@ -896,14 +894,19 @@ def inject_tamper_scan(proposal: Proposal, *, max_checks: int | None = None) -> 
         if claim["id"] == tamper.TAMPER_CLAIM_ID:
             errors.add(join_path("claims", index, "id"),
                        f"claim id {tamper.TAMPER_CLAIM_ID!r} is reserved for the tamper scan")
-    runs_code = any(check["kind"] == "code_verification_succeeded" for check in proposal.checks)
-    if runs_code and max_checks is not None and len(proposal.checks) + 1 > max_checks:
-        errors.add("checks", f"with the tamper scan's check the contract would hold "
-                             f"{len(proposal.checks) + 1} checks; at most {max_checks} are "
-                             "allowed")
     if errors.items:
         raise ContractError(errors.items)
-    if not runs_code:
+
+
+def inject_tamper_scan(proposal: Proposal, *, max_checks: int | None = None) -> Proposal:
+    """Rule 17.5: when a check of the contract names a verifier profile (code runs), append
+    the check `tamper-free` (kind `tamper_free`) and the critical claim
+    `no-evidence-tampering` over it (their ids refused to the agent: `refuse_tamper_ids`)."""
+    if not any(check["kind"] == "code_verification_succeeded" for check in proposal.checks):
         return proposal
-    return replace(proposal, checks=[tamper.tamper_check(), *proposal.checks],
-                   claims=[tamper.tamper_claim(), *proposal.claims])
+    if max_checks is not None and len(proposal.checks) + 1 > max_checks:
+        raise ContractError([{"path": "checks", "message": (
+            f"with the tamper scan's check the contract would hold {len(proposal.checks) + 1} "
+            f"checks; at most {max_checks} are allowed")}])
+    return replace(proposal, checks=[*proposal.checks, tamper.tamper_check()],
+                   claims=[*proposal.claims, tamper.tamper_claim()])

@@ -23,10 +23,8 @@ import ast
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the offline verifier ships domain modules without typing_extensions
-    from governor.domain.documents import Check, Claim
+from governor.domain.documents import Check, Claim
 
 TAMPER_CHECK_ID = "tamper-free"
 TAMPER_CHECK_KIND = "tamper_free"

@@ -81,6 +81,7 @@ def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = Fal
         allow_empty_checks=assess_only or code, allow_empty_claims=code,
         require_intent=require_intent,
     )
+    domain.refuse_tamper_ids(own)
     if proposal.draft_receipt is not None and project.authoring_mode != "auxiliary-model":
         raise Invalid("draft_receipt is only accepted when the project drafts contracts with an "
                       "auxiliary model", details=[{"path": "draft_receipt",
