@@ -170,7 +170,7 @@ def test_rule_17_5_an_atexit_hook_that_rewrites_the_report_is_not_certified(
 
 @sandboxed
 def test_rule_17_5_a_package_that_detects_the_runner_is_not_certified(
-        worker: Agent, task: Project) -> None:
+        worker: Agent, task: Project, reviewer: Any, client: Any) -> None:
     """Road 5's "detecting the runner": mul is right only where PYTEST_CURRENT_TEST is set."""
     result = fixed_and_run(worker, RUNNER_DETECTION)
     assert result["passed"] is True  # the tests pass under the runner
@@ -178,6 +178,11 @@ def test_rule_17_5_a_package_that_detects_the_runner_is_not_certified(
     assert verdict["decision"] == "repair"
     assert [(f["path"], f["line"], f["rule"]) for f in tamper_of(verdict)["findings"]] == [
         ("calc.py", 5, "tamper/runner-detection")]
+    client.force_login(reviewer)  # the timeline shows the finding: where, the rule, why
+    page = client.get(f"/sessions/{worker.id}/").content.decode()
+    assert "<code>calc.py:5</code>" in page and "tamper/runner-detection" in page
+    assert "reads GOVERNOR_* or PYTEST_* variables" in page
+    assert "if os.environ.get(&quot;PYTEST_CURRENT_TEST&quot;):" in page
 
 
 @sandboxed
@@ -228,6 +233,9 @@ def test_rule_17_5_a_person_accepting_the_named_finding_certifies_and_the_receip
 def test_rule_17_5_accepting_a_finding_that_does_not_exist_is_422_naming_it(
         worker: Agent, delivered: Review, reviewer: Any, client: Any) -> None:
     client.force_login(reviewer)
+    page = client.get(f"/reviews/{delivered.pk}/").content.decode()
+    assert "<code>calc.py:1</code>" in page and "tamper/runner-import" in page
+    assert 'name="accepted_findings" value="tamper/runner-import@calc.py:1"' in page
     response = client.post(f"/reviews/{delivered.pk}/", {
         "receipt": delivered.receipt, "decision": "approved",
         "accepted_findings": [FINDING, "tamper/runner-import@calc.py:9"]})
@@ -239,6 +247,16 @@ def test_rule_17_5_accepting_a_finding_that_does_not_exist_is_422_naming_it(
                                     type="reliability/delivery-review").exists()
     delivered.refresh_from_db()
     assert delivered.status == "pending"
+
+
+@sandboxed
+def test_rule_17_5_the_delivery_page_accepts_the_ticked_finding_and_certifies(
+        worker: Agent, delivered: Review, reviewer: Any, client: Any) -> None:
+    client.force_login(reviewer)
+    response = client.post(f"/reviews/{delivered.pk}/", {
+        "receipt": delivered.receipt, "decision": "approved", "accepted_findings": [FINDING]})
+    assert response.status_code == 302
+    assert worker.client.get(f"/sessions/{worker.id}").json()["state"] == "certified"
 
 
 def test_rule_17_5_unattended_a_finding_cannot_be_certified() -> None:
