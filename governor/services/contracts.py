@@ -315,7 +315,9 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
     if pending is not None and pending.stage == Stage.DELIVERY:  # a person reviews it now
         last = folded["attempts"][-1]["data"] if folded["attempts"] else None
         return AttemptResult(attempt=last, terminal=None, decision="delivery-pending",
-                             message=messages.delivery_pending_message(review_url(pending)),
+                             message=messages.delivery_pending_message(
+                                 review_url(pending),
+                                 findings=bool(pending.proposal.get("tamperFindings"))),
                              replayed=True)
     project = session.project
     evidence = DatabaseEvidence(session, state)

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from governor.domain.review import ReviewError, accepted_findings
 from governor.domain.tamper import (
     MAX_FILE_BYTES,
     MAX_FILES,
@@ -253,3 +254,17 @@ def test_rule_17_5_a_finding_names_path_line_rule_reason_and_a_capped_excerpt() 
     assert shown["id"] == "tamper/runner-import@calc/core.py:1"
     assert shown["reason"] == RULES["tamper/runner-import"]
     assert len(str(shown["excerpt"])) == 120
+
+
+def test_rule_17_5_only_a_finding_of_the_proposal_can_be_accepted() -> None:
+    findings = [{"id": "tamper/runner-import@calc.py:1"}, {"id": "tamper/module-exit@a.py:3"}]
+    assert accepted_findings(None, findings) == []
+    assert accepted_findings(["tamper/module-exit@a.py:3", "tamper/module-exit@a.py:3"],
+                             findings) == ["tamper/module-exit@a.py:3"]
+    with pytest.raises(ReviewError, match=r"accepted_findings: 'tamper/x@b.py:1' is not a "):
+        accepted_findings(["tamper/x@b.py:1"], findings)
+    with pytest.raises(ReviewError, match="accepted_findings: must be a list of finding ids"):
+        accepted_findings("tamper/runner-import@calc.py:1", findings)
+    # At the evidence stage no attempt was scanned: there is nothing to accept.
+    with pytest.raises(ReviewError, match="is not a finding of this proposal"):
+        accepted_findings(["tamper/runner-import@calc.py:1"], [])
