@@ -15,8 +15,11 @@ from typing import Any
 import pytest
 
 from governor.domain.attempts import decide_attempt
-from governor.models import Event, Project
+from governor.models import Event, Project, Session
+from governor.selectors.sessions import lifecycle_of
+from governor.services.events import session_locked
 from governor.services.reviews import DecisionRefused, review_decide
+from governor.services.terminals import TerminalEvidence, terminal_write
 from governor.verify import verify_export
 from reviews.models import Approval, Review
 from tests.api.test_code_verification import add_profile, run
@@ -257,6 +260,27 @@ def test_rule_17_5_the_delivery_page_accepts_the_ticked_finding_and_certifies(
         "receipt": delivered.receipt, "decision": "approved", "accepted_findings": [FINDING]})
     assert response.status_code == 302
     assert worker.client.get(f"/sessions/{worker.id}").json()["state"] == "certified"
+
+
+@sandboxed
+def test_rule_17_5_the_offline_verifier_refuses_a_certification_over_unaccepted_findings(
+        worker: Agent, task: Project) -> None:
+    """A server that certified an attempt with findings no person accepted (written here
+    through the terminal service, as a faulty path would) is caught by `governor.verify`."""
+    fixed_and_run(worker, RIGHT_WITH_GC)
+    verdict = verify(worker)
+    assert verdict["decision"] == "repair"
+    session = Session.objects.get(pk=worker.id)
+    with session_locked(session) as state:
+        contract = lifecycle_of(state)["contract"]["data"]
+        terminal_write(session=session, state=state, contract=contract, status="certified",
+                       reason="certified anyway", evidence=TerminalEvidence(
+                           attempt_receipt=verdict["attempt"]["receipt"],
+                           tree=verdict["attempt"]["tree"]))
+    report = verify_export(export_text(worker.client, worker.id).splitlines())
+    assert not report.ok
+    assert f"certified over tamper findings no person accepted: {FINDING}" in str(
+        report.failure)
 
 
 def test_rule_17_5_unattended_a_finding_cannot_be_certified() -> None:
