@@ -469,12 +469,13 @@ def measure_database(label: str, params: dict[str, Any], profile: bool) -> dict[
         return elapsed, counter.count, response.json()
 
     def expect_repair(answer: dict[str, Any], attempt: int) -> None:
-        """A repair attempt of all the checks (and the injected protected-paths one) in which
-        only FAILING_CHECK failed: the other 19, the two code checks among them, passed."""
+        """A repair attempt of all the checks (and the injected protected-paths and
+        tamper-free ones) in which only FAILING_CHECK failed: the other 19, the two code checks
+        among them, passed."""
         results = answer.get("attempt", {}).get("results", [])
         failed = {r["id"]: r["evidence"] for r in results if not r["passed"]}
         if (answer.get("action") != "steer" or "terminal" in answer
-                or answer["attempt"]["attempt"] != attempt or len(results) != len(checks) + 1
+                or answer["attempt"]["attempt"] != attempt or len(results) != len(checks) + 2
                 or list(failed) != [FAILING_CHECK]):
             raise AssertionError(
                 f"B3 expected repair attempt {attempt} of {len(checks)} checks failing only "
