@@ -354,10 +354,10 @@ def measure_database(label: str, params: dict[str, Any], profile: bool) -> dict[
     for path, text in FILES.items():
         (workspace / path).parent.mkdir(parents=True, exist_ok=True)
         (workspace / path).write_text(text)
-    # The agent's 20 checks and the protected-paths check begin injects for a contract that
-    # names a profile (runner control, rules §17.3).
+    # The agent's 20 checks and the protected-paths and tamper-free checks begin injects for a
+    # contract that names a profile (runner control, rules §17.3; the tamper scan, §17.5).
     project = Project.objects.create(slug="bench", name="Bench", review_mode="off",
-                                     max_checks=21, max_attempts=MAX_ATTEMPTS,
+                                     max_checks=22, max_attempts=MAX_ATTEMPTS,
                                      workspace_roots=[str(settings.VAR_DIR)])
     for profile_id, profile_receipt in PROFILES:
         VerifierProfile.objects.create(project=project, profile_id=profile_id,
@@ -469,12 +469,13 @@ def measure_database(label: str, params: dict[str, Any], profile: bool) -> dict[
         return elapsed, counter.count, response.json()
 
     def expect_repair(answer: dict[str, Any], attempt: int) -> None:
-        """A repair attempt of all the checks (and the injected protected-paths one) in which
-        only FAILING_CHECK failed: the other 19, the two code checks among them, passed."""
+        """A repair attempt of all the checks (and the injected protected-paths and
+        tamper-free ones) in which only FAILING_CHECK failed: the other 19, the two code checks
+        among them, passed."""
         results = answer.get("attempt", {}).get("results", [])
         failed = {r["id"]: r["evidence"] for r in results if not r["passed"]}
         if (answer.get("action") != "steer" or "terminal" in answer
-                or answer["attempt"]["attempt"] != attempt or len(results) != len(checks) + 1
+                or answer["attempt"]["attempt"] != attempt or len(results) != len(checks) + 2
                 or list(failed) != [FAILING_CHECK]):
             raise AssertionError(
                 f"B3 expected repair attempt {attempt} of {len(checks)} checks failing only "

@@ -24,7 +24,8 @@ keys and their assertions (reviewers' passkey signatures of decisions,
 trees, from which a certified terminal's changes digest recomputes, signed head) and every formula
 checked here — canonical JSON,
 receipts, chain hashes, DSSE statements, tree ids — are specified in docs/api.md, "Evidence anyone
-can check". A `/1` export (no head line) still
+can check". A certified terminal whose attempt has tamper findings (rules §17.5) must follow a
+delivery approval that accepted every one of them. A `/1` export (no head line) still
 verifies, with a warning that events after its last attested one are unprotected, and so does a
 `/2` export (before signed decisions); so does any verification that trusted the export's own
 keys instead of `--key` (the body of `GET /api/v1/keys`, or a JSON list of key lines, or one key
@@ -272,6 +273,10 @@ class _Export:
         self.manifests: dict[tuple[str, str], tuple[int, tuple[str, ...],
                                                     tuple[ManifestEntry, ...]]] = {}
         self.certified: list[CertifiedTree] = []
+        # rules §17.5: each attempt's tamper findings, and those the latest delivery approval
+        # since the last attempt accepted
+        self.attempt_findings: dict[str, list[str]] = {}
+        self.accepted: set[str] = set()
 
     # where a problem is reported: inside the event section, at the seq expected there
     def refuse(self, line_no: int, message: str) -> _Refused:
@@ -410,6 +415,16 @@ class _Export:
                 self.contract_starts[contract_id] = tree_ref(event.data.get("startTree"))
         if event.type == "reliability/attempt" and type(event.data) is dict:
             self.attempt_trees[event.data["receipt"]] = tree_ref(event.data.get("tree"))
+            self.attempt_findings[event.data["receipt"]] = tamper_finding_ids(event.data)
+            self.accepted = set()
+        if event.type == "reliability/delivery-review" and type(event.data) is dict:
+            approved = event.data.get("decision") == "approved"
+            self.accepted = set(event.data.get("acceptedFindings") or []) if approved else set()
+        if event.type == "reliability/terminal" and not event.imported:
+            left = self.unaccepted_findings(event.data)
+            if left:
+                raise self.refuse(line_no, "reliability/terminal: certified over tamper findings "
+                                           f"no person accepted: {', '.join(left)}")
         if event.type == "reliability/terminal":
             contract_id = contract_id_of(event.type, event.data)
             self.latest_contract_at[seq] = self.contract_receipts.get(contract_id or "")
@@ -423,6 +438,14 @@ class _Export:
                 raise self.refuse(line_no, f"{event.type}: {outcome_refusal}")
         self.events.append(event)
         self.head = recomputed
+
+    def unaccepted_findings(self, terminal: Any) -> list[str]:
+        """Rules §17.5: the tamper findings of a certified terminal's attempt that the delivery
+        approval after that attempt did not accept (only a person's acceptance certifies)."""
+        if type(terminal) is not dict or terminal.get("status") != "certified":
+            return []
+        findings = self.attempt_findings.get(str(terminal.get("attemptReceipt")), [])
+        return [finding for finding in findings if finding not in self.accepted]
 
     def outcome_problem(self, seq: int, event_type: str, data: dict[str, Any]) -> str:
         """An outcome record must name what precedes it: the certified delivery contract's
@@ -719,6 +742,15 @@ class _Export:
             certified=tuple(self.certified),
             decisions=tuple(self.decisions),
         )
+
+
+def tamper_finding_ids(attempt: dict[str, Any]) -> list[str]:
+    """The ids of the tamper findings in an attempt's results (rules §17.5)."""
+    results = attempt.get("results")
+    return [str(finding.get("id")) for result in results if type(result) is dict
+            and result.get("kind") == "tamper_free" and type(result.get("findings")) is list
+            for finding in result["findings"] if type(finding) is dict
+            ] if type(results) is list else []
 
 
 def contract_id_of(event_type: str, data: Any) -> str | None:

@@ -259,14 +259,17 @@ def detail(request: MemberRequest, review_id: str) -> HttpResponse:
         review = review_services.review_decide(
             user=request.user, review=review, receipt=form.cleaned_data["receipt"],
             decision=form.cleaned_data["decision"], feedback=form.cleaned_data["feedback"],
-            carried_from=form.cleaned_data["carried_from"], signed=signed)
+            carried_from=form.cleaned_data["carried_from"], signed=signed,
+            accepted_findings=request.POST.getlist("accepted_findings"))
     except review_services.DecisionRefused as exc:
         review.refresh_from_db()
         return _render(request, _current(review), form=form, status=409, refusal=exc.message,
                        refusal_title="Nothing was approved.")
     except (Invalid, ReviewError) as exc:
-        return _render(request, review, form=form, status=400, refusal=str(exc),
-                       refusal_title="Nothing was decided.")
+        # a finding that does not exist is bad input naming its field (rules §17.5)
+        named = isinstance(exc, ReviewError) and exc.errors[0]["path"] == "accepted_findings"
+        return _render(request, review, form=form, status=422 if named else 400,
+                       refusal=str(exc), refusal_title="Nothing was decided.")
     review.refresh_from_db()
     if request.htmx:
         return _render(request, review, just_decided=True)

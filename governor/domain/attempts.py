@@ -37,11 +37,16 @@ def decide_attempt(
 ) -> tuple[Decision, str]:
     """All checks passed → certified, or delivery-pending where the project's `delivery_review`
     is required (issue 28: a person reviews the delivered change first, and `decide_delivery`
-    certifies); failed on the last allowed attempt → exhausted (the failed checks are the
-    reason); otherwise repair."""
+    certifies); so too when only the tamper scan failed, on findings (rules §17.5: a person
+    may accept them there, and nowhere else); failed on the last allowed attempt → exhausted
+    (the failed checks are the reason); otherwise repair."""
     if not results:
         raise ValueError("an attempt evaluates at least one check")
     failed = messages.failed(results)
+    if delivery_review == DELIVERY_REVIEW_REQUIRED and messages.tamper_only(results):
+        return "delivery-pending", (f"Every check but the tamper scan passed on attempt "
+                                    f"{attempt_number}/{max_attempts}; a person reviews its "
+                                    f"findings.")
     if not failed:
         passed = f"All {len(results)} checks passed on attempt {attempt_number}/{max_attempts}."
         if delivery_review == DELIVERY_REVIEW_REQUIRED:
@@ -57,7 +62,7 @@ def decide_attempt(
 
 
 def decide_delivery(*, decision: str, decision_receipt: str, contract_open: bool,
-                    attempts_made: int, max_attempts: int,
+                    attempts_made: int, max_attempts: int, accepted_findings: int = 0,
                     ) -> tuple[Literal["certified", "exhausted"], str] | None:
     """A person's decision on a delivery review (issue 28), whose contract is still the open
     one (`contract_open`; else it decides nothing: the contract ended meanwhile): approved →
@@ -66,6 +71,11 @@ def decide_delivery(*, decision: str, decision_receipt: str, contract_open: bool
     spent, otherwise None: the contract is active again."""
     if not contract_open:
         return None
+    if decision == "approved" and accepted_findings:
+        return "certified", (f"Every check passed but the tamper scan, and a person approved the "
+                             f"delivered change accepting its {accepted_findings} "
+                             f"finding{'s' if accepted_findings != 1 else ''} (decision "
+                             f"{decision_receipt}).")
     if decision == "approved":
         return "certified", (f"Every check passed and a person approved the delivered change "
                              f"(decision {decision_receipt}).")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, TypedDict
+from typing import Any, NamedTuple, NotRequired, Protocol, TypedDict
 
 from governor.domain.canonical import (
     JSONValueError,
@@ -30,6 +30,13 @@ from governor.domain.changes import WorkspaceChange, scope_result
 from governor.domain.documents import Check
 from governor.domain.harness import is_workspace_mutation, tool_result_info
 from governor.domain.reports import against_baseline, named
+from governor.domain.tamper import (
+    MAX_FILE_BYTES,
+    TAMPER_CHECK_KIND,
+    findings_text,
+    scan,
+    scanned_paths,
+)
 from governor.domain.tree import TREE_ID_PREFIX
 from governor.domain.workspace import Workspace, WorkspaceError
 
@@ -118,6 +125,8 @@ class CheckResult(TypedDict):
     kind: str
     passed: bool
     evidence: str
+    # rules §17.5, only on the tamper scan's check: {id, path, line, rule, reason, excerpt}
+    findings: NotRequired[list[dict[str, object]]]
 
 
 def _data(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -311,6 +320,7 @@ class _Context:
     environments: Mapping[str, str | None]
     changes: Sequence[WorkspaceChange] | None  # since the contract start (None: unknown)
     require_discriminating: bool  # the project requires fail-to-pass ≥ 1 (rules §17.6)
+    scanned: Sequence[WorkspaceChange] | None = None  # what the tamper scan reads (§17.5)
 
 
 def _file_exists(check: Check, ctx: _Context) -> tuple[bool, str]:
@@ -566,6 +576,30 @@ def _scope(check: Check, ctx: _Context) -> tuple[bool, str]:
     return scope_result(check, ctx.changes)
 
 
+def _tamper_free(ctx: _Context) -> tuple[bool, str, list[dict[str, object]]]:
+    """Rule 17.5: the tamper scan of the changed Python files, each read from the judged
+    tree (one that cannot be read is a finding, never clean)."""
+    if ctx.scanned is None:
+        return False, ("The changed files cannot be computed: the tree they are judged "
+                       "against is not kept."), []
+
+    def read(path: str) -> bytes | str:
+        try:
+            return ctx.workspace.read_bytes(path, max_bytes=MAX_FILE_BYTES)
+        except WorkspaceError as exc:
+            return str(exc)
+
+    paths = scanned_paths((change.path, change.kind) for change in ctx.scanned)
+    found, more = scan(paths, read)
+    findings = [finding.as_dict() for finding in found]
+    files = f"{len(paths)} changed Python file{'s' if len(paths) != 1 else ''}"
+    if not findings:
+        return True, f"No tamper finding in the {files}.", []
+    count = len(findings) + more
+    return False, (f"{count} tamper finding{'s' if count != 1 else ''} in the {files}: "
+                   f"{findings_text(findings, more)}."), findings
+
+
 _EVALUATORS = {
     "file_exists": _file_exists,
     "file_absent": _file_absent,
@@ -594,24 +628,35 @@ def evaluate_check(
     environments: Mapping[str, str | None] | None = None,
     changes: Sequence[WorkspaceChange] | None = None,
     require_discriminating: bool = False,
+    scanned: Sequence[WorkspaceChange] | None = None,
 ) -> CheckResult:
     """One stored check's result on the tree `workspace` was hashed to (`tree`, its
     reference; `environments`: the environment digests of the profiles that declare one, see
-    `_counted_runs`; `require_discriminating`: the project's setting, rules §17.6). Any
-    exception is this check's failure, never a pass."""
+    `_counted_runs`; `require_discriminating`: the project's setting, rules §17.6; `scanned`:
+    the changes the tamper scan reads, rules §17.5). Any exception is this check's failure,
+    never a pass."""
     check_id, kind = str(check.get("id")), str(check.get("kind"))
     ctx = _Context(after_seq, evidence, workspace, tree_key(tree), current_profile_receipts,
-                   max_file_bytes, environments or {}, changes, require_discriminating)
+                   max_file_bytes, environments or {}, changes, require_discriminating,
+                   scanned)
+    findings: list[dict[str, object]] | None = None
     try:
         evaluator = _EVALUATORS.get(kind)
-        if evaluator is None:
+        if kind == TAMPER_CHECK_KIND:
+            passed, text, findings = _tamper_free(ctx)
+        elif evaluator is None:
             raise ValueError(f"unknown check kind {kind!r}")
-        passed, text = evaluator(check, ctx)
+        else:
+            passed, text = evaluator(check, ctx)
     except WorkspaceError as exc:
         passed, text = False, f"{check.get('path')}: {exc}."
     except Exception as exc:  # a crash inside one check is that check's failure (§4)
         passed, text = False, f"The check could not be evaluated: {type(exc).__name__}: {exc}"
-    return {"id": check_id, "kind": kind, "passed": passed is True, "evidence": text}
+    result: CheckResult = {"id": check_id, "kind": kind, "passed": passed is True,
+                           "evidence": text}
+    if findings:
+        result["findings"] = findings
+    return result
 
 
 def runs_counted(
@@ -645,6 +690,7 @@ def evaluate_checks(
     environments: Mapping[str, str | None] | None = None,
     changes: Sequence[WorkspaceChange] | None = None,
     require_discriminating: bool = False,
+    scanned: Sequence[WorkspaceChange] | None = None,
 ) -> list[CheckResult]:
     """Every check of a stored contract (any version), in declaration order, on `tree`."""
     after_seq = int(contract["startedAtSeq"])
@@ -660,6 +706,7 @@ def evaluate_checks(
             environments=environments,
             changes=changes,
             require_discriminating=require_discriminating,
+            scanned=scanned,
         )
         for check in contract["checks"]
     ]

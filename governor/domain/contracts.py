@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar, cast
 
-from governor.domain import changes
+from governor.domain import changes, tamper
 from governor.domain.canonical import (
     JSONObject,
     JSONValueError,
@@ -885,3 +885,33 @@ def inject_protected_paths(proposal: Proposal, patterns: Sequence[str], *,
             patterns, proposal.protected_changes, sections,
             runner_control.exempt if runner_control is not None else ()), *proposal.checks],
         claims=[changes.protected_claim(), *proposal.claims])
+
+
+def refuse_tamper_ids(proposal: Proposal) -> None:
+    """Rule 17.5: the tamper scan's check and claim ids are the server's in every contract; an
+    agent's check or claim using one is refused, named at its index in the body as sent."""
+    errors = FieldErrors()
+    for index, check in enumerate(proposal.checks):
+        if check["id"] == tamper.TAMPER_CHECK_ID:
+            errors.add(join_path("checks", index, "id"),
+                       f"check id {tamper.TAMPER_CHECK_ID!r} is reserved for the tamper scan")
+    for index, claim in enumerate(proposal.claims):
+        if claim["id"] == tamper.TAMPER_CLAIM_ID:
+            errors.add(join_path("claims", index, "id"),
+                       f"claim id {tamper.TAMPER_CLAIM_ID!r} is reserved for the tamper scan")
+    if errors.items:
+        raise ContractError(errors.items)
+
+
+def inject_tamper_scan(proposal: Proposal, *, max_checks: int | None = None) -> Proposal:
+    """Rule 17.5: when a check of the contract names a verifier profile (code runs), append
+    the check `tamper-free` (kind `tamper_free`) and the critical claim
+    `no-evidence-tampering` over it (their ids refused to the agent: `refuse_tamper_ids`)."""
+    if not any(check["kind"] == "code_verification_succeeded" for check in proposal.checks):
+        return proposal
+    if max_checks is not None and len(proposal.checks) + 1 > max_checks:
+        raise ContractError([{"path": "checks", "message": (
+            f"with the tamper scan's check the contract would hold {len(proposal.checks) + 1} "
+            f"checks; at most {max_checks} are allowed")}])
+    return replace(proposal, checks=[*proposal.checks, tamper.tamper_check()],
+                   claims=[*proposal.claims, tamper.tamper_claim()])

@@ -31,6 +31,7 @@ from governor.domain.contracts import (
     normalise_path,
 )
 from governor.domain.documents import Check, Claim
+from governor.domain.tamper import TAMPER_CHECK_KIND, TAMPER_CLAIM_ID
 
 WEIGHTS = {"critical": 5, "important": 3, "minor": 1}
 TRAJECTORY_SOURCE = "session-trajectory:tool-events"
@@ -92,7 +93,7 @@ def evidence_source(check: Check) -> str:
         return TRAJECTORY_SOURCE
     if kind == "code_verification_succeeded":
         return f"trusted-profile:{check['profile']}"
-    if kind in SCOPE_CHECK_KINDS:
+    if kind in SCOPE_CHECK_KINDS or kind == TAMPER_CHECK_KIND:  # both read the changes
         return CHANGES_SOURCE
     raise ValueError(f"unknown check kind {kind!r}")
 
@@ -154,7 +155,7 @@ def assess(
     others_critical = any(claim["importance"] == "critical" and claim["id"] not in INJECTED
                           for claim in claims)
     for claim in claims:
-        if claim["id"] == PROTECTED_CLAIM_ID:  # injected: a constraint by design (§14.3)
+        if claim["id"] in (PROTECTED_CLAIM_ID, TAMPER_CLAIM_ID):  # injected constraints
             continue
         kinds = {checks_by_id[check_id]["kind"] for check_id in claim["checkIds"]}
         if kinds and kinds <= SCOPE_CHECK_KINDS:

@@ -171,4 +171,5 @@ class ReviewDecisionDocument(TypedDict):
     signatures: NotRequired[list[EventSignature]]
     commentsCount: NotRequired[int]
     commentsReceipt: NotRequired[str]
+    acceptedFindings: NotRequired[list[str]]
     receipt: str

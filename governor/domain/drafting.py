@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict, cast
 from urllib.parse import urlsplit
 
-from governor.domain import changes, contracts
+from governor.domain import changes, contracts, tamper
 from governor.domain.canonical import (
     JSONObject,
     JSONValueError,
@@ -528,16 +528,18 @@ def begin_body(draft: DraftDocument) -> dict[str, object]:
 def plan_differences(draft: Mapping[str, Any], plan: Plan) -> list[dict[str, str]]:
     """Where a begin's canonical plan (`Proposal.plan()`) differs from the draft's, as
     {"path", "message"} in stored form (a code plan includes the injected items). The protected
-    paths check and claim are not the model's: begin adds them over the project's protected set
-    (§14.3, §17.3), so they are left out of the comparison."""
+    paths check and claim and the tamper scan's are not the model's: begin adds them over the
+    project's protected set (§14.3, §17.3) and where code runs (§17.5), so they are left out of
+    the comparison."""
     found: list[dict[str, str]] = []
     if not canonical_equal(draft["objective"], plan["objective"]):
         found.append({"path": "objective", "message": "differs from the draft's objective"})
-    injected = {"claims": changes.PROTECTED_CLAIM_ID, "checks": changes.PROTECTED_CHECK_ID}
+    injected = {"claims": (changes.PROTECTED_CLAIM_ID, tamper.TAMPER_CLAIM_ID),
+                "checks": (changes.PROTECTED_CHECK_ID, tamper.TAMPER_CHECK_ID)}
     for name in ("claims", "checks"):
         ours = draft[name]
         theirs: Sequence[Mapping[str, object]] = [
-            item for item in plan[name] if item["id"] != injected[name]]
+            item for item in plan[name] if item["id"] not in injected[name]]
         if len(ours) != len(theirs):
             found.append({"path": name, "message": f"has {len(theirs)} items; the draft has "
                                                    f"{len(ours)}"})

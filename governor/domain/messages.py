@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
 from governor.domain.changes import PROTECTED_CHECK_ID
+from governor.domain.tamper import TAMPER_CHECK_KIND
 
 IMPORTED = ("this session was imported: its log is history, shown and folded but never "
             "evaluated, attested or continued by this server")
@@ -34,6 +35,22 @@ TRUSTED_RUN_STEER = (
     "reliability_code_verify (or `governor-agent run PROFILE`) once the work is done.")
 
 
+TAMPER_STEER = (
+    "The tamper scan found code in the changed files that reaches into the verification "
+    "machinery (each finding names path:line, the rule and why): remove it — never make a check "
+    "pass by detecting, patching or ending the test runner — or abstain (reliability_abstain). "
+    "Where the project has a person review deliveries, a finding the task truly needs can only "
+    "be accepted by that person.")
+
+
+def tamper_only(results: Sequence[Mapping[str, object]]) -> bool:
+    """Every failed check is the tamper scan's, failed by findings a person could accept
+    (rules §17.5), and at least one failed."""
+    failures = failed(results)
+    return bool(failures) and all(result["kind"] == TAMPER_CHECK_KIND and result.get("findings")
+                                  for result in failures)
+
+
 def repair_message(
     results: Sequence[Mapping[str, object]], attempt_number: int, max_attempts: int
 ) -> str:
@@ -43,6 +60,8 @@ def repair_message(
         steers.append(PROTECTED_STEER)
     if any(check.get("kind") == "code_verification_succeeded" for check in failed_checks):
         steers.append(TRUSTED_RUN_STEER)
+    if any(check.get("kind") == TAMPER_CHECK_KIND for check in failed_checks):
+        steers.append(TAMPER_STEER)
     return (
         f"Completion is not verified yet: attempt {attempt_number}/{max_attempts} failed "
         f"{len(failed_checks)} of {len(results)} checks.\n"
@@ -99,9 +118,11 @@ REVIEW_PENDING_ALLOW_MESSAGE = (
 )
 
 
-def delivery_pending_message(review_url: str) -> str:
+def delivery_pending_message(review_url: str, *, findings: bool = False) -> str:
+    passed = ("Every check passed except the tamper scan, whose findings only a person can "
+              "accept" if findings else "Every check passed")
     return (
-        "Every check passed, and this project has a person review the delivered change before "
+        f"{passed}, and this project has a person review the delivered change before "
         "it is certified: it is not certified yet. Do not claim the task is complete. Wait for "
         f"the review ({review_url}; reliability_status with wait_seconds, or GET "
         "/sessions/{id}/review?wait=60): an approval certifies it, a revision request comes "

@@ -13,10 +13,13 @@
                         signatures? ([{userId, credentialId, nonce, assertion}], the reviewers'
                         passkey signatures, governor.domain.passkey), commentsCount?,
                         commentsReceipt? (receipt("review-comments", [{path, side, line,
-                        body, userId}]): the line comments the agent receives), receipt}
+                        body, userId}]): the line comments the agent receives),
+                        acceptedFindings? (the tamper findings a person accepted, §17.5),
+                        receipt}
     delivery proposal  {stage: "delivery", sessionId, contractId, contractReceipt, objective,
                         attemptReceipt, attempt, tree, startTree, changes, profileReceipts,
-                        runReceipts, changesDigest, tokens: [{token: {id, name}, did}]}
+                        runReceipts, changesDigest, tokens: [{token: {id, name}, did}],
+                        tamperFindings? ([{id, path, line, rule, reason, excerpt}])}
                        receipt("delivery-proposal", it): it binds everything the certified
                        terminal cites (rules §17.10)
                        receipt("intent-review" | "contract-review" | "delivery-review", it
@@ -48,6 +51,7 @@ from governor.domain.documents import (
 )
 from governor.domain.fields import FieldsInvalid
 from governor.domain.outcomes import summary_words
+from governor.domain.tamper import TAMPER_CHECK_KIND
 from governor.domain.treediff import word_diff
 
 MAX_FEEDBACK_CHARS = 2000
@@ -122,6 +126,7 @@ class DeliveryProposal(TypedDict):
     runReceipts: list[str]
     changesDigest: str | None
     tokens: list[TokenPart]
+    tamperFindings: NotRequired[list[dict[str, Any]]]
 
 
 ReviewProposal = IntentProposal | EvidenceProposal | DeliveryProposal
@@ -175,9 +180,10 @@ def delivery_proposal(*, session_id: str, contract: ContractDocument,
     the tree it judged), what changed since the contract's start tree, and the rest of what
     the certified terminal will cite (the profiles and runs counted, the changes digest) — bound
     by receipt("delivery-proposal"), with the agent tokens that began the contract and made its
-    `attempts`, as the log names them (rules §17.10)."""
+    `attempts`, as the log names them (rules §17.10); and the tamper scan's findings on it
+    (rules §17.5), which only an approval accepting each certifies."""
     attempt = attempts[-1]
-    return {
+    proposal: DeliveryProposal = {
         "stage": "delivery", "sessionId": session_id, "contractId": contract["contractId"],
         "contractReceipt": contract["receipt"], "objective": contract["objective"],
         "attemptReceipt": attempt["receipt"], "attempt": attempt["attempt"],
@@ -186,6 +192,31 @@ def delivery_proposal(*, session_id: str, contract: ContractDocument,
         "runReceipts": sorted(set(run_receipts)), "changesDigest": changes_digest,
         "tokens": contract_tokens(contract, attempts),
     }
+    findings = tamper_findings(attempt.get("results") or [])
+    if findings:
+        proposal["tamperFindings"] = findings
+    return proposal
+
+
+def tamper_findings(results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The tamper scan's findings in an attempt's results (rules §17.5)."""
+    return [finding for result in results if result.get("kind") == TAMPER_CHECK_KIND
+            for finding in result.get("findings") or []]
+
+
+def accepted_findings(raw: object, findings: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Rules §17.5: the finding ids a person accepts, each one of `findings` (the pending
+    proposal's), sorted and distinct; anything else is refused naming it."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list | tuple) or not all(isinstance(item, str) for item in raw):
+        raise ReviewError("accepted_findings", "must be a list of finding ids")
+    known = {str(finding.get("id")) for finding in findings}
+    unknown = [item for item in raw if item not in known]
+    if unknown:
+        raise ReviewError("accepted_findings", f"{unknown[0][:200]!r} is not a finding of this "
+                                               "proposal")
+    return sorted(set(raw))
 
 
 def contract_tokens(contract: Mapping[str, Any],
@@ -237,7 +268,8 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
                      intent_proposal_receipt: str | None = None,
                      carried_from: list[str] | None = None,
                      signatures: list[EventSignature] | None = None,
-                     comments: list[SentComment] | None = None) -> ReviewDecisionDocument:
+                     comments: list[SentComment] | None = None,
+                     accepted: list[str] | None = None) -> ReviewDecisionDocument:
     """The review event's data: who decided what about which receipt; never the feedback.
     `comments`: the reviewers' comments on lines of the delivered change, bound by their count
     and receipt (never their text), as the feedback is.
@@ -261,6 +293,8 @@ def decision_payload(*, stage: str, proposal_receipt: str, decision: str,
     if comments:
         payload["commentsCount"] = len(comments)
         payload["commentsReceipt"] = receipt("review-comments", comments)
+    if accepted:
+        payload["acceptedFindings"] = accepted
     payload["receipt"] = receipt(review_kind, payload)
     return cast(ReviewDecisionDocument, payload)
 

@@ -1,15 +1,16 @@
 """Issue 14 item 6: the changes a reviewer sees between a session's contract-start tree and the
-tree judged, and a file of a kept tree, read from the blob store; and (rules §17.3) which
-runner-control sections a change's content touches, read from the kept blobs of both trees."""
+tree judged, and a file of a kept tree, read from the blob store; (rules §17.3) which
+runner-control sections a change's content touches, read from the kept blobs of both trees; and
+(§17.5) the changes the tamper scan reads."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from html import escape
 from typing import Any
 
-from governor.domain.changes import MODE_SYMLINK, WorkspaceChange
+from governor.domain.changes import MODE_SYMLINK, WorkspaceChange, workspace_changes
 from governor.domain.runner_control import changed_sections, sections_at
 from governor.domain.tree import TREE_ID_PREFIX, ManifestEntry
 from governor.domain.treediff import (
@@ -277,3 +278,13 @@ def sections_read(project_id: int, start: Iterable[Sequence[str]],
         read[change.path] = tuple(changed_sections(change.path, old, new))
     return [replace(change, sections=read[change.path]) if change.path in read else change
             for change in changes]
+
+
+def tamper_changes(project_id: int, contract: Mapping[str, Any],
+                   manifest: Iterable[Sequence[str]]) -> list[WorkspaceChange] | None:
+    """Rules §17.5: the attempt's changed files the tamper scan reads — the difference between
+    the contract's start tree and the attempt's `manifest` (None when the start tree is not
+    kept). The one place the scan's base is chosen: the reference tree (§17.1) replaces the
+    start tree here when it is built."""
+    base = kept_manifest(project_id, contract.get("startTree"))
+    return None if base is None else workspace_changes(base, manifest)

@@ -19,6 +19,7 @@ from governor.domain.checks import (
 )
 from governor.domain.documents import ContractDocument
 from governor.domain.runner_control import in_force
+from governor.domain.tamper import TAMPER_CHECK_KIND
 from governor.lib import metrics
 from governor.lib.errors import Conflict, Invalid, ReviewRequired, ServiceError
 from governor.models import (
@@ -42,7 +43,7 @@ from governor.selectors.profiles import (
 from governor.selectors.reviews import review_pending, review_url
 from governor.selectors.sessions import lifecycle_of
 from governor.selectors.snapshots import tree_named
-from governor.selectors.treediff import kept_manifest, sections_read
+from governor.selectors.treediff import kept_manifest, sections_read, tamper_changes
 from governor.services import reviews
 from governor.services.activation import contract_activate
 from governor.services.events import (
@@ -81,6 +82,7 @@ def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = Fal
         allow_empty_checks=assess_only or code, allow_empty_claims=code,
         require_intent=require_intent,
     )
+    domain.refuse_tamper_ids(own)
     if proposal.draft_receipt is not None and project.authoring_mode != "auxiliary-model":
         raise Invalid("draft_receipt is only accepted when the project drafts contracts with an "
                       "auxiliary model", details=[{"path": "draft_receipt",
@@ -106,9 +108,10 @@ def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = Fal
         if refusals:
             raise ReviewRequired("; ".join(f"{item['path']}: {item['message']}"
                                            for item in refusals), details=refusals)
-    return domain.inject_protected_paths(
+    proposal = domain.inject_protected_paths(
         proposal, protected, runner_control=in_force(project.runner_control_exempt),
         max_checks=project.max_checks)
+    return domain.inject_tamper_scan(proposal, max_checks=project.max_checks)
 
 
 def _profiles_named(checks: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -134,7 +137,7 @@ def _baselines(session: Session, state: SessionState, proposal: domain.Proposal,
                 {"checks": proposal.checks, "startedAtSeq": state.next_seq - 1},
                 evidence=LogEvidence(()), workspace=hashed.workspace, tree=judged,
                 current_profile_receipts=profile_receipts(project),
-                max_file_bytes=project.max_file_bytes, changes=[])
+                max_file_bytes=project.max_file_bytes, changes=[], scanned=[])
     except (TreeUnavailable, ServiceError):  # no snapshot yet, or one that cannot be read
         return unknown, None
     kinds = {str(check["id"]): check["kind"] for check in proposal.checks}
@@ -315,7 +318,9 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
     if pending is not None and pending.stage == Stage.DELIVERY:  # a person reviews it now
         last = folded["attempts"][-1]["data"] if folded["attempts"] else None
         return AttemptResult(attempt=last, terminal=None, decision="delivery-pending",
-                             message=messages.delivery_pending_message(review_url(pending)),
+                             message=messages.delivery_pending_message(
+                                 review_url(pending),
+                                 findings=bool(pending.proposal.get("tamperFindings"))),
                              replayed=True)
     project = session.project
     evidence = DatabaseEvidence(session, state)
@@ -336,12 +341,14 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
             # §17.9: a tree whose own .gitattributes make a checkout differ from its bytes is
             # never certified, so nothing is judged on it.
             converted = hashed.checkout_converted(max_bytes=project.max_file_bytes)
+            scanned = tamper_changes(project.pk, contract, hashed.tree.manifest) if any(
+                check.get("kind") == TAMPER_CHECK_KIND for check in contract["checks"]) else None
             results = unjudged_results(contract, refusal_text(converted)) if converted else (
                 evaluate_checks(
                     contract, evidence=evidence, workspace=hashed.workspace, tree=judged,
                     current_profile_receipts=current_profiles,
                     max_file_bytes=project.max_file_bytes, environments=environments,
-                    changes=changes,
+                    changes=changes, scanned=scanned,
                     require_discriminating=project.require_discriminating_evidence,
                 ))
     except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
@@ -372,7 +379,8 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
             changes=[{"path": change.path, "kind": change.kind} for change in changes]
             if changes is not None else None)
         return AttemptResult(attempt=attempt, terminal=None, decision=decision,
-                             message=messages.delivery_pending_message(review["review_url"]),
+                             message=messages.delivery_pending_message(
+                                 review["review_url"], findings=messages.tamper_only(results)),
                              results=list(results))
     terminal = terminal_write(session=session, state=state, contract=contract,
                               status=decision, reason=reason, evidence=evidence_used)

@@ -167,7 +167,8 @@ def review_open(*, session: Session, proposed_by: AgentToken,
 def _decide(review: Review, state: SessionState, *, decision: str, decided_by: DecidedBy,
             feedback: str = "", user: User | None = None,
             carried_from: list[str] | None = None,
-            signatures: list[EventSignature] | None = None) -> ReviewDecisionDocument:
+            signatures: list[EventSignature] | None = None,
+            accepted: list[str] | None = None) -> ReviewDecisionDocument:
     decision = Status(decision).value  # plain str: enum members are not JSON values
     intent_receipt = None
     if review.stage == Stage.EVIDENCE:
@@ -178,7 +179,7 @@ def _decide(review: Review, state: SessionState, *, decision: str, decided_by: D
                                       feedback=feedback,
                                       intent_proposal_receipt=intent_receipt,
                                       carried_from=carried_from, signatures=signatures,
-                                      comments=comments)
+                                      comments=comments, accepted=accepted)
     governor_event_append(session=review.session, state=state, type=EVENT_TYPES[review.stage],
                           data=payload)
     review.status = decision
@@ -193,7 +194,7 @@ def _decide(review: Review, state: SessionState, *, decision: str, decided_by: D
     _count(str(review.stage), decision, review.session.project.slug,
            (review.decided_at - review.created_at).total_seconds())
     if review.stage == Stage.DELIVERY:
-        _delivery_decided(review, state, decision, payload["receipt"])
+        _delivery_decided(review, state, decision, payload["receipt"], len(accepted or []))
     return payload
 
 
@@ -214,7 +215,7 @@ def _delivery_evidence(review: Review) -> TerminalEvidence:
 
 
 def _delivery_decided(review: Review, state: SessionState, decision: str,
-                      decision_receipt: str) -> None:
+                      decision_receipt: str, accepted: int) -> None:
     """A delivery review decided: the terminal `governor.domain.attempts.decide_delivery` gives
     (certified, or exhausted), written with the evidence of the passing attempt the review
     kept; none when the contract is active again, or ended meanwhile."""
@@ -227,7 +228,7 @@ def _delivery_decided(review: Review, state: SessionState, decision: str,
                        and contract["contractId"] == review.plan["contract_id"]),
         attempts_made=len(folded["attempts"]),
         max_attempts=int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
-        if contract is not None else 0)
+        if contract is not None else 0, accepted_findings=accepted)
     if verdict is not None:
         assert contract is not None
         status, reason = verdict
@@ -262,12 +263,14 @@ def _own_part(user: User, review: Review) -> str | None:
 
 def review_decide(*, user: User, review: Review, receipt: str, decision: str,
                   feedback: object = None, carried_from: str = "",
-                  signed: passkeys.Signed | None = None) -> Review:
+                  signed: passkeys.Signed | None = None,
+                  accepted_findings: object = None) -> Review:
     """A reviewer's decision on exactly the proposal they saw (its receipt). An approval may
     carry `user`'s earlier approval of the same receipt (its decision receipt, §13): it is
     recorded as an ordinary approval that names it. `signed`: the reviewer's passkey signature
     of exactly this decision (governor.services.passkeys), which a project may require of
-    approvals."""
+    approvals. `accepted_findings`: the ids of the proposal's tamper findings the reviewer
+    accepts (rules §17.5); an approval of a proposal with findings must accept every one."""
     text = domain.feedback_text(feedback)
     session = review.session
     if not is_reviewer(user, session.project_id):
@@ -292,6 +295,13 @@ def review_decide(*, user: User, review: Review, receipt: str, decision: str,
             required_approvals=session.project.required_approvals))
         if verdict.refused is not None:
             raise REFUSALS[verdict.refused](verdict.reason)
+        findings = review.proposal.get("tamperFindings") or []
+        accepted = domain.accepted_findings(accepted_findings, findings)
+        left = [str(finding["id"]) for finding in findings if finding["id"] not in accepted]
+        if decision == Status.APPROVED and left:
+            raise DecisionRefused(f"approving this delivery accepts every tamper finding, and "
+                                  f"{len(left)} {'is' if len(left) == 1 else 'are'} not "
+                                  f"accepted: {', '.join(left)}")
         who: DecidedBy = {"kind": "reviewer", "userId": user.pk}
         if decision == Status.APPROVED:
             _, created = Approval.objects.get_or_create(review=review, user=user,
@@ -308,7 +318,7 @@ def review_decide(*, user: User, review: Review, receipt: str, decision: str,
                               decided_by={"kind": "reviewers",
                                           "userIds": [user_id for user_id, _ in approvals]},
                               carried_from=[receipt for _, receipt in approvals if receipt],
-                              signatures=signatures)
+                              signatures=signatures, accepted=accepted)
             activated = _advance(review, state, payload)
         else:
             rows = [passkeys.signature_record(review, user, signed)] if signed else []

@@ -484,9 +484,11 @@ def test_rule_9_a_code_draft_gets_the_required_profiles_and_begins_as_code(
     assert wrong_route.status_code == 422 and "/code-contracts" in wrong_route.content.decode()
     begun = worker.client.post(f"/sessions/{worker.id}/code-contracts", body["begin"])
     assert begun.status_code == 201, begun.content
-    # The draft's checks, after the protected paths check begin adds (rules §14.3, §17.3).
-    [protected, *drafted] = begun.json()["contract"]["checks"]
+    # The draft's checks, between the protected paths check and the tamper scan's begin adds
+    # (rules §14.3, §17.3, §17.5).
+    [protected, *drafted, scan] = begun.json()["contract"]["checks"]
     assert protected["id"] == "protected-paths" and drafted == document["checks"]
+    assert scan["id"] == "tamper-free"
 
 
 def test_rule_9_a_code_draft_without_a_required_profile_calls_nothing(

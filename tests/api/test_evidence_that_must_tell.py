@@ -147,4 +147,4 @@ def test_rule_17_7_unattended_a_critical_claim_on_a_trusted_profile_begins(
     contract = begin_code(worker, **{key: body[key] for key in ("claims", "checks")})["contract"]
     assert [claim["id"] for claim in contract["claims"]] == [
         "protected-paths-unchanged", "required-code-verification", "tests-note", "mul-fixed",
-        "tests-kept"]
+        "tests-kept", "no-evidence-tampering"]

@@ -78,7 +78,8 @@ def evidence_of(verdict: dict[str, Any], check_id: str) -> str:
 def test_the_baseline_run_records_what_the_tests_did_on_the_start_tree(
         worker: Agent, task: Project) -> None:
     contract = begin_code(worker)["contract"]
-    assert [c["id"] for c in contract["checks"]] == ["protected-paths", "code-profile-unit-tests"]
+    assert [c["id"] for c in contract["checks"]] == ["protected-paths", "code-profile-unit-tests",
+                                                     "tamper-free"]
     baseline = settle_baseline(worker)
     assert baseline.result["baseline"] is True and baseline.result["passed"] is False
     assert baseline.result["report"]["failed"] == 1 and baseline.result["report"]["passed"] == 1
