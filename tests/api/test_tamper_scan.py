@@ -157,7 +157,9 @@ def test_rule_17_5_an_agent_claim_or_check_with_the_injected_ids_is_refused_nami
 def test_rule_17_5_an_atexit_hook_that_rewrites_the_report_is_not_certified(
         worker: Agent, task: Project) -> None:
     result = fixed_and_run(worker, ATEXIT_FORGERY)
-    assert result["passed"] is True and result["report"]["failed"] == 0  # the run is fooled
+    # The report stream (rules §17.4) already makes the rewritten run bad-report; the scan names
+    # the code that did it, whatever the run says.
+    assert result["passed"] is False and "stream says failed" in str(result), result
     verdict = verify(worker)
     assert verdict["decision"] == "repair"
     tamper = tamper_of(verdict)
