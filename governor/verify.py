@@ -127,6 +127,7 @@ RECEIPTED_EVENTS: dict[str, ReceiptRule] = {
     "reliability/outcome-observation": ReceiptRule("outcome-observation", None),
     "reliability/outcome-terminal": ReceiptRule("outcome-terminal", None),
     "reliability/outcome-report": ReceiptRule("outcome-report", None),
+    "reliability/reference": ReceiptRule("reference", None),
 }
 """Event type → how its receipt recomputes: every receipt-bearing event the server writes."""
 

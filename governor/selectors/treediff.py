@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from html import escape
 from typing import Any
 
-from governor.domain.changes import MODE_SYMLINK, WorkspaceChange
+from governor.domain.changes import MODE_SYMLINK, WorkspaceChange, workspace_changes
 from governor.domain.runner_control import changed_sections, sections_at
 from governor.domain.tree import TREE_ID_PREFIX, ManifestEntry
 from governor.domain.treediff import (
@@ -252,6 +252,15 @@ def _content(project_id: int, entry: Sequence[str] | None) -> bytes | None:
         return blob_read(project_id, entry[2])
     except ServiceError:
         raise _Unreadable from None
+
+
+def changes_read(project_id: int, base: Iterable[Sequence[str]],
+                 manifest: Iterable[Sequence[str]]) -> list[WorkspaceChange]:
+    """Rules §14.1 and §17.3: every path whose entry differs between the kept tree `base` (the
+    contract-start tree, or the session's reference) and `manifest`, with the runner-control
+    sections each one's content changed."""
+    base, manifest = list(base), list(manifest)
+    return sections_read(project_id, base, manifest, workspace_changes(base, manifest))
 
 
 def sections_read(project_id: int, start: Iterable[Sequence[str]],

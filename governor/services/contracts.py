@@ -9,7 +9,7 @@ from typing import Any
 
 from governor.domain import attempts, coverage, drafting, lifecycle, messages
 from governor.domain import contracts as domain
-from governor.domain.changes import WorkspaceChange, changes_digest, workspace_changes
+from governor.domain.changes import WorkspaceChange, changes_digest
 from governor.domain.checks import (
     LogEvidence,
     evaluate_checks,
@@ -41,7 +41,7 @@ from governor.selectors.profiles import (
 from governor.selectors.reviews import review_pending, review_url
 from governor.selectors.sessions import lifecycle_of
 from governor.selectors.snapshots import tree_named
-from governor.selectors.treediff import kept_manifest, sections_read
+from governor.selectors.treediff import changes_read, kept_manifests
 from governor.services import reviews
 from governor.services.activation import contract_activate
 from governor.services.events import (
@@ -324,18 +324,23 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
     try:
         with workspace_hashed(session, tree, declared) as hashed:
             judged, environments = hashed.reference, hashed.environments
-            start = kept_manifest(project.pk, contract.get("startTree"))
-            # §14.1: the changes since the contract started, from its kept start manifest,
-            # with the runner-control sections their content changed (§17.3).
-            changes = None if start is None else sections_read(
-                project.pk, start, hashed.tree.manifest,
-                workspace_changes(start, hashed.tree.manifest))
+            # §14.1: the changes since the contract started, and (§17.2) since the session's
+            # reference, from their kept manifests, with the runner-control sections their
+            # content changed (§17.3).
+            reference = (lifecycle.reference_of(state.lifecycle) or {}).get("tree")
+            kept = kept_manifests(project.pk, [contract.get("startTree"), reference])
+            start, base = (kept.get((ref["id"], ref["exclusions"])) if ref else None
+                           for ref in (contract.get("startTree"), reference))
+            changes = None if start is None else changes_read(
+                project.pk, start, hashed.tree.manifest)
             results = evaluate_checks(
                 contract, evidence=evidence, workspace=hashed.workspace, tree=judged,
                 current_profile_receipts=current_profiles,
                 max_file_bytes=project.max_file_bytes, environments=environments,
                 changes=changes,
                 require_discriminating=project.require_discriminating_evidence,
+                reference_changes=None if base is None else changes_read(
+                    project.pk, base, hashed.tree.manifest),
             )
     except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
         judged, results = None, unjudged_results(contract, str(exc))

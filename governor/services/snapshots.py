@@ -30,6 +30,7 @@ from governor.models import (
 )
 from governor.selectors.snapshots import snapshot_by_tree
 from governor.services.blobs import blobs_touch
+from governor.services.references import reference_record
 from verification.models import VerificationRun
 
 
@@ -95,7 +96,10 @@ def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:
         Session.objects.select_for_update().get(pk=session.pk)  # numbers in order
         number = (Snapshot.objects.filter(session=session)
                   .aggregate(top=Max("number"))["top"] or 0) + 1
-        return Snapshot.objects.create(session=session, number=number, tree=tree)
+        snapshot = Snapshot.objects.create(session=session, number=number, tree=tree)
+        if number == 1:  # rules §17.1: a snapshot session's reference is its first tree
+            reference_record(session, None)
+        return snapshot
 
 
 def _sizes(project_id: int, blobs: set[str]) -> dict[str, int]:
