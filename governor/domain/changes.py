@@ -123,6 +123,15 @@ def scope_result(check: Check, changes: Sequence[WorkspaceChange],
                    f"{since}: {offending_text(found, check.get('sections') or [])}.")
 
 
+def left_in(manifest: Iterable[Sequence[str]],
+            exclusions: Sequence[str]) -> list[Sequence[str]]:
+    """The entries of a tree recorded under other exclusions that `exclusions` leave in (as
+    a commit's tree leaves them out, governor/domain/commits.py): the session's reference
+    compared with a tree hashed after the project's exclusions changed."""
+    matcher = PathMatcher(exclusions)
+    return [entry for entry in manifest if not matcher.matches(entry[0])]
+
+
 def overlaid(reference: Iterable[Sequence[str]], attempt: Iterable[Sequence[str]],
              protected: Sequence[WorkspaceChange]) -> list[list[str]]:
     """Rule 17.2: the attempt's manifest with its `protected` changes against the reference

@@ -9,7 +9,7 @@ from typing import Any
 
 from governor.domain import attempts, coverage, drafting, lifecycle, messages
 from governor.domain import contracts as domain
-from governor.domain.changes import WorkspaceChange, changes_digest
+from governor.domain.changes import WorkspaceChange, changes_digest, left_in
 from governor.domain.checks import (
     LogEvidence,
     evaluate_checks,
@@ -333,6 +333,9 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
                            for ref in (contract.get("startTree"), reference))
             changes = None if start is None else changes_read(
                 project.pk, start, hashed.tree.manifest)
+            if base is not None and reference and (
+                    reference["exclusions"] != hashed.tree.exclusions_digest):
+                base = left_in(base, project.tree_exclusions)
             results = evaluate_checks(
                 contract, evidence=evidence, workspace=hashed.workspace, tree=judged,
                 current_profile_receipts=current_profiles,

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.conf import settings
 
-from governor.domain.changes import SHOWN_PATHS, offending, overlaid
+from governor.domain.changes import SHOWN_PATHS, left_in, offending, overlaid
 from governor.domain.documents import Check
 from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import (
@@ -399,16 +399,17 @@ def _overlaid(session: Session, kept: WorkspaceTree,
     ref = overlay.reference
     base = WorkspaceTree.objects.filter(project=session.project, tree_id=ref["id"],
                                         exclusions_digest=ref["exclusions"]).first()
-    if base is None or base.exclusions_digest != kept.exclusions_digest:
-        why = "is not kept" if base is None else "was taken under other tree exclusions"
-        raise TreeUnavailable(f"the reference tree {ref['id']} {why}: its protected content "
-                              "cannot be laid over the run's tree")
-    protected = offending(overlay.check, changes_read(session.project_id, base.manifest,
+    if base is None:
+        raise TreeUnavailable(f"the reference tree {ref['id']} is not kept: its protected "
+                              "content cannot be laid over the run's tree")
+    reference = base.manifest if base.exclusions_digest == kept.exclusions_digest else left_in(
+        base.manifest, kept.exclusions)
+    protected = offending(overlay.check, changes_read(session.project_id, reference,
                                                       kept.manifest))
     record = kept
     if protected:
         manifest = [ManifestEntry(*entry)
-                    for entry in overlaid(base.manifest, kept.manifest, protected)]
+                    for entry in overlaid(reference, kept.manifest, protected)]
         try:
             tree_id = manifest_tree_id(manifest)
         except TreeError as exc:  # a file where the reference has a directory, say
