@@ -287,6 +287,10 @@ class Session(models.Model):
     # "device:inode" of the directory bound at creation: checks and runs use only that directory.
     workspace_identity = models.CharField(max_length=64, blank=True)
     header = JSONTextField(null=True, blank=True)
+    # rules §17.1: the `reliability/reference` data, taken when the session was created (a
+    # snapshot session: at its first snapshot); written into the log just before the
+    # session's first governor event (governor/services/events.py).
+    reference = JSONTextField(null=True, blank=True, editable=False)
     imported = models.BooleanField(default=False)
     # An import writes its events in chunks, each its own transaction (governor/services/
     # sessions.py `session_import`): until the last one commits the session is `importing`,

@@ -327,7 +327,7 @@ def _attempt(session: Session, state: SessionState, *, trigger: str,
             # §14.1: the changes since the contract started, and (§17.2) since the session's
             # reference, from their kept manifests, with the runner-control sections their
             # content changed (§17.3).
-            reference = (lifecycle.reference_of(state.lifecycle) or {}).get("tree")
+            reference = (session.reference or {}).get("tree")
             kept = kept_manifests(project.pk, [contract.get("startTree"), reference])
             start, base = (kept.get((ref["id"], ref["exclusions"])) if ref else None
                            for ref in (contract.get("startTree"), reference))

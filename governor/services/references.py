@@ -1,5 +1,5 @@
-"""rules §17.1: every session's reference — a tree the agent did not choose, recorded once in the
-session's log (`reliability/reference`) before any contract can begin.
+"""rules §17.1: every session's reference — a tree the agent did not choose, taken once and
+recorded in the session's log (`reliability/reference`) before its first governor event.
 
     a path workspace that is a git repository (a `.git` at its root): the tree of the commit
     the project's `reference_ref` names (e.g. `origin/main`), else of the commit HEAD names,
@@ -25,7 +25,6 @@ from typing import Any
 
 from django.conf import settings
 
-from governor.domain import lifecycle
 from governor.domain.canonical import receipt
 from governor.domain.commits import (
     GitError,
@@ -39,7 +38,6 @@ from governor.domain.tree import TreeError, blob_id, exclusions_digest, validate
 from governor.lib.errors import Invalid, ServiceError
 from governor.models import Project, Session, WorkspaceTree
 from governor.services.blobs import blobs_keep, blobs_touch
-from governor.services.events import governor_event_append, session_locked
 from governor.services.trees import TreeUnavailable, session_tree_reference
 
 log = logging.getLogger(__name__)
@@ -116,12 +114,14 @@ def _blobs_keep(project: Project, repo: str, commit: str, blobs: dict[str, str])
         log.warning("reference %s: its blobs are not kept: %s", commit, exc)
 
 
-def reference_record(session: Session, taken: GitReference | str | None) -> dict[str, Any]:
-    """Append the session's `reliability/reference` event: the repository's reference `taken`
+def reference_take(session: Session, taken: GitReference | str | None) -> dict[str, Any]:
+    """Take the session's reference, once: the repository's `taken`
     (`reference_from_repository`), else the tree the session holds now (a path workspace
-    hashed; a snapshot session's first snapshot). Its data:
-    `{tree: {id, exclusions} | null, source, commit?, ref?, reason?, receipt}`, `source` one of
-    `git-ref`, `git-head`, `first-tree`, `first-snapshot`."""
+    hashed; a snapshot session's first snapshot). Kept as `Session.reference` and written into
+    the log as `reliability/reference` just before the session's first governor event
+    (`governor_event_append`). Its data: `{tree: {id, exclusions} | null, source, commit?,
+    ref?, reason?, receipt}`, `source` one of `git-ref`, `git-head`, `first-tree`,
+    `first-snapshot`."""
     data: dict[str, Any]
     if isinstance(taken, GitReference):
         data = {"tree": taken.tree, "source": "git-ref" if taken.ref else "git-head",
@@ -138,8 +138,6 @@ def reference_record(session: Session, taken: GitReference | str | None) -> dict
         if isinstance(taken, str):
             data["reason"] = taken
     data["receipt"] = receipt("reference", data)
-    with session_locked(session) as state:
-        if lifecycle.reference_of(state.lifecycle) is None:
-            governor_event_append(session=session, state=state, type=lifecycle.REFERENCE,
-                                  data=data)
+    if Session.objects.filter(pk=session.pk, reference__isnull=True).update(reference=data):
+        session.reference = data
     return data

@@ -312,11 +312,11 @@ def run_overlay(run: VerificationRun) -> Overlay | None:
     this profile would have (the project's paths, the profile's, the runner control in
     force). None when the session has no reference (older sessions, or a tree that could not
     be hashed when it was created) or nothing is protected."""
-    folded = SessionState.objects.filter(session_id=run.session_id).values_list(
-        "lifecycle", flat=True).get()
-    reference = (lifecycle.reference_of(folded) or {}).get("tree")
+    reference = (run.session.reference or {}).get("tree")
     if reference is None:
         return None
+    folded = SessionState.objects.filter(session_id=run.session_id).values_list(
+        "lifecycle", flat=True).get() or {}
     contract = folded["contract"]["data"] if folded.get("open") else None
     check = next((check for check in (contract or {}).get("checks", [])
                   if check.get("id") == PROTECTED_CHECK_ID), None)

@@ -32,7 +32,7 @@ from governor.services.events import (
     events_import,
 )
 from governor.services.facts import facts_session_started
-from governor.services.references import reference_from_repository, reference_record
+from governor.services.references import reference_from_repository, reference_take
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def session_create(
             raise
         return existing, False
     if kind == "path":
-        reference_record(session, taken)
+        reference_take(session, taken)
     return session, True
 
 

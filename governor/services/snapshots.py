@@ -30,7 +30,7 @@ from governor.models import (
 )
 from governor.selectors.snapshots import snapshot_by_tree
 from governor.services.blobs import blobs_touch
-from governor.services.references import reference_record
+from governor.services.references import reference_take
 from verification.models import VerificationRun
 
 
@@ -98,7 +98,7 @@ def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:
                   .aggregate(top=Max("number"))["top"] or 0) + 1
         snapshot = Snapshot.objects.create(session=session, number=number, tree=tree)
         if number == 1:  # rules §17.1: a snapshot session's reference is its first tree
-            reference_record(session, None)
+            reference_take(session, None)
         return snapshot
 
 

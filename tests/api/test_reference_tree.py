@@ -22,7 +22,7 @@ from governor.services.projects import project_set
 from governor.services.reviews import review_decide
 from reviews.models import Review
 from tests.api.test_code_verification import run
-from tests.api.test_contracts import Agent
+from tests.api.test_contracts import Agent, readme_contract
 from tests.api.test_evidence_the_agent_cannot_shape import (  # noqa: F401 - the fixtures
     RIGHT,
     TESTS,
@@ -153,17 +153,22 @@ def test_rule_17_2_a_path_a_person_opened_runs_as_the_attempt_has_it(
 
 def test_rule_17_1_the_reference_is_in_the_log_and_verify_checks_it(
         agent: AgentClient, workspace: Path, tmp_path: Path) -> None:
-    """A workspace that is no git repository: its tree at creation, the first governor event.
-    An export carries it; an edited reference (the chain rehashed) fails verification, its
-    receipt first."""
+    """A workspace that is no git repository: its tree at creation, written into the log just
+    before the first governor event. An export carries it; an edited reference (the chain
+    rehashed) fails verification, its receipt first."""
     (workspace / "README.md").write_text("# Project\n")
     worker = Agent(agent, workspace)
-    data = reference_event(worker.id)
+    assert worker.status()["next_seq"] == 2  # the agent's own events come first, from seq 0
+    worker.write("README.md", "## Install\n")
+    assert worker.begin(readme_contract()).status_code == 201
+    [reference, contract] = Event.objects.filter(
+        session_id=worker.id, origin="governor").order_by("seq")[:2]
+    assert (reference.type, contract.type) == ("reliability/reference", "reliability/contract")
+    data = reference.data
     assert data["source"] == "first-tree" and data["tree"]["id"].startswith("gittree:sha256:")
+    assert data["tree"] != contract.data["startTree"]  # taken at creation, not at begin
     body = {key: value for key, value in data.items() if key != "receipt"}
     assert receipt("reference", body) == data["receipt"]
-    worker.write("README.md", "# Changed later\n")
-    assert reference_event(worker.id)["tree"] == data["tree"]  # taken once
     objects = lines_of(agent, worker.id)
     assert verify_cli(tmp_path, objects).returncode == 0
     [line] = [obj for obj in objects if obj.get("type") == "reliability/reference"]
@@ -201,15 +206,15 @@ def test_rule_17_1_a_git_workspace_s_reference_is_the_commit_head_names(
     the protected-paths check names it, since the reference."""
     (workspace / "tests" / "test_calc.py").write_text(EXPECTING_THE_WRONG_ANSWER)
     worker = Agent(agent, workspace)
-    data = reference_event(worker.id)
-    assert (data["source"], data["commit"]) == ("git-head", repository)
-    assert "ref" not in data
     project_set(project=task, protected_paths=["tests/**"])
     begun = worker.begin({"objective": "Say how to install", "claims": [
         {"id": "calc", "statement": "calc.py is there", "importance": "critical",
          "verification": "deterministic", "check_ids": ["calc-exists"]}],
         "checks": [{"id": "calc-exists", "kind": "file_exists", "path": "calc.py"}]})
     assert begun.status_code == 201, begun.content
+    data = reference_event(worker.id)
+    assert (data["source"], data["commit"]) == ("git-head", repository)
+    assert "ref" not in data
     verdict = verify(worker)
     assert verdict["decision"] == "repair"
     assert ("changed since the reference: tests/test_calc.py (modified)"
@@ -226,9 +231,9 @@ def test_rule_17_1_reference_ref_names_the_reference_whatever_head_says(
     call_command("governor_project", "set", task.slug, "--reference-ref", "upstream")
     assert agent.get("/project").json()["reference_ref"] == "upstream"
     worker = Agent(agent, workspace)
+    _tampered_before_begin_is_not_certified(worker, "tests/test_calc.py", "modified")
     data = reference_event(worker.id)
     assert (data["source"], data["ref"], data["commit"]) == ("git-ref", "upstream", repository)
-    _tampered_before_begin_is_not_certified(worker, "tests/test_calc.py", "modified")
 
 
 @pytest.mark.parametrize("git_repository", [True, False])
