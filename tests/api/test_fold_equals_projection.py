@@ -289,8 +289,8 @@ def test_the_operations_do_what_they_say_so_the_property_covers_them(
     drafted = play_checking_the_fold(Scenario(owned_agent, workspace, reviewer, provider), [
         "draft", "begin", "write_readme", "turn_stop", "import_log"])
     assert [kind for kind, _ in governor_events(drafted.id)] == [
-        "reliability/reference", "reliability/contract-draft", "reliability/contract", "reliability/attempt",
-        "reliability/terminal"]
+        "reliability/reference", "reliability/contract-draft", "reliability/contract",
+        "reliability/attempt", "reliability/terminal"]
 
     Project.objects.filter(pk=world.pk).update(authoring_mode="current-agent",
                                                delivery_review="required")

@@ -36,6 +36,7 @@ from tests.api.test_evidence_the_agent_cannot_shape import (  # noqa: F401 - the
 from tests.api.test_export_and_verify import lines_of, rehashed, verify_cli
 from tests.api.test_workspace_trees import verify
 from tests.conftest import INTENT, AgentClient
+from tests.pages import reviewer_client
 from verification.models import VerificationRun
 
 sandboxed = pytest.mark.sandbox
@@ -141,6 +142,10 @@ def test_rule_17_2_a_path_a_person_opened_runs_as_the_attempt_has_it(
     assert begun.status_code == 202, begun.content
     for stage in ("intent", "evidence"):
         review = Review.objects.get(session_id=worker.id, stage=stage)
+        if stage == "evidence":  # the reviewer sees what the protected paths are judged against
+            page = reviewer_client("rita", "rita-password-1").get(f"/reviews/{review.pk}/")
+            assert "<dt>Reference</dt>" in page.content.decode()
+            assert "the workspace when the session was created" in page.content.decode()
         review_decide(user=reviewer, review=review, receipt=review.receipt, decision="approved")
     baseline = settle_baseline(worker)
     assert baseline.result["overlay"]["allowed"] == ["tests/test_regression.py"]
@@ -201,7 +206,8 @@ def repository(workspace: Path, task: Project) -> str:
 
 
 def test_rule_17_1_a_git_workspace_s_reference_is_the_commit_head_names(
-        agent: AgentClient, workspace: Path, task: Project, repository: str) -> None:
+        agent: AgentClient, workspace: Path, task: Project, repository: str,
+        reviewer: Any) -> None:
     """Tampering left in the working tree before the session starts is not in the reference:
     the protected-paths check names it, since the reference."""
     (workspace / "tests" / "test_calc.py").write_text(EXPECTING_THE_WRONG_ANSWER)
@@ -215,6 +221,8 @@ def test_rule_17_1_a_git_workspace_s_reference_is_the_commit_head_names(
     data = reference_event(worker.id)
     assert (data["source"], data["commit"]) == ("git-head", repository)
     assert "ref" not in data
+    page = reviewer_client("rita", "rita-password-1").get(f"/sessions/{worker.id}/")
+    assert f'the commit HEAD named (<code title="{repository}">' in page.content.decode()
     verdict = verify(worker)
     assert verdict["decision"] == "repair"
     assert ("changed since the reference: tests/test_calc.py (modified)"
