@@ -37,7 +37,7 @@ from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import TreeError, blob_id, exclusions_digest, validate_exclusions
 from governor.lib.errors import Invalid, ServiceError
 from governor.models import Project, Session, WorkspaceTree
-from governor.services.blobs import blobs_keep, blobs_touch
+from governor.services.blobs import blob_sizes, blobs_keep, blobs_touch
 from governor.services.trees import TreeUnavailable, session_tree_reference
 
 log = logging.getLogger(__name__)
@@ -73,17 +73,22 @@ def reference_from_repository(project: Project, path: str) -> GitReference | str
         commit = read_commit(path, ref or "HEAD")
         exclusions = list(validate_exclusions(project.tree_exclusions, "tree_exclusions"))
         tree_id, manifest = commit_tree_id(commit.entries, exclusions)
+        if len(manifest) > project.tree_max_files:
+            raise TreeError(".", f"more than {project.tree_max_files} files (the project's "
+                                 "tree_max_files)")
     except (GitError, TreeError, FieldsInvalid) as exc:
         if ref:
             raise _refused(ref, f"does not resolve to a commit whose tree can be a reference: "
                                 f"{exc}") from None
         return f"HEAD names no commit whose tree can be read ({exc}): its tree was taken instead"
+    _blobs_keep(project, path, commit.oid, {entry.path: entry.blob for entry in manifest})
     digest = exclusions_digest(exclusions)
+    sizes = blob_sizes(project.pk, (entry.blob for entry in manifest))
     WorkspaceTree.objects.get_or_create(
         project=project, tree_id=tree_id, exclusions_digest=digest,
-        defaults={"exclusions": exclusions, "files": len(manifest), "bytes": 0,
+        defaults={"exclusions": exclusions, "files": len(manifest),
+                  "bytes": sum(sizes.get(entry.blob, 0) for entry in manifest),
                   "manifest": [list(entry) for entry in manifest]})
-    _blobs_keep(project, path, commit.oid, {entry.path: entry.blob for entry in manifest})
     return GitReference({"id": tree_id, "exclusions": digest}, commit.oid, ref)
 
 

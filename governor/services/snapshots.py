@@ -20,7 +20,6 @@ from governor.domain.tree import (
 )
 from governor.lib.errors import Conflict, Invalid, NotFound
 from governor.models import (
-    Blob,
     Event,
     Origin,
     Session,
@@ -29,7 +28,7 @@ from governor.models import (
     WorkspaceTree,
 )
 from governor.selectors.snapshots import snapshot_by_tree
-from governor.services.blobs import blobs_touch
+from governor.services.blobs import blob_sizes, blobs_touch
 from governor.services.references import reference_take
 from verification.models import VerificationRun
 
@@ -80,7 +79,7 @@ def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:
                        for e in manifest if e.blob in missing]
             raise Invalid(f"{len(missing)} blobs are missing from the store, first "
                           f"{details[0]['path']}: {details[0]['message']}", details=details)
-        sizes = _sizes(project.pk, {entry.blob for entry in added + dropped})
+        sizes = blob_sizes(project.pk, {entry.blob for entry in added + dropped})
         total = (0 if base_tree is None else base_tree.bytes) + sum(
             sizes[entry.blob] for entry in added) - sum(sizes[entry.blob] for entry in dropped)
         if total > project.tree_max_bytes:
@@ -100,15 +99,6 @@ def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:
         if number == 1:  # rules §17.1: a snapshot session's reference is its first tree
             reference_take(session, None)
         return snapshot
-
-
-def _sizes(project_id: int, blobs: set[str]) -> dict[str, int]:
-    ids = sorted(blobs)
-    sizes: dict[str, int] = {}
-    for start in range(0, len(ids), 5000):
-        sizes.update(Blob.objects.filter(project_id=project_id, blob_id__in=ids[start:start + 5000])
-                     .values_list("blob_id", "size"))
-    return sizes
 
 
 def _tree_named(tree_id: str, **where: Any) -> bool:

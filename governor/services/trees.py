@@ -50,7 +50,7 @@ from governor.lib.materialise import MODE_SYMLINK, materialised
 from governor.models import Project, Session, WorkspaceKind, WorkspaceTree
 from governor.selectors.snapshots import snapshot_by_tree, snapshot_current, snapshot_latest
 from governor.selectors.treediff import changes_read
-from governor.services.blobs import blobs_keep, blobs_touch
+from governor.services.blobs import blob_sizes, blobs_keep, blobs_touch
 
 log = logging.getLogger(__name__)
 
@@ -415,9 +415,11 @@ def _overlaid(session: Session, kept: WorkspaceTree,
         except TreeError as exc:  # a file where the reference has a directory, say
             raise TreeUnavailable(f"the reference's protected content cannot be laid over "
                                   f"the run's tree: {exc}") from None
+        sizes = blob_sizes(session.project_id, (entry.blob for entry in manifest))
         record, _ = WorkspaceTree.objects.get_or_create(
             project=session.project, tree_id=tree_id, exclusions_digest=kept.exclusions_digest,
-            defaults={"exclusions": kept.exclusions, "files": len(manifest), "bytes": 0,
+            defaults={"exclusions": kept.exclusions, "files": len(manifest),
+                      "bytes": sum(sizes.get(entry.blob, 0) for entry in manifest),
                       "manifest": [list(entry) for entry in manifest]})
     detail: dict[str, Any] = {"reference": ref["id"], "paths": list(overlay.check["paths"])}
     for key in ("allowed", "sections"):

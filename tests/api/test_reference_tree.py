@@ -34,6 +34,7 @@ from tests.api.test_evidence_the_agent_cannot_shape import (  # noqa: F401 - the
     worker,
 )
 from tests.api.test_export_and_verify import lines_of, rehashed, verify_cli
+from tests.api.test_snapshot_sessions import upload_directory
 from tests.api.test_workspace_trees import verify
 from tests.conftest import INTENT, AgentClient
 from tests.pages import reviewer_client
@@ -182,6 +183,31 @@ def test_rule_17_1_the_reference_is_in_the_log_and_verify_checks_it(
     assert result.returncode == 1
     assert "reliability/reference: data.receipt does not recompute" in result.stdout, (
         result.stdout)
+
+
+@pytest.mark.usefixtures("private_store")
+def test_rule_17_1_a_snapshot_session_s_reference_is_its_first_snapshot(
+        agent: AgentClient, tmp_path: Path) -> None:
+    """The server holds no repository to read: the first tree the client uploads is the
+    reference, and a protected file changed in a later snapshot is a change since it."""
+    remote = tmp_path / "laptop"
+    (remote / "tests").mkdir(parents=True)
+    (remote / "tests" / "test_calc.py").write_text(TESTS)
+    session = str(agent.post("/sessions", {"workspace": {"kind": "snapshot"}}).json()["id"])
+    first = upload_directory(agent, session, remote)
+    (remote / "tests" / "test_calc.py").write_text(EXPECTING_THE_WRONG_ANSWER)
+    (remote / "README.md").write_text("## Install\n")
+    second = upload_directory(agent, session, remote)
+    project_set(project=Session.objects.get(pk=session).project, protected_paths=["tests/**"])
+    begun = agent.post(f"/sessions/{session}/contracts", {**readme_contract(),
+                                                         "tree": second["tree"]})
+    assert begun.status_code == 201, begun.content
+    data = reference_event(session)
+    assert (data["source"], data["tree"]["id"]) == ("first-snapshot", first["tree"])
+    stop = agent.post(f"/sessions/{session}/verify", {"tree": second["tree"]}).json()
+    assert stop["decision"] == "repair"
+    assert ("changed since the reference: tests/test_calc.py (modified)"
+            in evidence_of(stop, "protected-paths"))
 
 
 # --- git workspaces ----------------------------------------------------------------------------
