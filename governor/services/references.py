@@ -64,11 +64,21 @@ def reference_from_repository(project: Project, path: str) -> GitReference | str
     manifest recorded and blobs kept. Raises Invalid naming `reference_ref` when the project's
     ref names no commit (or the workspace is no repository), before anything is written."""
     ref = project.reference_ref
-    if not os.path.lexists(os.path.join(path, ".git")):
+    dotgit = os.path.join(path, ".git")
+    if not os.path.lexists(dotgit):
         if ref:
             raise _refused(ref, "cannot be read: the workspace is not a git repository (no "
                                 ".git at its root)")
         return None
+    if os.path.islink(dotgit) or not os.path.isdir(dotgit):
+        # A gitfile or a symlink may name any repository the server can read, whose objects
+        # would then become this project's blobs: only the workspace's own is read.
+        why = ("cannot be read: the workspace's .git is not a directory of its own (a "
+               "worktree's gitfile or a symlink), and only a repository inside the workspace "
+               "is read")
+        if ref:
+            raise _refused(ref, why)
+        return f"HEAD {why.removeprefix('cannot be read: ')}: its tree was taken instead"
     try:
         commit = read_commit(path, ref or "HEAD")
         exclusions = list(validate_exclusions(project.tree_exclusions, "tree_exclusions"))

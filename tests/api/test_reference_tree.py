@@ -17,7 +17,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from governor.domain.canonical import receipt
-from governor.models import Event, Project, Session
+from governor.domain.tree import blob_id
+from governor.models import Blob, Event, Project, Session
 from governor.services.projects import project_set
 from governor.services.reviews import review_decide
 from reviews.models import Review
@@ -292,3 +293,24 @@ def test_rule_17_1_a_reference_ref_that_is_no_ref_is_refused_when_set(project: P
     assert "reference_ref" in str(refused.value)
     project.refresh_from_db()
     assert project.reference_ref == ""
+
+
+def test_rule_17_1_a_gitfile_naming_another_repository_is_never_read(
+        agent: AgentClient, workspace: Path, tmp_path: Path) -> None:
+    """A `.git` file (or symlink) may name any repository the server can read: its objects
+    would become this project's blobs. Only a `.git` directory of the workspace's own is read;
+    otherwise the reference is the workspace's tree, and says why."""
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    (other / "secret.txt").write_text("another project's file\n")
+    git(other, "init", "-q", "-b", "main")
+    git(other, "add", "-A")
+    git(other, "commit", "-q", "-m", "theirs")
+    (workspace / "calc.py").write_text(WRONG)
+    (workspace / ".git").write_text(f"gitdir: {other / '.git'}\n")
+    worker = Agent(agent, workspace)
+    assert worker.begin(readme_contract()).status_code == 201
+    data = reference_event(worker.id)
+    assert data["source"] == "first-tree" and "not a directory of its own" in data["reason"]
+    assert not Blob.objects.filter(blob_id=blob_id(b"another project's file\n")).exists()
+
