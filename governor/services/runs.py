@@ -274,7 +274,7 @@ def run_execute(run: VerificationRun) -> None:
     try:
         with run_tree(session, run.tree or None, writable=writes, start=start,
                       environment=definition.get("environment", []),
-                      overlay=run_overlay(run)) as given, \
+                      overlay=_run_overlay(run)) as given, \
                 report_directory(definition) as report_dir:
             copy = given.workspace
             result = run_sandboxed(definition, copy.root, copy.recorded_identity,
@@ -305,7 +305,7 @@ def run_execute(run: VerificationRun) -> None:
         run_finish(run=run, record=_infrastructure(run, str(exc)), detail=str(exc))
 
 
-def run_overlay(run: VerificationRun) -> Overlay | None:
+def _run_overlay(run: VerificationRun) -> Overlay | None:
     """Rules §17.2: what a run lays over its tree — the session's reference, judged by the open
     contract's injected protected-paths check (what a person opened with `protected_changes`
     runs as the attempt has it); with no contract open, by the protected set a contract naming

@@ -103,10 +103,12 @@ def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:
 
 def _tree_named(tree_id: str, **where: Any) -> bool:
     """Whether a governor event (a contract's start tree, an attempt, a run's result, a
-    terminal) or a verification run matching `where` names `tree_id`."""
+    terminal), a verification run or a session's reference (rules §17.1, kept before the log
+    has it) matching `where` names `tree_id`."""
     return (Event.objects.filter(origin=Origin.GOVERNOR, data__contains=f'"{tree_id}"',
                                  **{f"session__{key}": value for key, value in where.items()})
             .exists()
+            or Session.objects.filter(reference__contains=f'"{tree_id}"', **where).exists()
             or VerificationRun.objects.filter(
                 tree=tree_id, **{f"session__{key}": value for key, value in where.items()})
             .exists())
