@@ -271,6 +271,7 @@ class _Export:
         self.manifests: dict[tuple[str, str], tuple[int, tuple[str, ...],
                                                     tuple[ManifestEntry, ...]]] = {}
         self.certified: list[CertifiedTree] = []
+        self.reference: str | None = None  # rules §17.1: the logged reference's tree id
 
     # where a problem is reported: inside the event section, at the seq expected there
     def refuse(self, line_no: int, message: str) -> _Refused:
@@ -402,6 +403,14 @@ class _Export:
             run_receipt = event.data.get("receipt")
             if type(run_receipt) is str:
                 self.run_receipts.setdefault(run_receipt, seq)
+            overlay = event.data.get("overlay")
+            if overlay is not None and (type(overlay) is not dict
+                                        or overlay.get("reference") != self.reference):
+                raise self.refuse(line_no, "reliability/code-verification: its overlay's "
+                                           "reference is not the session's reference")
+        if event.type == "reliability/reference" and obj["origin"] == "governor":
+            tree = event.data.get("tree") if type(event.data) is dict else None
+            self.reference = tree.get("id") if type(tree) is dict else None
         if event.type == "reliability/contract":
             contract_id = contract_id_of(event.type, event.data)
             if contract_id is not None:

@@ -112,7 +112,7 @@ def test_rule_17_2_a_test_edited_before_begin_to_expect_the_wrong_answer_is_not_
 
 @sandboxed
 def test_rule_17_2_the_run_records_its_overlay_in_its_receipted_event(
-        worker: Agent, task: Project) -> None:
+        worker: Agent, task: Project, tmp_path: Path) -> None:
     begin_code(worker)
     settle_baseline(worker)
     worker.write("conftest.py", DESELECTING_CONFTEST)
@@ -127,6 +127,18 @@ def test_rule_17_2_the_run_records_its_overlay_in_its_receipted_event(
     assert overlay["tree"] != data["tree"]["id"]  # ran without conftest.py, credited with it
     body = {key: value for key, value in data.items() if key != "receipt"}
     assert receipt("code-verification-result", body) == data["receipt"]
+    # An export carries both; a run that says it took its protected paths from another tree
+    # (its receipt recomputed, the chain rehashed) is refused by the offline verifier.
+    objects = lines_of(worker.client, worker.id)
+    assert verify_cli(tmp_path, objects).returncode == 0
+    [line] = [obj for obj in objects if obj.get("seq") == seq and obj["kind"] == "event"]
+    line["data"]["overlay"]["reference"] = "gittree:sha256:" + "0" * 64
+    line["data"]["receipt"] = receipt("code-verification-result", {
+        key: value for key, value in line["data"].items() if key != "receipt"})
+    result = verify_cli(tmp_path, rehashed(objects))
+    assert result.returncode == 1
+    assert "its overlay's reference is not the session's reference" in result.stdout, (
+        result.stdout)
 
 
 @sandboxed
