@@ -66,7 +66,9 @@ def _tampered_before_begin_is_not_certified(worker: Agent, path: str, kind: str)
     path restored, or an added one left out), so test_mul fails in both: the run that would
     have passed on the tampered tree fails, and the protected-paths check names the change
     made before begin, since the reference."""
-    begin_code(worker)
+    begun = begin_code(worker)
+    # what a reviewer sees beside the check before the work: it fails already
+    assert begun["assessment"]["baselines"]["protected-paths"] == "fails"
     baseline = settle_baseline(worker)
     assert baseline.result["overlay"]["restored"] == [path]
     assert baseline.result["report"]["failed"] == 1  # test_mul, as the reference has it
