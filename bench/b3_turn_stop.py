@@ -416,12 +416,13 @@ def measure_database(label: str, params: dict[str, Any], profile: bool) -> dict[
             state.save(update_fields=["next_seq", "head", "trace", "lifecycle", "updated_at"])
 
     def build(size: int, index: int, what: str) -> tuple[Session, dict[str, int]]:
-        """A session whose log holds `size` events after its contract start: the contract
-        event, VERIFY_ROUNDS rounds of code verifications and agent turns."""
+        """A session whose log holds `size` events after its contract start: the session's
+        reference (rules §17.1) and the contract event, VERIFY_ROUNDS rounds of code
+        verifications and agent turns."""
         session, _ = session_create(token=token,
                                     workspace={"kind": "path", "path": str(workspace)})
         writer = LogWriter(random.Random(f"{label}-{size}-{index}"), 0)  # noqa: S311
-        agent_events = size - 1 - VERIFY_ROUNDS * len(PROFILES)
+        agent_events = size - 2 - VERIFY_ROUNDS * len(PROFILES)
         turns, rest = divmod(agent_events, TURN_EVENTS)
         shortfall = (TURN_EVENTS - rest) % TURN_EVENTS
         if rest:
@@ -453,7 +454,7 @@ def measure_database(label: str, params: dict[str, Any], profile: bool) -> dict[
         after = next_seq(session) - 1 - started
         assert after == size, (after, size)
         mix = dict(writer.counts)
-        mix[lifecycle.CONTRACT] = 1
+        mix[lifecycle.REFERENCE] = mix[lifecycle.CONTRACT] = 1
         mix[lifecycle.CODE_VERIFICATION] = VERIFY_ROUNDS * len(PROFILES)
         assert sum(mix.values()) == size
         return session, mix

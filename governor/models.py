@@ -120,6 +120,13 @@ class Project(models.Model):
                   'protect, each with the reason, e.g. [{"entry": "**/setup.cfg", "reason": '
                   '"holds only flake8 settings; pytest reads pyproject.toml"}]. Every evidence '
                   "page shows them.")
+    reference_ref = models.CharField(
+        max_length=255, blank=True, default="",
+        help_text="The git ref whose tree is every path session's reference (rules §17.1), "
+                  "e.g. origin/main: protected paths are judged against it and every trusted "
+                  "run takes them from it. Empty: the commit HEAD names when the session is "
+                  "created (a workspace that is no git repository: its tree then). A ref that "
+                  "does not resolve refuses the session.")
     require_discriminating_evidence = models.BooleanField(
         default=False, help_text="Refuse a contract whose critical claim has no check that "
                                  "fails before the work (its evidence could not tell done from "
@@ -167,6 +174,11 @@ class Project(models.Model):
             except FieldsInvalid as exc:
                 raise ValidationError({name: [
                     f"{error['path']}: {error['message']}" for error in exc.errors]}) from None
+        if self.reference_ref and (self.reference_ref.startswith("-")
+                                   or any(c.isspace() or ord(c) < 32 for c in self.reference_ref)):
+            raise ValidationError({"reference_ref": "must be a git ref such as origin/main: "
+                                                    "no leading '-', spaces or control "
+                                                    "characters"})
         try:
             self.runner_control_exempt = validate_exemptions(self.runner_control_exempt)
         except FieldsInvalid as exc:
@@ -280,6 +292,10 @@ class Session(models.Model):
     # "device:inode" of the directory bound at creation: checks and runs use only that directory.
     workspace_identity = models.CharField(max_length=64, blank=True)
     header = JSONTextField(null=True, blank=True)
+    # rules §17.1: the `reliability/reference` data, taken when the session was created (a
+    # snapshot session: at its first snapshot); written into the log just before the
+    # session's first governor event (governor/services/events.py).
+    reference = JSONTextField(null=True, blank=True, editable=False)
     imported = models.BooleanField(default=False)
     # An import writes its events in chunks, each its own transaction (governor/services/
     # sessions.py `session_import`): until the last one commits the session is `importing`,

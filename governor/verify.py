@@ -130,6 +130,7 @@ RECEIPTED_EVENTS: dict[str, ReceiptRule] = {
     "reliability/outcome-observation": ReceiptRule("outcome-observation", None),
     "reliability/outcome-terminal": ReceiptRule("outcome-terminal", None),
     "reliability/outcome-report": ReceiptRule("outcome-report", None),
+    "reliability/reference": ReceiptRule("reference", None),
 }
 """Event type → how its receipt recomputes: every receipt-bearing event the server writes."""
 
@@ -277,6 +278,7 @@ class _Export:
         # since the last attempt accepted
         self.attempt_findings: dict[str, list[str]] = {}
         self.accepted: set[str] = set()
+        self.reference: str | None = None  # rules §17.1: the logged reference's tree id
 
     # where a problem is reported: inside the event section, at the seq expected there
     def refuse(self, line_no: int, message: str) -> _Refused:
@@ -408,6 +410,14 @@ class _Export:
             run_receipt = event.data.get("receipt")
             if type(run_receipt) is str:
                 self.run_receipts.setdefault(run_receipt, seq)
+            overlay = event.data.get("overlay")
+            if overlay is not None and (type(overlay) is not dict
+                                        or overlay.get("reference") != self.reference):
+                raise self.refuse(line_no, "reliability/code-verification: its overlay's "
+                                           "reference is not the session's reference")
+        if event.type == "reliability/reference" and obj["origin"] == "governor":
+            tree = event.data.get("tree") if type(event.data) is dict else None
+            self.reference = tree.get("id") if type(tree) is dict else None
         if event.type == "reliability/contract":
             contract_id = contract_id_of(event.type, event.data)
             if contract_id is not None:

@@ -43,6 +43,7 @@ def project(request: HttpRequest) -> dict[str, object]:
             "runner_control_exempt": protected.exempt,
             "require_discriminating_evidence": current.require_discriminating_evidence,
             "unattended_evidence": current.unattended_evidence,
+            "reference_ref": current.reference_ref,
             "tree_max_files": current.tree_max_files, "tree_max_bytes": current.tree_max_bytes,
             "max_blob_bytes": settings.GOVERNOR_MAX_BLOB_BYTES,
             "max_batch_bytes": settings.GOVERNOR_MAX_BLOB_BATCH_BYTES,

@@ -542,6 +542,9 @@ class ProjectOut(Out):
         description="the built-in entries this project does not protect, each with its reason")
     require_discriminating_evidence: bool
     unattended_evidence: Literal["any", "operator"]
+    reference_ref: str = Field(
+        description="the git ref whose tree is a path session's reference (rules §17.1); "
+                    "empty: the commit HEAD names when the session is created")
     tree_max_files: int
     tree_max_bytes: int
     max_blob_bytes: int

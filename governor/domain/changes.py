@@ -104,21 +104,43 @@ def offending_text(found: Sequence[WorkspaceChange], sections: Sequence[str] = (
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def scope_result(check: Check, changes: Sequence[WorkspaceChange]) -> tuple[bool, str]:
-    """A scope check's result on the attempt's changes, with its evidence sentence."""
+def scope_result(check: Check, changes: Sequence[WorkspaceChange],
+                 since: str = "the contract start") -> tuple[bool, str]:
+    """A scope check's result on the attempt's changes (`since` the tree they are from), with
+    its evidence sentence."""
     found = offending(check, changes)
     count = len(changes)
     if check["kind"] == "changes_within":
         if not found:
-            return True, (f"All {count} changed path{'s' if count != 1 else ''} since the "
-                          f"contract start match the allowed patterns.")
+            return True, (f"All {count} changed path{'s' if count != 1 else ''} since "
+                          f"{since} match the allowed patterns.")
         return False, (f"{len(found)} changed path{'s' if len(found) != 1 else ''} outside the "
                        f"allowed patterns: {offending_text(found)}.")
     if not found:
-        return True, (f"None of the {count} changed path{'s' if count != 1 else ''} since the "
-                      f"contract start matches the protected patterns.")
+        return True, (f"None of the {count} changed path{'s' if count != 1 else ''} since "
+                      f"{since} matches the protected patterns.")
     return False, (f"{len(found)} protected path{'s' if len(found) != 1 else ''} changed since "
-                   f"the contract start: {offending_text(found, check.get('sections') or [])}.")
+                   f"{since}: {offending_text(found, check.get('sections') or [])}.")
+
+
+def left_in(manifest: Iterable[Sequence[str]],
+            exclusions: Sequence[str]) -> list[Sequence[str]]:
+    """The entries of a tree recorded under other exclusions that `exclusions` leave in (as
+    a commit's tree leaves them out, governor/domain/commits.py): the session's reference
+    compared with a tree hashed after the project's exclusions changed."""
+    matcher = PathMatcher(exclusions)
+    return [entry for entry in manifest if not matcher.matches(entry[0])]
+
+
+def overlaid(reference: Iterable[Sequence[str]], attempt: Iterable[Sequence[str]],
+             protected: Sequence[WorkspaceChange]) -> list[list[str]]:
+    """Rule 17.2: the attempt's manifest with its `protected` changes against the reference
+    undone — each such path as the reference holds it (restored, reverted), or left out where
+    the reference has none (an added file) — in path order: what a trusted run executes on."""
+    undone = {change.path for change in protected}
+    kept = {entry[0]: list(entry) for entry in attempt if entry[0] not in undone}
+    kept.update((entry[0], list(entry)) for entry in reference if entry[0] in undone)
+    return [kept[path] for path in sorted(kept, key=lambda p: p.encode())]
 
 
 def protected_check(patterns: Sequence[str], opened: Sequence[str],

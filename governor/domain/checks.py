@@ -26,7 +26,7 @@ from governor.domain.canonical import (
     canonical_equal,
     loads_strict,
 )
-from governor.domain.changes import WorkspaceChange, scope_result
+from governor.domain.changes import PROTECTED_CHECK_ID, WorkspaceChange, scope_result
 from governor.domain.documents import Check
 from governor.domain.harness import is_workspace_mutation, tool_result_info
 from governor.domain.reports import against_baseline, named
@@ -321,6 +321,9 @@ class _Context:
     changes: Sequence[WorkspaceChange] | None  # since the contract start (None: unknown)
     require_discriminating: bool  # the project requires fail-to-pass ≥ 1 (rules §17.6)
     scanned: Sequence[WorkspaceChange] | None = None  # what the tamper scan reads (§17.5)
+    # rules §17.2: since the session's reference, which the injected protected-paths check
+    # judges (None: the session has none, and it judges `changes`)
+    reference_changes: Sequence[WorkspaceChange] | None = None
 
 
 def _file_exists(check: Check, ctx: _Context) -> tuple[bool, str]:
@@ -570,6 +573,8 @@ def _against_baseline(profile: str, runs: Sequence[VerificationRecord],
 
 
 def _scope(check: Check, ctx: _Context) -> tuple[bool, str]:
+    if check.get("id") == PROTECTED_CHECK_ID and ctx.reference_changes is not None:
+        return scope_result(check, ctx.reference_changes, since="the reference")
     if ctx.changes is None:
         return False, ("The changes since the contract start cannot be computed: its start "
                        "tree is not kept.")
@@ -629,6 +634,7 @@ def evaluate_check(
     changes: Sequence[WorkspaceChange] | None = None,
     require_discriminating: bool = False,
     scanned: Sequence[WorkspaceChange] | None = None,
+    reference_changes: Sequence[WorkspaceChange] | None = None,
 ) -> CheckResult:
     """One stored check's result on the tree `workspace` was hashed to (`tree`, its
     reference; `environments`: the environment digests of the profiles that declare one, see
@@ -638,7 +644,7 @@ def evaluate_check(
     check_id, kind = str(check.get("id")), str(check.get("kind"))
     ctx = _Context(after_seq, evidence, workspace, tree_key(tree), current_profile_receipts,
                    max_file_bytes, environments or {}, changes, require_discriminating,
-                   scanned)
+                   scanned, reference_changes)
     findings: list[dict[str, object]] | None = None
     try:
         evaluator = _EVALUATORS.get(kind)
@@ -691,8 +697,11 @@ def evaluate_checks(
     changes: Sequence[WorkspaceChange] | None = None,
     require_discriminating: bool = False,
     scanned: Sequence[WorkspaceChange] | None = None,
+    reference_changes: Sequence[WorkspaceChange] | None = None,
 ) -> list[CheckResult]:
-    """Every check of a stored contract (any version), in declaration order, on `tree`."""
+    """Every check of a stored contract (any version), in declaration order, on `tree`
+    (`changes`: since the contract start; `reference_changes`: since the session's reference,
+    what the injected protected-paths check judges when there is one, rules §17.2)."""
     after_seq = int(contract["startedAtSeq"])
     return [
         evaluate_check(
@@ -707,6 +716,7 @@ def evaluate_checks(
             changes=changes,
             require_discriminating=require_discriminating,
             scanned=scanned,
+            reference_changes=reference_changes,
         )
         for check in contract["checks"]
     ]

@@ -26,7 +26,7 @@ import hashlib
 import os
 import subprocess
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import IO, Any
@@ -132,7 +132,8 @@ def read_tree_entries(repo: str, treeish: str) -> tuple[str, tuple[ManifestEntry
     return object_format, _list_entries(repo, treeish, object_format)
 
 
-def _list_entries(repo: str, treeish: str, object_format: str) -> tuple[ManifestEntry, ...]:
+def _rows(repo: str, treeish: str) -> list[tuple[str, str, str]]:
+    """(path, canonical mode, git object id) of every file and symlink of `treeish`."""
     listing = git(repo, "ls-tree", "-r", "-z", "--full-tree", "--end-of-options", treeish)
     rows: list[tuple[str, str, str]] = []
     for record in listing.split(b"\0"):
@@ -150,6 +151,11 @@ def _list_entries(repo: str, treeish: str, object_format: str) -> tuple[Manifest
         if kind != "blob":
             raise TreeError(path, f"an entry of type {kind} cannot be certified")
         rows.append((path, _canonical_mode(path, mode), oid))
+    return rows
+
+
+def _list_entries(repo: str, treeish: str, object_format: str) -> tuple[ManifestEntry, ...]:
+    rows = _rows(repo, treeish)
     if object_format == "sha256":
         ids = {oid: oid for _, _, oid in rows}
     elif object_format == "sha1":
@@ -157,6 +163,36 @@ def _list_entries(repo: str, treeish: str, object_format: str) -> tuple[Manifest
     else:
         raise GitError(f"unknown object format {object_format!r}")
     return tuple(ManifestEntry(path, mode, ids[oid]) for path, mode, oid in rows)
+
+
+def blob_objects(repo: str, treeish: str) -> dict[str, str]:
+    """The git object id of each path of `treeish`: where its bytes are read from."""
+    return {path: oid for path, _, oid in _rows(repo, treeish)}
+
+
+def blobs_read(repo: str, oids: Sequence[str]) -> Iterator[tuple[str, bytes]]:
+    """(object id, content) of each blob `oids` names, read through one `git cat-file
+    --batch`. GitError when one is missing."""
+    process = subprocess.Popen(  # noqa: S603 - argv, no shell
+        ["git", "-C", repo, "-c", "core.fsmonitor=false", "cat-file", "--batch"],  # noqa: S607
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert process.stdin is not None and process.stdout is not None
+    writer = threading.Thread(target=_feed, args=(process.stdin, oids), daemon=True)
+    writer.start()
+    out = process.stdout
+    try:
+        for oid in oids:
+            header = out.readline().split()
+            if len(header) != 3 or header[1] != b"blob" or header[0].decode() != oid:
+                raise GitError(f"git cat-file: blob {oid} is missing")
+            data = out.read(int(header[2]))
+            out.read(1)  # the newline after the content
+            yield oid, data
+    finally:
+        process.kill()
+        writer.join()
+        out.close()
+        process.wait()
 
 
 def read_commit(repo: str, rev: str) -> Commit:
@@ -200,16 +236,7 @@ def _sha256_blob_ids(repo: str, oids: Sequence[str]) -> dict[str, str]:
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdin is not None and process.stdout is not None
 
-    def feed(pipe: IO[bytes]) -> None:
-        try:
-            for oid in oids:
-                pipe.write(oid.encode() + b"\n")
-        except BrokenPipeError:
-            pass
-        finally:
-            pipe.close()
-
-    writer = threading.Thread(target=feed, args=(process.stdin,), daemon=True)
+    writer = threading.Thread(target=_feed, args=(process.stdin, oids), daemon=True)
     writer.start()
     ids: dict[str, str] = {}
     out = process.stdout
@@ -234,6 +261,16 @@ def _sha256_blob_ids(repo: str, oids: Sequence[str]) -> dict[str, str]:
         out.close()
         process.wait()
     return ids
+
+
+def _feed(pipe: IO[bytes], oids: Sequence[str]) -> None:
+    try:
+        for oid in oids:
+            pipe.write(oid.encode() + b"\n")
+    except BrokenPipeError:
+        pass
+    finally:
+        pipe.close()
 
 
 def _trailers(raw_commit: bytes) -> dict[str, tuple[str, ...]]:

@@ -109,6 +109,11 @@ def _governor(kind: str, data: Mapping[str, object]) -> GovernorLine:
         why = "" if passed else f" ({data.get('failureKind') or 'failed'})"
         return {"kind": "verification", "title": f"Verifier run: {data.get('profile')}",
                 "detail": ("passed" if passed else "failed") + why, "ok": passed}
+    if kind == lifecycle.REFERENCE:
+        tree = _mapping(data.get("tree"))
+        source = str(data.get("source", ""))
+        return {"kind": "reference", "title": "Reference tree",
+                "detail": f"{tree.get('id') or 'none'} ({source})", "ok": None}
     stage = {lifecycle.INTENT_REVIEW: "Intent",
              lifecycle.DELIVERY_REVIEW: "Delivery"}.get(str(kind), "Evidence plan")
     decision = str(data.get("decision", ""))

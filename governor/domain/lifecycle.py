@@ -14,7 +14,8 @@ The state is plain JSON. Each remembered event is a record `{"seq", "imported", 
      "latestDraft": record | None,
      "latestIntentReview": record | None,
      "latestContractReview": record | None,
-     "latestVerifications": {profile: record}}
+     "latestVerifications": {profile: record},
+     "reference": record | None}             # the session's reference tree (rules §17.1)
 
 A log that breaks the lifecycle (a second open contract, a second terminal, an attempt after the
 terminal or out of sequence, an unreadable contract) raises `LifecycleError`: such a log cannot
@@ -36,13 +37,14 @@ CONTRACT_DRAFT = "reliability/contract-draft"
 INTENT_REVIEW = "reliability/intent-review"
 CONTRACT_REVIEW = "reliability/contract-review"
 DELIVERY_REVIEW = "reliability/delivery-review"
+REFERENCE = "reliability/reference"  # rules §17.1: the tree the agent did not choose
 # Outcome contracts (governor/domain/outcomes.py): not folded into the delivery lifecycle.
 OUTCOME_CONTRACT = "reliability/outcome-contract"
 OUTCOME_OBSERVATION = "reliability/outcome-observation"
 OUTCOME_TERMINAL = "reliability/outcome-terminal"
 GOVERNOR_EVENT_TYPES = frozenset(
     {CONTRACT, ATTEMPT, TERMINAL, CODE_VERIFICATION, CONTRACT_DRAFT, INTENT_REVIEW, CONTRACT_REVIEW,
-     DELIVERY_REVIEW}
+     DELIVERY_REVIEW, REFERENCE}
 )
 READABLE_CONTRACT_VERSIONS = frozenset({1, 2, 3, 4, 5})
 TERMINAL_STATUSES = ("certified", "exhausted", "abstained")
@@ -105,6 +107,7 @@ class LifecycleState(TypedDict):
     latestContractReview: EventRecord | None
     latestDeliveryReview: NotRequired[EventRecord | None]
     latestVerifications: dict[str, EventRecord]
+    reference: NotRequired[EventRecord | None]
 
 
 def initial_state() -> LifecycleState:
@@ -118,6 +121,7 @@ def initial_state() -> LifecycleState:
         "latestContractReview": None,
         "latestDeliveryReview": None,
         "latestVerifications": {},
+        "reference": None,
     }
 
 
@@ -224,9 +228,22 @@ def apply(state: LifecycleState, event: Mapping[str, Any]) -> LifecycleState:
         if not isinstance(profile, str):
             raise LifecycleError(seq, "code verification names no profile")
         new["latestVerifications"] = {**state["latestVerifications"], profile: record}
+    elif kind == REFERENCE:
+        if state.get("reference") is not None:
+            raise LifecycleError(seq, "a second reference: a session has one, taken once")
+        if state["contract"] is not None:
+            raise LifecycleError(seq, "the reference comes after a contract began")
+        new["reference"] = record
     else:
         new[_LATEST_OF_KIND[str(kind)]] = record  # type: ignore[literal-required]
     return new
+
+
+def reference_of(state: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The session's `reliability/reference` data (rules §17.1), None before it is taken (and
+    in a session older than it)."""
+    record = (state or {}).get("reference")
+    return record["data"] if record else None
 
 
 def fold(events: Iterable[Mapping[str, Any]]) -> LifecycleState:

@@ -255,6 +255,15 @@ def _content(project_id: int, entry: Sequence[str] | None) -> bytes | None:
         raise _Unreadable from None
 
 
+def changes_read(project_id: int, base: Iterable[Sequence[str]],
+                 manifest: Iterable[Sequence[str]]) -> list[WorkspaceChange]:
+    """Rules §14.1 and §17.3: every path whose entry differs between the kept tree `base` (the
+    contract-start tree, or the session's reference) and `manifest`, with the runner-control
+    sections each one's content changed."""
+    base, manifest = list(base), list(manifest)
+    return sections_read(project_id, base, manifest, workspace_changes(base, manifest))
+
+
 def sections_read(project_id: int, start: Iterable[Sequence[str]],
                   attempt: Iterable[Sequence[str]],
                   changes: Sequence[WorkspaceChange]) -> list[WorkspaceChange]:
@@ -278,13 +287,3 @@ def sections_read(project_id: int, start: Iterable[Sequence[str]],
         read[change.path] = tuple(changed_sections(change.path, old, new))
     return [replace(change, sections=read[change.path]) if change.path in read else change
             for change in changes]
-
-
-def tamper_changes(project_id: int, contract: Mapping[str, Any],
-                   manifest: Iterable[Sequence[str]]) -> list[WorkspaceChange] | None:
-    """Rules §17.5: the attempt's changed files the tamper scan reads — the difference between
-    the contract's start tree and the attempt's `manifest` (None when the start tree is not
-    kept). The one place the scan's base is chosen: the reference tree (§17.1) replaces the
-    start tree here when it is built."""
-    base = kept_manifest(project_id, contract.get("startTree"))
-    return None if base is None else workspace_changes(base, manifest)

@@ -88,6 +88,16 @@ def blobs_touch(project: Project, ids: Iterable[str]) -> set[str]:
     return present
 
 
+def blob_sizes(project_id: int, blobs: Iterable[str]) -> dict[str, int]:
+    """The size of each of the project's blobs among `blobs` (those it holds)."""
+    ids = sorted(set(blobs))
+    sizes: dict[str, int] = {}
+    for start in range(0, len(ids), 5000):
+        sizes.update(Blob.objects.filter(project_id=project_id, blob_id__in=ids[start:start + 5000])
+                     .values_list("blob_id", "size"))
+    return sizes
+
+
 def _file_blob_id(path: str, size: int) -> str:
     digest = hashlib.sha256(b"blob %d\0" % size)
     with open(path, "rb") as handle:

@@ -9,7 +9,7 @@ from typing import Any
 
 from governor.domain import attempts, coverage, drafting, lifecycle, messages
 from governor.domain import contracts as domain
-from governor.domain.changes import WorkspaceChange, changes_digest, workspace_changes
+from governor.domain.changes import PROTECTED_CHECK_ID, WorkspaceChange, changes_digest, left_in
 from governor.domain.checkout import refusal_text
 from governor.domain.checks import (
     LogEvidence,
@@ -20,6 +20,7 @@ from governor.domain.checks import (
 from governor.domain.documents import ContractDocument
 from governor.domain.runner_control import in_force
 from governor.domain.tamper import TAMPER_CHECK_KIND
+from governor.domain.tree import Tree
 from governor.lib import metrics
 from governor.lib.errors import Conflict, Invalid, ReviewRequired, ServiceError
 from governor.models import (
@@ -43,7 +44,7 @@ from governor.selectors.profiles import (
 from governor.selectors.reviews import review_pending, review_url
 from governor.selectors.sessions import lifecycle_of
 from governor.selectors.snapshots import tree_named
-from governor.selectors.treediff import kept_manifest, sections_read, tamper_changes
+from governor.selectors.treediff import changes_read, kept_manifest, kept_manifests
 from governor.services import reviews
 from governor.services.activation import contract_activate
 from governor.services.events import (
@@ -119,6 +120,19 @@ def _profiles_named(checks: Sequence[Mapping[str, Any]]) -> set[str]:
             if check["kind"] == "code_verification_succeeded"}
 
 
+def _since_reference(project: Project, reference: Mapping[str, str] | None,
+                     base: Sequence[Sequence[str]] | None,
+                     tree: Tree) -> list[WorkspaceChange] | None:
+    """Rule 17.2: the changes between the session's reference (`base`, its kept manifest; None
+    when there is none) and the hashed `tree`, which the injected protected-paths check
+    judges; a reference recorded under other exclusions is read as the tree's leave it."""
+    if base is None or reference is None:
+        return None
+    if reference["exclusions"] != tree.exclusions_digest:
+        base = left_in(base, project.tree_exclusions)
+    return changes_read(project.pk, base, tree.manifest)
+
+
 def _baselines(session: Session, state: SessionState, proposal: domain.Proposal,
                tree: Any) -> tuple[dict[str, str], dict[str, str] | None]:
     """§14.5: each check's result on the contract-start state — the tree as it is now, no
@@ -131,13 +145,19 @@ def _baselines(session: Session, state: SessionState, proposal: domain.Proposal,
     try:
         with workspace_hashed(session, tree) as hashed:
             judged = hashed.reference
+            # The injected protected-paths check judges the start tree against the reference
+            # (rule 17.2): a change made before begin shows already.
+            reference = (session.reference or {}).get("tree")
+            protects = any(check["id"] == PROTECTED_CHECK_ID for check in proposal.checks)
+            base = kept_manifest(project.pk, reference) if protects and reference else None
             # No event after the boundary, by definition: the log checks are judged on an
             # empty log, with no query (20 checks at begin cost what they did before §14.5).
             results = evaluate_checks(
                 {"checks": proposal.checks, "startedAtSeq": state.next_seq - 1},
                 evidence=LogEvidence(()), workspace=hashed.workspace, tree=judged,
                 current_profile_receipts=profile_receipts(project),
-                max_file_bytes=project.max_file_bytes, changes=[], scanned=[])
+                max_file_bytes=project.max_file_bytes, changes=[], scanned=[],
+                reference_changes=_since_reference(project, reference, base, hashed.tree))
     except (TreeUnavailable, ServiceError):  # no snapshot yet, or one that cannot be read
         return unknown, None
     kinds = {str(check["id"]): check["kind"] for check in proposal.checks}
@@ -332,17 +352,23 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
     try:
         with workspace_hashed(session, tree, declared) as hashed:
             judged, environments = hashed.reference, hashed.environments
-            start = kept_manifest(project.pk, contract.get("startTree"))
-            # §14.1: the changes since the contract started, from its kept start manifest,
-            # with the runner-control sections their content changed (§17.3).
-            changes = None if start is None else sections_read(
-                project.pk, start, hashed.tree.manifest,
-                workspace_changes(start, hashed.tree.manifest))
+            # §14.1: the changes since the contract started, and (§17.2) since the session's
+            # reference, from their kept manifests, with the runner-control sections their
+            # content changed (§17.3).
+            reference = (session.reference or {}).get("tree")
+            kept = kept_manifests(project.pk, [contract.get("startTree"), reference])
+            start, base = (kept.get((ref["id"], ref["exclusions"])) if ref else None
+                           for ref in (contract.get("startTree"), reference))
+            changes = None if start is None else changes_read(
+                project.pk, start, hashed.tree.manifest)
+            since_reference = _since_reference(project, reference, base, hashed.tree)
+            # §17.5: the tamper scan reads what changed since the reference (code written
+            # before begin included), or since the contract start where there is none.
+            scanned = (changes if since_reference is None else since_reference) if any(
+                check.get("kind") == TAMPER_CHECK_KIND for check in contract["checks"]) else None
             # §17.9: a tree whose own .gitattributes make a checkout differ from its bytes is
             # never certified, so nothing is judged on it.
             converted = hashed.checkout_converted(max_bytes=project.max_file_bytes)
-            scanned = tamper_changes(project.pk, contract, hashed.tree.manifest) if any(
-                check.get("kind") == TAMPER_CHECK_KIND for check in contract["checks"]) else None
             results = unjudged_results(contract, refusal_text(converted)) if converted else (
                 evaluate_checks(
                     contract, evidence=evidence, workspace=hashed.workspace, tree=judged,
@@ -350,6 +376,7 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
                     max_file_bytes=project.max_file_bytes, environments=environments,
                     changes=changes, scanned=scanned,
                     require_discriminating=project.require_discriminating_evidence,
+                    reference_changes=since_reference,
                 ))
     except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
         judged, results = None, unjudged_results(contract, str(exc))

@@ -244,7 +244,16 @@ def governor_event_append(
     *, session: Session, state: SessionState, type: str, data: Mapping[str, Any]
 ) -> Event:
     """Append one governor event inside `session_locked`, which saves the projection; the
-    lifecycle is advanced here."""
+    lifecycle is advanced here. The session's first governor event is preceded by its
+    reference (rules §17.1, taken when the session was created), so every verdict in the log
+    comes after the tree it was judged against."""
+    if session.reference is not None and lifecycle.reference_of(state.lifecycle) is None:
+        _governor_event_write(session, state, lifecycle.REFERENCE, session.reference)
+    return _governor_event_write(session, state, type, data)
+
+
+def _governor_event_write(session: Session, state: SessionState, type: str,
+                          data: Mapping[str, Any]) -> Event:
     [fields] = _chain_rows(session, state, [{"type": type, "time": now_ms(), "data": data}],
                            [None], origin=Origin.GOVERNOR, imported=False)
     row = Event(**fields)

@@ -19,7 +19,9 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from governor.domain import lifecycle
+from governor.domain.changes import PROTECTED_CHECK_ID, protected_check
 from governor.domain.documents import ContractDocument
+from governor.domain.runner_control import in_force
 from governor.domain.tree import tree_reference
 from governor.domain.verification import infrastructure_record, run_result
 from governor.domain.workspace import (
@@ -40,6 +42,7 @@ from governor.services.events import (
     session_locked,
 )
 from governor.services.trees import (
+    Overlay,
     RunTree,
     TreeUnavailable,
     run_tree,
@@ -270,7 +273,8 @@ def run_execute(run: VerificationRun) -> None:
     start = (run.tree, run.tree_exclusions) if run.baseline else None
     try:
         with run_tree(session, run.tree or None, writable=writes, start=start,
-                      environment=definition.get("environment", [])) as given, \
+                      environment=definition.get("environment", []),
+                      overlay=_run_overlay(run)) as given, \
                 report_directory(definition) as report_dir:
             copy = given.workspace
             result = run_sandboxed(definition, copy.root, copy.recorded_identity,
@@ -280,6 +284,8 @@ def run_execute(run: VerificationRun) -> None:
                                       "tree": given.tree, "environment": given.environment}
             if run.baseline:
                 record["baseline"] = True
+            if given.overlay is not None:
+                record["overlay"] = given.overlay
             detail, tests = result.detail, None
             if report_dir is not None:
                 detail, tests = report_judged(record, report_dir, detail, result.stream)
@@ -297,6 +303,30 @@ def run_execute(run: VerificationRun) -> None:
             run_finish(run=run, record=record, output_tail=tail, detail=detail, tests=tests)
     except TreeUnavailable as exc:
         run_finish(run=run, record=_infrastructure(run, str(exc)), detail=str(exc))
+
+
+def _run_overlay(run: VerificationRun) -> Overlay | None:
+    """Rules §17.2: what a run lays over its tree — the session's reference, judged by the open
+    contract's injected protected-paths check (what a person opened with `protected_changes`
+    runs as the attempt has it); with no contract open, by the protected set a contract naming
+    this profile would have (the project's paths, the profile's, the runner control in
+    force). None when the session has no reference (older sessions, or a tree that could not
+    be hashed when it was created) or nothing is protected."""
+    reference = (run.session.reference or {}).get("tree")
+    if reference is None:
+        return None
+    folded = SessionState.objects.filter(session_id=run.session_id).values_list(
+        "lifecycle", flat=True).get() or {}
+    contract = folded["contract"]["data"] if folded.get("open") else None
+    check = next((check for check in (contract or {}).get("checks", [])
+                  if check.get("id") == PROTECTED_CHECK_ID), None)
+    if check is None:
+        project = run.session.project
+        control = in_force(project.runner_control_exempt)
+        patterns = [*project.protected_paths, *(run.definition.get("protected_paths") or []),
+                    *control.paths]
+        check = protected_check(patterns, (), control.sections)
+    return Overlay(reference, check)
 
 
 def _changes_kept(session: Session, given: RunTree, passed: bool,

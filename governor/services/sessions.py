@@ -32,6 +32,7 @@ from governor.services.events import (
     events_import,
 )
 from governor.services.facts import facts_session_started
+from governor.services.references import reference_from_repository, reference_take
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,9 @@ def session_create(
                       details=[{"path": "workspace.kind", "message": message}])
     if header is not None:
         check_json_value(header)
+    # rules §17.1: read from the repository before anything is written (a reference_ref that
+    # does not resolve refuses the session), recorded once the session exists.
+    taken = reference_from_repository(project, path) if kind == "path" else None
     try:
         with transaction.atomic():
             session = _new_session(project=project, external_id=external_id,
@@ -118,6 +122,8 @@ def session_create(
         if existing is None:
             raise
         return existing, False
+    if kind == "path":
+        reference_take(session, taken)
     return session, True
 
 

@@ -20,7 +20,6 @@ from governor.domain.tree import (
 )
 from governor.lib.errors import Conflict, Invalid, NotFound
 from governor.models import (
-    Blob,
     Event,
     Origin,
     Session,
@@ -29,7 +28,8 @@ from governor.models import (
     WorkspaceTree,
 )
 from governor.selectors.snapshots import snapshot_by_tree
-from governor.services.blobs import blobs_touch
+from governor.services.blobs import blob_sizes, blobs_touch
+from governor.services.references import reference_take
 from verification.models import VerificationRun
 
 
@@ -79,7 +79,7 @@ def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:
                        for e in manifest if e.blob in missing]
             raise Invalid(f"{len(missing)} blobs are missing from the store, first "
                           f"{details[0]['path']}: {details[0]['message']}", details=details)
-        sizes = _sizes(project.pk, {entry.blob for entry in added + dropped})
+        sizes = blob_sizes(project.pk, {entry.blob for entry in added + dropped})
         total = (0 if base_tree is None else base_tree.bytes) + sum(
             sizes[entry.blob] for entry in added) - sum(sizes[entry.blob] for entry in dropped)
         if total > project.tree_max_bytes:
@@ -95,24 +95,20 @@ def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:
         Session.objects.select_for_update().get(pk=session.pk)  # numbers in order
         number = (Snapshot.objects.filter(session=session)
                   .aggregate(top=Max("number"))["top"] or 0) + 1
-        return Snapshot.objects.create(session=session, number=number, tree=tree)
-
-
-def _sizes(project_id: int, blobs: set[str]) -> dict[str, int]:
-    ids = sorted(blobs)
-    sizes: dict[str, int] = {}
-    for start in range(0, len(ids), 5000):
-        sizes.update(Blob.objects.filter(project_id=project_id, blob_id__in=ids[start:start + 5000])
-                     .values_list("blob_id", "size"))
-    return sizes
+        snapshot = Snapshot.objects.create(session=session, number=number, tree=tree)
+        if number == 1:  # rules §17.1: a snapshot session's reference is its first tree
+            reference_take(session, None)
+        return snapshot
 
 
 def _tree_named(tree_id: str, **where: Any) -> bool:
     """Whether a governor event (a contract's start tree, an attempt, a run's result, a
-    terminal) or a verification run matching `where` names `tree_id`."""
+    terminal), a verification run or a session's reference (rules §17.1, kept before the log
+    has it) matching `where` names `tree_id`."""
     return (Event.objects.filter(origin=Origin.GOVERNOR, data__contains=f'"{tree_id}"',
                                  **{f"session__{key}": value for key, value in where.items()})
             .exists()
+            or Session.objects.filter(reference__contains=f'"{tree_id}"', **where).exists()
             or VerificationRun.objects.filter(
                 tree=tree_id, **{f"session__{key}": value for key, value in where.items()})
             .exists())

@@ -24,14 +24,18 @@ from typing import Any
 from django.conf import settings
 
 from governor.domain.checkout import CheckoutAttribute, checkout_attributes, is_attributes_file
+from governor.domain.changes import SHOWN_PATHS, left_in, offending, overlaid
+from governor.domain.documents import Check
 from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import (
+    ManifestEntry,
     StatCache,
     Tree,
     TreeError,
     directory_excluded,
     environment_reference,
     hash_tree,
+    manifest_tree_id,
     tree_reference,
     validate_exclusions,
 )
@@ -46,7 +50,8 @@ from governor.lib.errors import ServiceError, Unavailable
 from governor.lib.materialise import MODE_SYMLINK, materialised
 from governor.models import Project, Session, WorkspaceKind, WorkspaceTree
 from governor.selectors.snapshots import snapshot_by_tree, snapshot_current, snapshot_latest
-from governor.services.blobs import blobs_keep, blobs_touch
+from governor.selectors.treediff import changes_read
+from governor.services.blobs import blob_sizes, blobs_keep, blobs_touch
 
 log = logging.getLogger(__name__)
 
@@ -382,21 +387,76 @@ def _recorded(session: Session, tree: Tree) -> WorkspaceTree:
 @dataclass(frozen=True)
 class RunTree:
     """What a run executes on (rules §10.2): a private copy of exactly the tree it is
-    credited with, never the live directory."""
+    credited with, never the live directory — with the protected content of the session's
+    reference laid over it (rules §17.2) when `overlay` says so."""
 
     workspace: MaterialisedWorkspace
-    tree: dict[str, str]  # the reference of the tree materialised
+    tree: dict[str, str]  # the reference of the tree it is credited with
     environment: dict[str, Any] | None  # environment_reference, None without one
+    overlay: dict[str, Any] | None = None  # what `_overlaid` laid over it
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """Rules §17.2: the session's reference tree and the protected-paths check whose patterns
+    (`paths`, `sections`, less what a person opened, `allowed`) it judges."""
+
+    reference: dict[str, str]  # {"id", "exclusions"}
+    check: Check
+
+
+def _overlaid(session: Session, kept: WorkspaceTree,
+              overlay: Overlay) -> tuple[WorkspaceTree, dict[str, Any]]:
+    """`kept` with every protected change against the reference undone (the paths as the
+    reference holds them, added ones left out), recorded as a tree of its own; and what the run
+    records of it: `{reference, paths, allowed?, sections?, restored, tree}` — `restored` the
+    paths undone (at most SHOWN_PATHS, `restoredCount` all of them), `tree` the tree the
+    command ran on."""
+    ref = overlay.reference
+    base = WorkspaceTree.objects.filter(project=session.project, tree_id=ref["id"],
+                                        exclusions_digest=ref["exclusions"]).first()
+    if base is None:
+        raise TreeUnavailable(f"the reference tree {ref['id']} is not kept: its protected "
+                              "content cannot be laid over the run's tree")
+    reference = base.manifest if base.exclusions_digest == kept.exclusions_digest else left_in(
+        base.manifest, kept.exclusions)
+    protected = offending(overlay.check, changes_read(session.project_id, reference,
+                                                      kept.manifest))
+    record = kept
+    if protected:
+        manifest = [ManifestEntry(*entry)
+                    for entry in overlaid(reference, kept.manifest, protected)]
+        try:
+            tree_id = manifest_tree_id(manifest)
+        except TreeError as exc:  # a file where the reference has a directory, say
+            raise TreeUnavailable(f"the reference's protected content cannot be laid over "
+                                  f"the run's tree: {exc}") from None
+        sizes = blob_sizes(session.project_id, (entry.blob for entry in manifest))
+        record, _ = WorkspaceTree.objects.get_or_create(
+            project=session.project, tree_id=tree_id, exclusions_digest=kept.exclusions_digest,
+            defaults={"exclusions": kept.exclusions, "files": len(manifest),
+                      "bytes": sum(sizes.get(entry.blob, 0) for entry in manifest),
+                      "manifest": [list(entry) for entry in manifest]})
+    detail: dict[str, Any] = {"reference": ref["id"], "paths": list(overlay.check["paths"])}
+    for key in ("allowed", "sections"):
+        if overlay.check.get(key):
+            detail[key] = list(overlay.check[key])
+    detail.update(restored=[change.path for change in protected[:SHOWN_PATHS]],
+                  restoredCount=len(protected), tree=record.tree_id)
+    return record, detail
 
 
 @contextmanager
 def run_tree(session: Session, snapshot: Any, *, writable: bool, environment: Sequence[str],
-             start: tuple[str, str] | None = None) -> Iterator[RunTree]:
+             start: tuple[str, str] | None = None,
+             overlay: Overlay | None = None) -> Iterator[RunTree]:
     """The private copy a run of `session` executes on: a path session's workspace hashed now
     (the live directory is read for this and never again) with the profile's `environment`
     directories, or the snapshot `snapshot` names (a run queued before a newer upload still
     runs on its own), or for a baseline run the kept tree `start` (id, exclusions digest: the
-    contract-start tree), materialised from the kept blobs. Raises TreeUnavailable."""
+    contract-start tree), materialised from the kept blobs — with `overlay`'s protected content
+    laid over it (rules §17.2; the run is still credited with the tree it was given). Raises
+    TreeUnavailable."""
     snapshots = session.workspace_kind == WorkspaceKind.SNAPSHOT
     if snapshots and environment:
         raise TreeUnavailable("the profile declares environment directories "
@@ -418,10 +478,13 @@ def run_tree(session: Session, snapshot: Any, *, writable: bool, environment: Se
             below = {path: _recorded(session, tree)
                      for path, tree in environment_trees(session, live, environment).items()}
     assert kept is not None
-    record = kept
+    record, laid = kept, None
+    if overlay is not None:
+        record, laid = _overlaid(session, kept, overlay)
     with tree_materialised(session, record, writable=writable, environment=below) as copy:
-        yield RunTree(copy, {"id": record.tree_id, "exclusions": record.exclusions_digest},
-                      environment_reference({path: rec.tree_id for path, rec in below.items()}))
+        yield RunTree(copy, {"id": kept.tree_id, "exclusions": kept.exclusions_digest},
+                      environment_reference({path: rec.tree_id for path, rec in below.items()}),
+                      laid)
 
 
 def session_tree_reference(session: Session, tree: Any = None) -> dict[str, Any]:

@@ -79,7 +79,8 @@ def test_begin_with_review_off_activates_a_signed_version_3_contract(worker: Age
     contract = response.json()["contract"]
     assert contract["version"] == 3
     assert contract["review"] == {"mode": "off", "reviewed": False}
-    assert contract["startedAtSeq"] == worker.status()["next_seq"] - 2
+    # the session's reference (rules §17.1) and the contract follow the boundary
+    assert contract["startedAtSeq"] == worker.status()["next_seq"] - 3
     status = worker.status()
     assert status["state"] == "active"
     assert status["contract"]["receipt"] == contract["receipt"]

@@ -14,9 +14,10 @@ from django.core.management import call_command
 
 from governor.models import Event, Project
 from governor.services.projects import project_set
-from tests.api.test_code_verification import run
+from tests.api.test_code_verification import add_profile, run
 from tests.api.test_contracts import Agent
 from tests.api.test_evidence_the_agent_cannot_shape import (  # noqa: F401 - the fixtures
+    PYTEST,
     RIGHT,
     TESTS,
     begin_code,
@@ -37,9 +38,11 @@ WITHOUT_THE_FAILING_TEST = TESTS.split("def test_mul():")[0] + "def test_mul_of_
 
 def test_rule_17_6_a_failing_test_removed_before_begin_is_not_certified_when_evidence_must_tell(
         worker: Agent, task: Project) -> None:  # noqa: F811
-    """The tampering happened before begin, so the protected paths judge nothing changed and
-    the baseline run passes: fail-to-pass 0 of 0. With `require_discriminating_evidence` the
-    trusted check fails `claim_not_discriminating` once that baseline has finished."""
+    """Rule 6 on its own: the operator protects no tests (the profile names no protected
+    paths), so the reference's tests are not laid over the run (rule 2) and the baseline run
+    passes: fail-to-pass 0 of 0. With `require_discriminating_evidence` the trusted check
+    fails `claim_not_discriminating` once that baseline has finished."""
+    add_profile(task, "unit-tests", PYTEST, report="junit", timeout_ms=60_000)
     project_set(project=task, require_discriminating_evidence=True)
     assert "def test_mul():" not in WITHOUT_THE_FAILING_TEST
     worker.write("tests/test_calc.py", WITHOUT_THE_FAILING_TEST)

@@ -40,7 +40,11 @@ TESTS = textwrap.dedent("""\
 
 
 @pytest.fixture
-def worker(agent: AgentClient, workspace: Path) -> Agent:
+def worker(agent: AgentClient, workspace: Path, request: pytest.FixtureRequest) -> Agent:
+    """The agent's session, created once the operator's files are in the workspace (the
+    `task` fixture, when the test has it): they are its reference (rules §17.1)."""
+    if "task" in request.fixturenames:
+        request.getfixturevalue("task")
     return Agent(agent, workspace)
 
 
@@ -128,9 +132,10 @@ def test_a_conftest_that_skips_every_test_passes_nothing(
                 item.add_marker(pytest.mark.skip(reason="later"))
         """))
     result = run(worker, "unit-tests")["result"]
-    assert (result["exitCode"], result["passed"], result["failureKind"]) == (0, False,
-                                                                              "tests-failed")
-    assert result["report"]["skipped"] == 2 and result["report"]["passed"] == 0
+    # rules §17.2: the run leaves the added conftest.py out, so nothing is skipped
+    assert result["overlay"]["restored"] == ["conftest.py"]
+    assert (result["exitCode"], result["passed"]) == (1, False)
+    assert result["report"]["skipped"] == 0 and result["report"]["failed"] == 1
     verdict = verify(worker)
     assert verdict["decision"] == "repair"
     assert "conftest.py (added)" in evidence_of(verdict, "protected-paths")

@@ -265,6 +265,7 @@ def test_the_operations_do_what_they_say_so_the_property_covers_them(
         "begin_code", "approve", "approve", "write_readme", "run_failing", "verify",
         "run_passing", "turn_stop", "import_log"])
     assert governor_events(reviewed.id) == [
+        ("reliability/reference", None),
         ("reliability/intent-review", "rejected"),
         ("reliability/intent-review", "revision-requested"),
         ("reliability/intent-review", "cancelled"),
@@ -288,8 +289,8 @@ def test_the_operations_do_what_they_say_so_the_property_covers_them(
     drafted = play_checking_the_fold(Scenario(owned_agent, workspace, reviewer, provider), [
         "draft", "begin", "write_readme", "turn_stop", "import_log"])
     assert [kind for kind, _ in governor_events(drafted.id)] == [
-        "reliability/contract-draft", "reliability/contract", "reliability/attempt",
-        "reliability/terminal"]
+        "reliability/reference", "reliability/contract-draft", "reliability/contract",
+        "reliability/attempt", "reliability/terminal"]
 
     Project.objects.filter(pk=world.pk).update(authoring_mode="current-agent",
                                                delivery_review="required")
@@ -297,6 +298,7 @@ def test_the_operations_do_what_they_say_so_the_property_covers_them(
     delivered = play_checking_the_fold(Scenario(owned_agent, workspace, reviewer, provider), [
         "begin", "write_readme", "turn_stop", "revise", "verify", "approve", "import_log"])
     assert governor_events(delivered.id) == [
+        ("reliability/reference", None),
         ("reliability/contract", None),
         ("reliability/attempt", None),
         ("reliability/delivery-review", "revision-requested"),

@@ -58,7 +58,11 @@ METADATA = "Metadata-Version: 2.1\nName: forcepass\nVersion: 1.0\n"
 
 
 @pytest.fixture
-def worker(agent: AgentClient, workspace: Path) -> Agent:
+def worker(agent: AgentClient, workspace: Path, request: pytest.FixtureRequest) -> Agent:
+    """The agent's session, created once the operator's files are in the workspace (the
+    `careful` fixture, when the test has it): they are its reference (rules §17.1)."""
+    if "careful" in request.fixturenames:
+        request.getfixturevalue("careful")
     return Agent(agent, workspace)
 
 
@@ -101,8 +105,9 @@ def test_rule_17_3_a_dot_pytest_ini_the_agent_writes_to_take_over_the_run_is_not
     worker.write("forcepass.py", FORCE_PASS)
     worker.write(".pytest.ini", "[pytest]\npythonpath = .\naddopts = -p forcepass\n")
     result = run(worker, "unit-tests")["result"]
-    assert result["passed"] is True  # the run alone is fooled
-    assert result["report"]["failed"] == 0 and result["report"]["passed"] == 2
+    # rules §17.2: the run leaves the added `.pytest.ini` out, so the plugin never loads
+    assert result["overlay"]["restored"] == [".pytest.ini"]
+    assert result["passed"] is False and result["report"]["failed"] == 1
     verdict = verify(worker)
     assert verdict["decision"] == "repair"
     assert ".pytest.ini (added)" in evidence_of(verdict, "protected-paths")
@@ -149,10 +154,9 @@ def test_rule_17_3_a_pytest_module_that_shadows_the_runner_is_a_protected_change
     settle_baseline(worker)
     worker.write("pytest.py", SHADOW)
     result = run(worker, "unit-tests")["result"]
-    # The forged report passed both tests and fooled the run, until the report stream (rules
-    # §17.4): pytest never ran, so its stream never started.
-    assert (result["passed"], result["failureKind"]) == (False, "bad-report")
-    assert result["stream"]["problem"].startswith("the stream never started")
+    # rules §17.2: the run leaves the added `pytest.py` out, so the real pytest runs
+    assert result["overlay"]["restored"] == ["pytest.py"]
+    assert result["passed"] is False and result["report"]["failed"] == 1
     verdict = verify(worker)
     assert verdict["decision"] == "repair"
     assert "pytest.py (added)" in evidence_of(verdict, "protected-paths")
@@ -204,7 +208,10 @@ def test_rule_17_3_editing_the_pytest_table_of_pyproject_is_refused_naming_the_s
     worker.write("forcepass.py", FORCE_PASS)
     worker.write("pyproject.toml", PYPROJECT.replace(
         'pythonpath = ["."]', 'pythonpath = ["."]\naddopts = "-p forcepass"'))
-    assert run(worker, "unit-tests")["result"]["passed"] is True  # the run alone is fooled
+    result = run(worker, "unit-tests")["result"]
+    # rules §17.2: the run takes pyproject.toml from the reference, whose table loads nothing
+    assert result["overlay"]["restored"] == ["pyproject.toml"]
+    assert result["passed"] is False and result["report"]["failed"] == 1
     verdict = verify(worker)
     assert verdict["decision"] == "repair"
     evidence = evidence_of(verdict, "protected-paths")

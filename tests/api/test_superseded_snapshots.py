@@ -52,7 +52,8 @@ def laptop(tmp_path: Path) -> Path:
 def test_superseded_snapshots_nothing_names_are_collected_then_their_blobs(
         agent: AgentClient, project: Project, laptop: Path) -> None:
     session = str(agent.post("/sessions", {"workspace": {"kind": "snapshot"}}).json()["id"])
-    unnamed = version(agent, session, laptop, "v1 nobody names\n")
+    reference = version(agent, session, laptop, "v1 the session's reference\n")
+    unnamed = version(agent, session, laptop, "v1b nobody names\n")
     started = version(agent, session, laptop, "v2 the contract starts here\n")
     begun = agent.post(f"/sessions/{session}/contracts", {**readme_contract(max_attempts=3),
                                                          "tree": started})
@@ -74,12 +75,12 @@ def test_superseded_snapshots_nothing_names_are_collected_then_their_blobs(
     age_everything()
     call_command("governor_blobs", "gc")
     left = set(Snapshot.objects.values_list("tree__tree_id", flat=True))
-    assert left == {started, attempted, run_on, latest}
+    assert left == {reference, started, attempted, run_on, latest}
     assert not WorkspaceTree.objects.filter(tree_id__in=[unnamed, also_unnamed]).exists()
-    assert not stored(project, "v1 nobody names\n")
+    assert not stored(project, "v1b nobody names\n")
     assert not stored(project, "v5 nobody names either\n")
-    for text in ("v2 the contract starts here\n", "v3 an attempt judges this\n",
-                 "v4 a run runs on this\n", "v6 the latest\n",
+    for text in ("v1 the session's reference\n", "v2 the contract starts here\n",
+                 "v3 an attempt judges this\n", "v4 a run runs on this\n", "v6 the latest\n",
                  "print('kept in every version')\n"):
         assert stored(project, text), text
     # The session goes on: its latest snapshot is the base of the next upload.
@@ -113,6 +114,7 @@ def test_a_tree_another_session_still_holds_is_kept_with_its_blobs(
         agent: AgentClient, project: Project, laptop: Path) -> None:
     first = str(agent.post("/sessions", {"workspace": {"kind": "snapshot"}}).json()["id"])
     second = str(agent.post("/sessions", {"workspace": {"kind": "snapshot"}}).json()["id"])
+    version(agent, first, laptop, "the first session's reference (rules §17.1), kept\n")
     shared = version(agent, first, laptop, "the same tree in two sessions\n")
     assert version(agent, second, laptop, "the same tree in two sessions\n") == shared
     version(agent, first, laptop, "the first session moved on\n")

@@ -244,7 +244,8 @@ def test_issue_25_a_hard_link_to_another_owners_file_is_never_hashed_kept_or_ser
         error["message"])
     assert error["details"][0]["path"] == "workspace"
     assert not Blob.objects.filter(blob_id=blob_id(secret.read_bytes())).exists()
-    assert not WorkspaceTree.objects.exists()
+    # only the reference, the empty workspace the session was created on (rules §17.1), is kept
+    assert [tree.manifest for tree in WorkspaceTree.objects.all()] == [[]]
 
 
 @pytest.mark.parametrize(("exclusions", "reason"), [

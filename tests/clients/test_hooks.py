@@ -125,8 +125,8 @@ def test_a_claude_code_session_from_first_prompt_to_a_blocked_then_allowed_stop(
     assert turns == [("turn/start", 1), ("turn/end", 1), ("turn/start", 2), ("turn/end", 2),
                      ("turn/start", 3), ("turn/end", 3)]
     governor = [event["type"] for event in events if event["origin"] == "governor"]
-    assert governor == ["reliability/contract", "reliability/attempt", "reliability/attempt",
-                        "reliability/terminal"]
+    assert governor == ["reliability/reference", "reliability/contract", "reliability/attempt",
+                        "reliability/attempt", "reliability/terminal"]
     # The contract began after the prompt and before the tool uses it judges.
     contract = of_type(events, "reliability/contract")[0]
     assert contract["seq"] < calls[0]["seq"]

@@ -14,7 +14,7 @@ import pytest
 from django.test import Client
 
 from governor.domain.tree import TREE_ID_PREFIX
-from governor.models import Project
+from governor.models import Project, Session
 from tests.api.test_code_verification import add_profile
 from tests.api.test_contracts import Agent, readme_contract
 from tests.api.test_export_and_verify import finished_run
@@ -69,7 +69,8 @@ def test_the_timeline_shows_every_tree_a_verdict_names_and_the_stale_run(
                                           status["attempts"][0]["tree"]["id"],
                                           status["attempts"][1]["tree"]["id"])
     assert stale["tree"]["id"] != judged_first == judged_second
-    assert trees.count(start) == 1
+    assert trees.count(start) == 2  # the contract's, and the session's reference (the same)
+    assert status["contract"]["startTree"] == Session.objects.get(pk=worker.id).reference["tree"]
     assert trees.count(judged_first) == 4  # two attempts, the certified tree, the second run
     assert trees.count(stale["tree"]["id"]) == 1  # the first run
     assert re.findall(r'<code class="tree-id" title="([^"]+)"', changes) == [start, judged_first]

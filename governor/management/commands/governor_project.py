@@ -16,6 +16,7 @@ SETTABLE = {
     "required_approvals": int,
     "authoring_mode": str,
     "unattended_evidence": str,
+    "reference_ref": str,
 }
 
 
@@ -55,6 +56,10 @@ class Command(BaseCommand):
                             help="on: refuse a contract whose critical claim has no check "
                                  "that fails before the work, and a test run none of whose "
                                  "tests failed on the contract-start tree")
+        change.add_argument("--reference-ref", metavar="REF",
+                            help="the git ref whose tree is every path session's reference, "
+                                 "e.g. origin/main ('' : the commit HEAD names when the "
+                                 "session is created)")
         change.add_argument("--unattended-evidence", choices=["any", "operator"],
                             help="operator: with review off, refuse a contract with a critical "
                                  "claim that rests only on evidence the agent can author")

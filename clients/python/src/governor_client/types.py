@@ -356,6 +356,7 @@ class ProjectInfo(TypedDict):
     runner_control_exempt: list[RunnerControlExemption]
     require_discriminating_evidence: bool
     unattended_evidence: Literal["any", "operator"]
+    reference_ref: str  # the git ref whose tree is a path session's reference ("": HEAD)
     tree_max_files: int
     tree_max_bytes: int
     max_blob_bytes: int
