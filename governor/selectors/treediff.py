@@ -5,7 +5,7 @@ runner-control sections a change's content touches, read from the kept blobs of 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from html import escape
 from typing import Any

@@ -23,8 +23,8 @@ from typing import Any
 
 from django.conf import settings
 
-from governor.domain.checkout import CheckoutAttribute, checkout_attributes, is_attributes_file
 from governor.domain.changes import SHOWN_PATHS, left_in, offending, overlaid
+from governor.domain.checkout import CheckoutAttribute, checkout_attributes, is_attributes_file
 from governor.domain.documents import Check
 from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import (
