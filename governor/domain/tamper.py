@@ -101,15 +101,30 @@ def collected(path: str) -> bool:
     return test_name and any(part in TEST_DIRECTORIES for part in directories)
 
 
+_IMPORTERS = ("__import__", "importlib.import_module", "import_module")
+
+
 def dotted(node: ast.AST) -> str | None:
-    """`a.b.c` for a chain of names and attributes, else None."""
+    """`a.b.c` for a chain of names and attributes, else None; a module imported by a literal
+    name in the chain counts as that name (`__import__("sys").argv` is `sys.argv`)."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
+    if isinstance(node, ast.Call):
+        root = imported_name(node)
+        return None if root is None else ".".join([root, *reversed(parts)])
     if not isinstance(node, ast.Name):
         return None
     return ".".join([node.id, *reversed(parts)])
+
+
+def imported_name(node: ast.Call) -> str | None:
+    """The module `__import__("x")` or `importlib.import_module("x")` names, else None."""
+    if dotted(node.func) in _IMPORTERS and node.args and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str):
+        return node.args[0].value
+    return None
 
 
 def _within(name: str | None, places: Iterable[str]) -> bool:
@@ -182,10 +197,8 @@ class _Scanner:
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
-        elif isinstance(node, ast.Call) and dotted(node.func) in (
-                "__import__", "importlib.import_module", "import_module") and node.args \
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
-            names = [node.args[0].value]
+        elif isinstance(node, ast.Call) and (imported := imported_name(node)) is not None:
+            names = [imported]
         if any(name.split(".")[0] in RUNNER_MODULES for name in names):
             self.add(node, "tamper/runner-import")
 
@@ -232,6 +245,10 @@ class _Scanner:
                 and node.func.attr in ("startswith", "endswith", "find", "index", "count") \
                 and _reads_place(node.func.value) and any(_mentions_pytest(a)
                                                          for a in node.args):
+            self.add(node, "tamper/runner-detection")
+        elif isinstance(node, ast.GeneratorExp | ast.ListComp | ast.SetComp | ast.DictComp) \
+                and _mentions_pytest(node) and _reads_place(node):
+            # `any("pytest" in arg for arg in sys.argv)`: the place is read by the loop
             self.add(node, "tamper/runner-detection")
 
     def _report_literals(self, node: ast.AST) -> None:

@@ -158,9 +158,11 @@ def test_rule_17_5_frame_inspection_true_positive() -> None:
     frames = inspect.stack()
     frame = inspect.currentframe()
     from sys import _getframe
+    here = __import__("sys")._getframe(1).f_code.co_filename
     """
     assert rules(source) == [(2, "tamper/frame-inspection"), (3, "tamper/frame-inspection"),
-                             (4, "tamper/frame-inspection"), (5, "tamper/frame-inspection")]
+                             (4, "tamper/frame-inspection"), (5, "tamper/frame-inspection"),
+                             (6, "tamper/frame-inspection")]
 
 
 def test_rule_17_5_frame_inspection_false_positive() -> None:
@@ -184,9 +186,11 @@ def test_rule_17_5_runner_detection_true_positive() -> None:
     loaded = "pytest" in sys.modules
     report = os.getenv("GOVERNOR_REPORT_DIR")
     fast = sys.argv[0].endswith("py.test")
+    anywhere = any("pytest" in arg for arg in __import__("sys").argv)
     """
     found = rules(source)
-    assert [line for line, rule in found if rule == "tamper/runner-detection"] == [2, 4, 5, 6, 7]
+    assert [line for line, rule in found if rule == "tamper/runner-detection"] == [
+        2, 4, 5, 6, 7, 8]
     assert (6, "tamper/report-literal") in found  # the report directory is named too
 
 
@@ -197,6 +201,7 @@ def test_rule_17_5_runner_detection_false_positive() -> None:
     program = sys.argv[0]
     verbose = "--verbose" in sys.argv
     help_text = "run the tests with pytest"
+    flags = [arg for arg in sys.argv if arg.startswith("--")]
     """
     assert rules(source) == []
 
