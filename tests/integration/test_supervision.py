@@ -23,11 +23,10 @@ import pytest
 
 from tests.api.test_contracts import readme_contract
 from tests.conftest import INTENT
-from tests.live import ROOT, copy_template, free_port
+from tests.live import REDIS_URL, ROOT, copy_template, free_port
 
 pytestmark = pytest.mark.redis
 
-REDIS_URL = os.environ.get("GOVERNOR_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 STARTED = re.compile(r"^started (\w+) \(pid (\d+)\)$", re.MULTILINE)
 
 
