@@ -12,7 +12,7 @@ TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 # (TEST_REDIS_URL's for the first, one lower for each further one) and var directory
 # (tests/workers.py).
 TEST_WORKERS ?= 3
-PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder  # tests/conftest.py
 
 .PHONY: run test lint typecheck bench docs-screenshots install system-deps clean
 

@@ -51,9 +51,8 @@ def family(pid: int) -> dict[int, str]:
             continue
         found[current] = started
         for task in Path(f"/proc/{current}/task").glob("*"):
-            with_children = task / "children"
-            if with_children.exists():
-                todo += [int(child) for child in with_children.read_text().split()]
+            with suppress(FileNotFoundError, ProcessLookupError):  # the thread has ended
+                todo += [int(child) for child in (task / "children").read_text().split()]
     return found
 
 
