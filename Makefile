@@ -7,6 +7,12 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml clients/python/pyproject.
 SERVE_STAMP := $(VENV)/.serves-$(shell sha256sum pyproject.toml | cut -c1-12)
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+# pytest-xdist processes for the suite: most of its time is spent waiting on the served stacks,
+# sandboxes and browsers it starts, so more than the cores. Each has its own Redis database
+# (TEST_REDIS_URL's for the first, one lower for each further one) and var directory
+# (tests/workers.py).
+TEST_WORKERS ?= 3
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder  # tests/conftest.py
 
 .PHONY: run test lint typecheck bench docs-screenshots install system-deps clean
 
@@ -65,10 +71,10 @@ test: install
 	$(MAKE) --no-print-directory system-deps FOR_TESTS=1
 	$(MAKE) --no-print-directory lint
 	bash tests/harness_e2e/install.sh >/dev/null  # the pinned DeepSeek Harness, cached in ~/.cache
-	GOVERNOR_TEST_REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest -m "not postgres" -q
+	GOVERNOR_TEST_REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest $(PYTEST_PARALLEL) -q -m "not postgres"
 	@echo "--- on PostgreSQL: the tests that need it, and what the two databases do differently ---"
 	DATABASE_URL=$(TEST_DATABASE_URL) GOVERNOR_TEST_REDIS_URL=$(TEST_REDIS_URL) \
-	  $(PY) -m pytest -q -m "postgres or both_databases"
+	  $(PY) -m pytest $(PYTEST_PARALLEL) -q -m "postgres or both_databases"
 
 bench: install system-deps
 	$(PY) -m bench

@@ -116,14 +116,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def measure(levels: list[int], seconds: float, waiters: int,
-            databases: dict[str, str | None]) -> dict[str, Any]:
+            databases: dict[str, str | None], broker: str | None = None) -> dict[str, Any]:
+    """`broker`: a Redis URL to use (flushed first) instead of database REDIS_DB."""
     results: dict[str, Any] = {}
     for label, server in databases.items():
         for agents in levels:
             progress(f"[B9] {label}: {agents} agents for {seconds:g} s with {waiters} open "
                      "long polls")
             results.setdefault(label, {})[str(agents)] = _level(server, agents, seconds,
-                                                                 waiters)
+                                                                 waiters, broker)
     return {"params": {"levels": levels, "seconds": seconds, "waiters": waiters,
                        "agent_tokens": AGENT_TOKENS, "pace_ms": PACE_SECONDS * 1000,
                        "cpus": cpu.machine_cpus(),
@@ -132,8 +133,9 @@ def measure(levels: list[int], seconds: float, waiters: int,
             "databases": results}
 
 
-def _level(server: str | None, agents: int, seconds: float, waiters: int) -> dict[str, Any]:
-    broker = broker_for(None, REDIS_DB)
+def _level(server: str | None, agents: int, seconds: float, waiters: int,
+           explicit_broker: str | None) -> dict[str, Any]:
+    broker = broker_for(explicit_broker, REDIS_DB)
     with governor(worker=True, broker=broker, database_url=server,
                   prefix="governor-b9-") as (live, tmp):
         load_profiles(live, tmp, [{"id": "true", "description": "B9: /bin/true",

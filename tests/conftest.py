@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,6 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
-from playwright.sync_api import Browser, Playwright, sync_playwright
 
 from governor.models import Membership, Project, Role
 from governor.services.tokens import token_create
@@ -47,10 +45,25 @@ BOTH_DATABASES = {
 }
 
 
+# `make test` spreads the modules over pytest-xdist processes in this order (--dist loadfile
+# --no-loadscope-reorder), each process taking the next module when it is done with one: the
+# packages whose modules start real stacks (servers, workers, sandboxes, browsers) and take
+# minutes come first, so that the many quick in-process modules fill the gaps at the end instead
+# of a long module running alone there.
+SLOW_FIRST = ("tests/bench/", "tests/integration/", "tests/clients/", "tests/browser/",
+              "tests/harness_e2e/", "tests/docs/")
+
+
+def _slow_first(item: pytest.Item) -> int:
+    return next((rank for rank, package in enumerate(SLOW_FIRST)
+                 if item.nodeid.startswith(package)), len(SLOW_FIRST))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid.split("::")[0] in BOTH_DATABASES:
             item.add_marker(pytest.mark.both_databases)
+    items.sort(key=_slow_first)  # stable: each package's own order (pytest-django's) stays
 
 
 class AgentClient:
@@ -166,20 +179,3 @@ def _tasks_run_inline(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
 
 INTENT = {"constraints": ["keep the public API"], "assumptions": ["Python 3.11"],
           "non_goals": ["no new dependencies"], "ambiguities": ["which README section?"]}
-
-
-@pytest.fixture(scope="session")
-def playwright() -> Iterator[Playwright]:
-    """One sync Playwright driver for the whole run: a second one in the same thread refuses to
-    start while the first is alive."""
-    with sync_playwright() as driver:
-        yield driver
-
-
-@pytest.fixture(scope="session")
-def browser(playwright: Playwright) -> Iterator[Browser]:
-    """Debian's Chromium, headless (Playwright cannot download its own browser here)."""
-    from tests.browser import CHROMIUM, CHROMIUM_ARGS  # tests.browser imports this module
-    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-    yield chromium
-    chromium.close()

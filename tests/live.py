@@ -24,8 +24,15 @@ from typing import Any
 
 import httpx
 
+from tests.workers import DEFAULT_REDIS_URL
+
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_PASSWORD = "live-admin-password-1"
+
+
+# This pytest process's Redis database (its own under pytest-xdist: tests/workers.py), the
+# broker of the served stacks that need Redis.
+REDIS_URL = os.environ.get("GOVERNOR_TEST_REDIS_URL", DEFAULT_REDIS_URL)
 
 
 def stop_process_group(process: subprocess.Popen[Any], grace: float = 20) -> None:

@@ -14,7 +14,7 @@ from django.test import Client
 
 from governor import settings as settings_module
 from governor.startup import prepare
-from tests.integration.test_worker import REDIS_URL
+from tests.live import REDIS_URL
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ from governor.services.reviews import review_cancel
 from reviews.models import Review
 from tests.api.test_review_api import begin
 from tests.conftest import AgentClient
-from tests.integration.test_worker import REDIS_URL
+from tests.live import REDIS_URL
 
 # A second thread decides while the request waits: committed data, on PostgreSQL (SQLite's
 # shared in-memory test database cannot be flushed after it).

@@ -7,16 +7,15 @@ checked here. Nothing timed here matters, and nothing is written outside tmp_pat
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from bench import b5_roundtrip
+from tests.live import REDIS_URL
 
 pytestmark = [pytest.mark.redis, pytest.mark.sandbox]
 
-REDIS_URL = os.environ.get("GOVERNOR_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
 def test_b5_sees_every_result_directly_and_through_the_long_poll(scratch: Path) -> None:

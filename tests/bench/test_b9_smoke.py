@@ -13,6 +13,7 @@ import pytest
 
 from bench import b9_load
 from bench.charts import draw_b9
+from tests.live import REDIS_URL
 
 pytestmark = [pytest.mark.redis, pytest.mark.sandbox]
 
@@ -21,7 +22,9 @@ def test_b9_agents_certify_with_no_error_and_no_lost_event(tmp_path: Path) -> No
     # On a thread of its own: the session's sync Playwright driver, once started by a browser
     # test, keeps an event loop running on the main thread, where asyncio.run refuses to start.
     with ThreadPoolExecutor(max_workers=1) as thread:
-        result = thread.submit(b9_load.measure, [2], 6, 20, {"sqlite": None}).result()
+        # This pytest process's Redis database: B9's own (12) may be another worker's.
+        result = thread.submit(b9_load.measure, [2], 6, 20, {"sqlite": None},
+                               REDIS_URL).result()
     level = result["databases"]["sqlite"]["2"]
     assert level["errors"] == 0, level["error_examples"]
     assert level["lifecycles"] >= 2

@@ -18,8 +18,8 @@ import redis
 from playwright.sync_api import Page, Request
 
 from tests.browser import PEOPLE, Server, assert_accessible, log_in, screenshot
-from tests.integration.test_worker import REDIS_URL, celery_worker
-from tests.live import live_server
+from tests.integration.test_worker import celery_worker
+from tests.live import REDIS_URL, live_server
 
 pytestmark = pytest.mark.redis
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser import PEOPLE
+from tests.browser.conftest import browser, playwright  # noqa: F401 - this package's own
 from tests.harness_e2e.rig import Harness, install
 from tests.live import Live, live_server
 

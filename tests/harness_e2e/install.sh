@@ -17,6 +17,11 @@ HOOKS_PKGS="dsh-hooks-claude-code:$HOOKS dsh-hook-protocol:$HOOK_PROTOCOL"
 KEY=dsh-${DSH}_node-${NODE}_hooks-${HOOKS}_protocol-${HOOK_PROTOCOL}
 ROOT=${GOVERNOR_HARNESS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/governor-harness}/$KEY
 if [ -f "$ROOT/.complete" ]; then echo "$ROOT"; exit 0; fi
+# One install at a time (pytest-xdist's workers each ask for it): the others wait, then reuse it.
+mkdir -p "$(dirname "$ROOT")"
+exec 9>"$ROOT.lock"
+flock 9
+if [ -f "$ROOT/.complete" ]; then echo "$ROOT"; exit 0; fi
 rm -rf "$ROOT.partial" && mkdir -p "$ROOT.partial/tools" "$ROOT.partial/dsh" "$ROOT.partial/pkgs"
 cd "$ROOT.partial"
 export npm_config_store_dir=$ROOT.partial/pnpm-store npm_config_update_notifier=false

@@ -6,7 +6,6 @@ one this test started, on free ports, signalled through its own process group.""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -23,7 +22,7 @@ from governor.lib.metrics import prepare_multiprocess_directory
 from governor.lib.queue import queue_depth
 from tests.api.test_contracts import readme_contract
 from tests.conftest import INTENT
-from tests.live import Live, free_port, live_server, stop_process_group
+from tests.live import REDIS_URL, Live, free_port, live_server, stop_process_group
 
 pytestmark = [pytest.mark.sandbox]
 
@@ -200,10 +199,9 @@ def test_the_serve_commands_own_metrics_directory_starts_empty_and_owner_only(
 @pytest.mark.redis
 def test_queue_depth_counts_the_messages_waiting_in_redis_and_in_the_filesystem_broker(
         settings: Any, tmp_path: Path) -> None:
-    redis_url = os.environ.get("GOVERNOR_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-    broker = redis.Redis.from_url(redis_url)
+    broker = redis.Redis.from_url(REDIS_URL)
     broker.flushdb()
-    settings.BROKER_URL = redis_url
+    settings.BROKER_URL = REDIS_URL
     try:
         assert queue_depth() == 0
         broker.rpush("celery", b"{}", b"{}")

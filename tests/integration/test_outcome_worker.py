@@ -5,7 +5,6 @@ call — and two schedulers observe each due time once."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -18,12 +17,11 @@ import redis
 
 from tests.api.test_contracts import readme_contract
 from tests.integration.test_worker import celery_worker
-from tests.live import Live, live_server
+from tests.live import REDIS_URL, Live, live_server
 from tests.outcomes import Answers
 
 pytestmark = [pytest.mark.redis, pytest.mark.sandbox]
 
-REDIS_URL = os.environ.get("GOVERNOR_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 PROFILE = {
     "id": "checkout-conversion", "description": "Share of checkouts that complete",
     "argv": ["/usr/bin/cat", "/outcome-data/answer.json"],

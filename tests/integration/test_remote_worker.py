@@ -22,8 +22,8 @@ import redis
 
 from governor.domain.tree import hash_tree
 from tests.api.test_contracts import readme_contract
-from tests.integration.test_worker import REDIS_URL, celery_worker, finished
-from tests.live import Live, live_server
+from tests.integration.test_worker import celery_worker, finished
+from tests.live import REDIS_URL, Live, live_server
 from tests.s3_server import S3Server, s3_server  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.redis, pytest.mark.sandbox]

@@ -26,8 +26,8 @@ import redis
 
 from tests.api.test_contracts import readme_contract
 from tests.integration.test_remote_worker import upload
-from tests.integration.test_worker import REDIS_URL, celery_worker
-from tests.live import ADMIN_PASSWORD, ROOT, free_port, stop_process_group
+from tests.integration.test_worker import celery_worker
+from tests.live import ADMIN_PASSWORD, REDIS_URL, ROOT, free_port, stop_process_group
 from verification.models import RunState
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.sandbox]

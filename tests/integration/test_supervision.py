@@ -23,11 +23,10 @@ import pytest
 
 from tests.api.test_contracts import readme_contract
 from tests.conftest import INTENT
-from tests.live import ROOT, copy_template, free_port
+from tests.live import REDIS_URL, ROOT, copy_template, free_port
 
 pytestmark = pytest.mark.redis
 
-REDIS_URL = os.environ.get("GOVERNOR_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 STARTED = re.compile(r"^started (\w+) \(pid (\d+)\)$", re.MULTILINE)
 
 
@@ -52,9 +51,8 @@ def family(pid: int) -> dict[int, str]:
             continue
         found[current] = started
         for task in Path(f"/proc/{current}/task").glob("*"):
-            with_children = task / "children"
-            if with_children.exists():
-                todo += [int(child) for child in with_children.read_text().split()]
+            with suppress(FileNotFoundError, ProcessLookupError):  # the thread has ended
+                todo += [int(child) for child in (task / "children").read_text().split()]
     return found
 
 

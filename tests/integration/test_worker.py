@@ -20,11 +20,10 @@ import pytest
 import redis
 
 from tests.api.test_contracts import readme_contract
-from tests.live import ROOT, Live, live_server, stop_process_group
+from tests.live import REDIS_URL, ROOT, Live, live_server, stop_process_group
 
 pytestmark = [pytest.mark.redis, pytest.mark.sandbox]
 
-REDIS_URL = os.environ.get("GOVERNOR_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 LEASE_SECONDS = 3  # the shortest the settings allow; the slow profile runs for 8 s
 PROFILES = {"profiles": [
     {"id": "unit-tests", "description": "the unit tests", "argv": ["/bin/sh", "-c",
