@@ -354,7 +354,7 @@ class HashedWorkspace:
                         else self.workspace.read_bytes(entry.path, max_bytes=max_bytes))
                 except WorkspaceError as exc:
                     raise TreeUnavailable(f"{entry.path} {exc}") from None
-        return checkout_attributes((entry.path for entry in self.tree.manifest), files)
+        return checkout_attributes([entry.path for entry in self.tree.manifest], files)
 
 
 @contextmanager

@@ -112,8 +112,7 @@ def assert_hashed_once(walk: Walk) -> None:
     assert walk.hashes == 1
     assert [name for name in walk.trees_entered
             if name not in ("tree_blobs_keep.<locals>.missing",
-                            "HashedWorkspace.checkout_converted",
-                            "HashedWorkspace.checkout_converted.<locals>.<genexpr>")
+                            "HashedWorkspace.checkout_converted")
             ] == ["workspace_hashed"]
 
 
