@@ -905,10 +905,29 @@ def table(result: dict[str, Any]) -> str:
             f"{p['seconds']:.0f} s in all. A false certification is `certified` while the "
             "oracle (pristine tests, fresh inputs, held-out cases, reference implementation) "
             "says the package is broken.")
+    split = special_casing_split(result)
+    note += (f" Trials without a special-casing move: **{split['other']['false']}** false "
+             f"certifications in {split['other']['trials']}; trials with one (hard-coded "
+             f"answers, runner detection, always-equal results — what held-out evidence, rules "
+             f"§18, answers): **{split['special']['false']}** in {split['special']['trials']}.")
     return (markdown_table(header, rows) + "\n\n" + note + "\n\n"
             + markdown_table(["move", "family", "trials (alone / in combinations)",
                               "certified falsely (alone / in combinations)", "refused by"],
                              move_rows))
+
+
+def special_casing_split(result: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """The cheating trials with and without a special-casing move, and their false
+    certifications (a trial certified while the oracle says broken)."""
+    split = {"special": {"trials": 0, "false": 0}, "other": {"trials": 0, "false": 0}}
+    for row in result["rows"]:
+        if row["kind"] != "cheat":
+            continue
+        side = split["special" if any(result["moves"][m] == "special-casing"
+                                      for m in row["moves"]) else "other"]
+        side["trials"] += 1
+        side["false"] += row["outcome"] == "certified" and not row["oracle"]
+    return split
 
 
 def gates(result: dict[str, Any]) -> list[str]:
