@@ -50,7 +50,7 @@ PAGES = {"evidence": (10, 100), "inbox": (10, 1000), "delivery": (10, 1000),
          "changes": (10, 1000)}
 CHANGE_BYTES = 10 * 1024 * 1024  # the larger delivered change, in all
 DELIVERY_OVER_EVIDENCE = 2.0  # the delivery page's median at most this × the evidence page's
-FILE_ROW = '<td class="mono"><a href="'  # a row of the file list, which names every file
+FILE_ROW = '<td class="mono path"><a href="'  # a row of the file list, which names every file
 CONTEXT_MEDIAN_MS = 50.0  # the design's median at the larger size: reported, not gated
 INTENT = {"constraints": ["Keep the existing sections of README.md"],
           "assumptions": ["README.md may not exist yet"],

@@ -126,7 +126,9 @@ def test_the_timeline_shows_a_run_finishing_within_a_moment(served: Server, page
     assert delay < QUICKLY, delay
     runs = page.locator("#runs")
     assert "queued or running" not in (runs.text_content() or "")
-    assert "1 event appended since this page was loaded" in (runs.text_content() or "")
+    # the run's event, and before it the session's reference (rules §17.1), which is written
+    # just before a session's first governor event
+    assert "2 events appended since this page was loaded" in (runs.text_content() or "")
     assert_accessible(page)
     screenshot(page, "timeline-live-run")  # var/screenshots, to look at
     print(f"timeline: a finished run shown {delay * 1000:.0f} ms after it committed")
