@@ -9,7 +9,6 @@ and the real served stack; nothing is mocked."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +20,6 @@ from tests.api.test_contracts import readme_contract
 from tests.clients.conftest import agent_env, cli
 from tests.clients.test_certified_commits import git, install, new_repository
 from tests.live import Live
-
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 CALC = '''VERSION = "$Id$"
 

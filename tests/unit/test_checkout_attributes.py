@@ -7,7 +7,6 @@ convert nothing (`binary`, `-text`, `export-ignore`, `linguist-*`) are never fou
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -19,8 +18,6 @@ from governor.domain.checkout import (
     is_attributes_file,
     refusal_text,
 )
-
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 PATHS = ["calc.py", "src/calc.py", "src/deep/calc.py", "Calc.PY", "docs/a.txt", "a.txt",
          "run.bat", "sub/x.sh", "sub/dir/y.sh", "sub/dir/Z.C", "img/logo.png", "we ird.py",
