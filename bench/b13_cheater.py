@@ -818,7 +818,7 @@ def turn_stop_cost(files: int, attempts: int) -> dict[str, Any]:
     workspace of `files` files, with the session's reference (the protected-paths check judged
     against it) and the tamper scan, against the same attempts with both left out (the
     reference's changes not computed, the scan not run), arms alternating on one session, one
-    file changed before each pair. The overlay and the stream are paid in the trusted run, not
+    file changed before each attempt. The overlay and the stream are paid in the trusted run, not
     at turn-stop, and are not in this figure."""
     with tempfile.TemporaryDirectory(prefix="governor-b13-cost-", dir=default_dir()) as scratch:
         return isolated(_turn_stop_cost, scratch, files, attempts,
@@ -865,8 +865,10 @@ def _turn_stop_cost(scratch: str, files: int, attempts: int) -> dict[str, Any]:
     times: dict[str, list[float]] = {"with": [], "without": []}
     try:
         for index in range(attempts):
-            (root / "textstats" / "core.py").write_text(CORE_FIXED + f"\n# revision {index}\n")
             for arm in ("with", "without") if index % 2 == 0 else ("without", "with"):
+                # a new tree for every attempt: each hashes it and keeps its blobs
+                (root / "textstats" / "core.py").write_text(
+                    CORE_FIXED + f"\n# revision {index} {arm}\n")
                 if arm == "without":
                     contracts._since_reference = lambda *_: None  # type: ignore[assignment]
                     contracts.TAMPER_CHECK_KIND = "left-out"  # type: ignore[misc]
