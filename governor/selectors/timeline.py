@@ -76,7 +76,7 @@ def session_runs(session: Session) -> dict[str, object]:
             "signal": result.get("signal"), "duration_ms": duration,
             "tree": result.get("tree"), "tree_before": result.get("treeBefore"),
             "baseline": run.baseline, "report": result.get("report"),
-            "stream": result.get("stream"),
+            "stream": result.get("stream"), "overlay": result.get("overlay"),
             "output_tail": run.output_tail if run.profile.show_output_to_reviewers else None,
         })
     live = any(run.state in (RunState.QUEUED, RunState.RUNNING) for run in runs)

@@ -114,7 +114,7 @@ def test_rule_17_2_a_test_edited_before_begin_to_expect_the_wrong_answer_is_not_
 
 @sandboxed
 def test_rule_17_2_the_run_records_its_overlay_in_its_receipted_event(
-        worker: Agent, task: Project, tmp_path: Path) -> None:
+        worker: Agent, task: Project, tmp_path: Path, reviewer: Any, client: Any) -> None:
     begin_code(worker)
     settle_baseline(worker)
     worker.write("conftest.py", DESELECTING_CONFTEST)
@@ -127,6 +127,10 @@ def test_rule_17_2_the_run_records_its_overlay_in_its_receipted_event(
     assert "**/pyproject.toml [tool.pytest.ini_options]" in overlay["sections"]
     assert (overlay["restored"], overlay["restoredCount"]) == (["conftest.py"], 1)
     assert overlay["tree"] != data["tree"]["id"]  # ran without conftest.py, credited with it
+    client.force_login(reviewer)  # the timeline's run row says what the run took from it
+    page = client.get(f"/sessions/{worker.id}/").content.decode()
+    assert ("protected paths from the reference: 1 restored or left out "
+            "(<code>conftest.py</code>)") in page
     body = {key: value for key, value in data.items() if key != "receipt"}
     assert receipt("code-verification-result", body) == data["receipt"]
     # An export carries both; a run that says it took its protected paths from another tree
