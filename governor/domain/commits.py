@@ -26,10 +26,10 @@ import hashlib
 import os
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from governor.domain.attestation import (
     AttestationError,
@@ -59,6 +59,7 @@ SESSION_TRAILER = "Governor-Session"
 TERMINAL_TRAILER = "Governor-Terminal"
 NOTE_KIND = "governor-certification"
 ZERO_OIDS = frozenset({"0" * 40, "0" * 64})
+T = TypeVar("T")
 _GITLINK, _SYMLINK = "160000", "120000"
 
 
@@ -173,6 +174,14 @@ def blob_objects(repo: str, treeish: str) -> dict[str, str]:
 def blobs_read(repo: str, oids: Sequence[str]) -> Iterator[tuple[str, bytes]]:
     """(object id, content) of each blob `oids` names, read through one `git cat-file
     --batch`. GitError when one is missing."""
+    return _cat_blobs(repo, oids, lambda oid, size, out: out.read(size))
+
+
+def _cat_blobs(repo: str, oids: Sequence[str],
+               take: Callable[[str, int, IO[bytes]], T]) -> Iterator[tuple[str, T]]:
+    """(object id, `take(oid, size, stream)`) of each blob `oids` names, in order, through one
+    `git cat-file --batch`: `take` reads exactly the blob's `size` bytes from the stream.
+    GitError when one is missing."""
     process = subprocess.Popen(  # noqa: S603 - argv, no shell
         ["git", "-C", repo, "-c", "core.fsmonitor=false", "cat-file", "--batch"],  # noqa: S607
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -185,9 +194,9 @@ def blobs_read(repo: str, oids: Sequence[str]) -> Iterator[tuple[str, bytes]]:
             header = out.readline().split()
             if len(header) != 3 or header[1] != b"blob" or header[0].decode() != oid:
                 raise GitError(f"git cat-file: blob {oid} is missing")
-            data = out.read(int(header[2]))
+            taken = take(oid, int(header[2]), out)
             out.read(1)  # the newline after the content
-            yield oid, data
+            yield oid, taken
     finally:
         process.kill()
         writer.join()
@@ -230,37 +239,20 @@ def _canonical_mode(path: str, mode: str) -> str:
 
 
 def _sha256_blob_ids(repo: str, oids: Sequence[str]) -> dict[str, str]:
-    """The certified-format id of each blob of a SHA-1 repository, every blob read once."""
-    process = subprocess.Popen(  # noqa: S603 - argv, no shell
-        ["git", "-C", repo, "-c", "core.fsmonitor=false", "cat-file", "--batch"],  # noqa: S607
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert process.stdin is not None and process.stdout is not None
+    """The certified-format id of each blob of a SHA-1 repository, every blob read once, in
+    chunks."""
+    def digest(oid: str, size: int, out: IO[bytes]) -> str:
+        hashed = hashlib.sha256(b"blob %d\0" % size)
+        left = size
+        while left:
+            chunk = out.read(min(left, 1 << 20))
+            if not chunk:
+                raise GitError(f"git cat-file: blob {oid} is truncated")
+            hashed.update(chunk)
+            left -= len(chunk)
+        return hashed.hexdigest()
 
-    writer = threading.Thread(target=_feed, args=(process.stdin, oids), daemon=True)
-    writer.start()
-    ids: dict[str, str] = {}
-    out = process.stdout
-    try:
-        for oid in oids:
-            header = out.readline().split()
-            if len(header) != 3 or header[1] != b"blob" or header[0].decode() != oid:
-                raise GitError(f"git cat-file: blob {oid} is missing")
-            size = int(header[2])
-            digest = hashlib.sha256(b"blob %d\0" % size)
-            left = size
-            while left:
-                chunk = out.read(min(left, 1 << 20))
-                if not chunk:
-                    raise GitError(f"git cat-file: blob {oid} is truncated")
-                digest.update(chunk)
-                left -= len(chunk)
-            out.read(1)  # the newline after the content
-            ids[oid] = digest.hexdigest()
-    finally:
-        writer.join()
-        out.close()
-        process.wait()
-    return ids
+    return dict(_cat_blobs(repo, oids, digest))
 
 
 def _feed(pipe: IO[bytes], oids: Sequence[str]) -> None:
