@@ -4,14 +4,17 @@ begin and the periodic task call): nothing here writes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from governor.domain.documents import SentComment
 from governor.models import Session, WorkspaceTree
 from reviews.models import Approval, LineComment, Review, Side, Stage, Status
 
@@ -57,6 +60,50 @@ def review_status(review: Review, *, include_feedback: bool = True) -> dict[str,
         answer["comments"] = [] if review.status == Status.PENDING else [
             comment.as_sent() for comment in review.comments.all()]
     return answer
+
+
+def contract_deliveries(session: Session, contract_id: str, *,
+                        status: str | None = None) -> list[Review]:
+    """The delivery reviews of one contract of the session (with `status`, only those), newest
+    first."""
+    reviews = Review.objects.filter(session=session, stage=Stage.DELIVERY).order_by(
+        "-created_at")
+    if status is not None:
+        reviews = reviews.filter(status=status)
+    return [review for review in reviews if review.plan.get("contract_id") == contract_id]
+
+
+def revision_to_answer(session: Session, contract_id: str) -> Review | None:
+    """Issue 40: the newest revision request of the contract's delivered change — the review
+    whose feedback and line comments the agent must answer while the contract is open."""
+    requests = contract_deliveries(session, contract_id, status=Status.REVISION_REQUESTED)
+    return requests[0] if requests else None
+
+
+def sent_comments(review: Review) -> list[SentComment]:
+    return [comment.as_sent() for comment in review.comments.all()]
+
+
+def untold_and_pending(session: Session) -> tuple[Review | None, list[Review]]:
+    """One read of the session's reviews for a turn-stop with no open contract: the pending
+    review whose time has not passed, and the decided delivery reviews no turn-stop has told
+    the agent of (issue 40)."""
+    rows = list(Review.objects.filter(session=session).filter(
+        Q(status=Status.PENDING, expires_at__gt=timezone.now())
+        | Q(stage=Stage.DELIVERY, decided_at__isnull=False, agent_told_at__isnull=True))
+        .order_by("-created_at"))
+    pending = next((review for review in rows if review.status == Status.PENDING), None)
+    return pending, [review for review in rows if review.status != Status.PENDING]
+
+
+def terminal_decision(terminal: Mapping[str, Any], decided: list[Review]) -> Review | None:
+    """Of the `decided` delivery reviews, the one whose decision wrote `terminal` (its reason
+    names the decision's receipt, `governor.domain.attempts.decide_delivery`), or None: an
+    attempt or an abstain wrote it."""
+    reason = str(terminal.get("reason", ""))
+    return next((review for review in decided
+                 if review.plan.get("contract_id") == terminal.get("contractId")
+                 and review.decision_receipt and review.decision_receipt in reason), None)
 
 
 def comments_shown(review: Review) -> dict[str, dict[str, list[LineComment]]]:

@@ -220,6 +220,11 @@ class TurnStop(TypedDict):
 
 class ReviewAnswer(TypedDict):
     review: Review | None
+    # while the contract is open: the newest revision request of its delivered change, whose
+    # feedback and comments the agent must answer
+    revision_request: Review | None
+    terminal: dict[str, Any] | None  # the terminal a decision on the delivered change wrote
+    message: str | None  # what to do about the revision request or the terminal
 
 
 class Profile(TypedDict):
