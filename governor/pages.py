@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from governor.domain.attempts import budget_of, reviews_deliveries
 from governor.domain.export import export_filename
 from governor.domain.treediff import as_text
 from governor.forms import SessionFilter
@@ -142,6 +143,8 @@ def _timeline(request: MemberRequest, session: Session, *, observe_refused: str 
         **events_window(session, _seq(request, "before")), **conversation_window(session),
         "changes": changes_between(session, status), "diff_view": diff_view(request),
         "attempt_changes": attempt_changes(session, status["contract"], status["attempts"]),
+        "budget": budget_of(status["contract"], len(status["attempts"]), status["terminal"]),
+        "delivery_review": reviews_deliveries(session.project.delivery_review),
         **_live_runs(session, since=None), **session_reports(session, status),
         **_outcome_part(session, reviewer=reviewer), "observe_refused": observe_refused,
     }

@@ -365,7 +365,9 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
     try:
         with workspace_hashed(session, tree, declared) as hashed:
             judged, environments = hashed.reference, hashed.environments
-            if _reviewed_already(requests, judged, environments):
+            if attempts.reviewed_already(
+                    [(request.proposal.get("tree"), request.plan.get("environments"))
+                     for request in requests], judged, environments):
                 return _revision_answer(requests[0], used=len(folded["attempts"]),
                                         maximum=maximum, unchanged=True)
             # §14.1: the changes since the contract started, and (§17.2) since the session's
@@ -407,8 +409,8 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
         return AttemptResult(attempt=attempt, terminal=None, decision=decision,
                              message=messages.repair_message(
                                  results, number, maximum,
-                                 delivery_review=project.delivery_review
-                                 == attempts.DELIVERY_REVIEW_REQUIRED),
+                                 delivery_review=attempts.reviews_deliveries(
+                                     project.delivery_review)),
                              results=list(results))
     runs = runs_counted(contract, evidence=evidence, current_profile_receipts=current_profiles,
                         tree=judged, environments=environments)
@@ -433,17 +435,6 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
     return AttemptResult(attempt=attempt, terminal=terminal, decision=decision,
                          message=messages.terminal_message(terminal, results),
                          results=list(results))
-
-
-def _reviewed_already(requests: Sequence[Review], tree: Mapping[str, str] | None,
-                      environments: Mapping[str, str | None]) -> bool:
-    """Issue 40: the workspace is a tree a person reviewed and asked to change — a delivery of
-    `requests` (the contract's revision requests) judged exactly this tree, in the same
-    environments (a plan from before they were kept compares the tree alone)."""
-    return tree is not None and any(
-        request.proposal.get("tree") == tree
-        and request.plan.get("environments", environments) == environments
-        for request in requests)
 
 
 def _revision_answer(request: Review, *, used: int, maximum: int,

@@ -32,7 +32,7 @@ from governor.models import AgentToken, Session, SessionState
 from governor.selectors.access import is_reviewer
 from governor.selectors.passkeys import event_signatures
 from governor.selectors.profiles import profile_receipts
-from governor.selectors.reviews import carried_approval, review_status
+from governor.selectors.reviews import carried_approval, review_as_read, review_status
 from governor.selectors.sessions import lifecycle_of
 from governor.services import passkeys
 from governor.services.activation import contract_activate
@@ -415,9 +415,13 @@ def review_comment_add(*, user: User, review: Review, path: str, spot: str,
                       details=[{"path": "spot", "message": "must be o<line> or n<line>"}])
     with session_locked(review.session):
         review = Review.objects.select_for_update().get(pk=review.pk)
-        if review.stage != Stage.DELIVERY or review.status != Status.PENDING \
-                or review.expires_at <= timezone.now():
-            raise Conflict("this delivery review is no longer waiting: nothing was added")
+        if review.stage != Stage.DELIVERY:
+            raise Conflict("only a delivered change takes line comments: nothing was added")
+        if review.status != Status.PENDING or review.expires_at <= timezone.now():
+            status = review_as_read(review).status
+            raise Conflict(f"this delivery review is no longer waiting — it was already "
+                           f"{domain.ALREADY.get(status, status)} — so a comment would reach "
+                           "nobody: nothing was added")
         tree = (review.proposal.get("startTree" if side == Side.OLD else "tree") or {}).get("id")
         if not tree:
             raise Conflict("the change of this delivery is not kept: nothing to comment on")
