@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from governor.domain.attempts import budget_of, reviewed_already
 from governor.domain.messages import budget_words, reviewer_words
+from governor.domain.treediff import ANSWERED, ELSEWHERE, UNANSWERED, comment_answered
 
 TREE = {"id": "gittree:sha256:" + "a" * 64, "exclusions": "sha256:" + "e" * 64}
 OTHER = {"id": "gittree:sha256:" + "b" * 64, "exclusions": TREE["exclusions"]}
@@ -53,3 +54,21 @@ def test_issue_40_the_budget_of_a_contract() -> None:
     assert budget_of(None, 0) is None
     ended = budget_of({"maxAttempts": 2}, 2, {"status": "exhausted"})
     assert ended is not None and ended.ended == "exhausted" and ended.left == 0
+
+
+README = "# Demo\n\n## Install\n\npip install demo\n"
+
+
+def test_issue_40_a_comment_is_answered_when_its_line_changed() -> None:
+    assert comment_answered(README, README.replace("demo\n", "demo==1.0\n"), 5) == ANSWERED
+    assert comment_answered(README, README.replace("## Install", "## Installing"), 3) \
+        == ANSWERED
+    assert comment_answered(README, README.replace("\n## Install", "\nNeeds 3.11.\n## Install"),
+                            3) == ANSWERED  # a line added right before it
+    assert comment_answered(README, README + "Then run demo.\n", 5) == ANSWERED  # right after
+    assert comment_answered(README, None, 3) == ANSWERED  # the file was removed
+
+
+def test_issue_40_a_comment_whose_file_changed_elsewhere_or_not_at_all() -> None:
+    assert comment_answered(README, README.replace("# Demo", "# Demo app"), 5) == ELSEWHERE
+    assert comment_answered(README, README, 3) == UNANSWERED
