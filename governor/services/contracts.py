@@ -336,7 +336,8 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
     """The attempt, inside `session_locked` on the session state it read (`state`, read once):
     the pending review read once (a due one expired first), the workspace hashed once, every
     check evaluated on it, and the verdict `governor.domain.attempts.decide_attempt` gives
-    written — a repair, a terminal, or a delivery review that certifies once approved."""
+    written — a repair, a terminal, or a delivery review that certifies once approved. On a
+    tree a person reviewed and asked to change, no attempt: their request (issue 40)."""
     settled = reviews.reviews_settle(session, state)  # its expiry may end the contract
     pending = settled.pending
     folded, contract = _current(state)
@@ -450,7 +451,9 @@ def _revision_answer(request: Review, *, used: int, maximum: int,
 def turn_stop(*, session: Session, token: AgentToken, tree: Any = None) -> dict[str, Any]:
     """§7: the agent wants to stop. Allow when nothing is active, or while a person reviews
     the delivered change; otherwise attempt (made with `token`) and steer
-    (`governor/domain/attempts.py` decides). Counted by the action answered."""
+    (`governor/domain/attempts.py` decides). Issue 40: a person's decision on the delivered
+    change that ended the contract, and a revision request while the workspace is still the
+    tree they reviewed (no attempt), are each steered once. Counted by the action answered."""
     answer = _turn_stop(session, token, tree)
     metrics.TURN_STOPS.labels(action=str(answer["action"])).inc()
     return answer

@@ -14,7 +14,6 @@ class Migration(migrations.Migration):
             field=models.DateTimeField(
                 blank=True, null=True,
                 help_text="A delivery's decision: when a turn-stop first told the agent of it "
-                          "(it is steered with it once; later stops are allowed with the same "
-                          "text)."),
+                          "(it is steered with it once, and allowed after)."),
         ),
     ]

@@ -2,11 +2,14 @@
 line and requests a revision on a page that says how many attempts the agent has left; the
 agent's next stop on the unchanged tree spends nothing and is steered with the comment and the
 line comment as path:line; the timeline warns that one attempt remains; the next delivery marks
-the comment answered and warns it is the last attempt; its approval reaches the agent's next
-stop as certified with the terminal receipt. axe-core finds no violation, at 1280 and 390 px."""
+the comment answered and warns it is the last attempt; its approval reaches the agent's long
+poll and its next stop as certified with the terminal receipt. axe-core finds no violation, at
+1280 and 390 px."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -102,13 +105,24 @@ def test_issue_40_from_the_reviewers_comment_to_the_agents_next_answer(
     expect(answered.locator(".badge")).to_have_text("answered")
     expect(page.locator("p.budget")).to_contain_text("This is the agent's last attempt")
     both_widths(page, "revision-loop-next-round")
+    # The agent waits on the long poll while the person approves.
+    polled: dict[str, Any] = {}
+    waiting = threading.Thread(target=lambda: polled.update(server.agent.get(
+        f"/sessions/{session_id}/review", params={"wait": 30}).json()))
+    waiting.start()
+    time.sleep(0.5)  # the wait is held by now
     page.get_by_role("button", name="Approve", exact=True).click()
     expect(page.get_by_text("The delivered change is approved: the contract is certified."))\
         .to_be_visible()
+    waiting.join(timeout=35)
+    assert polled["review"]["status"] == "approved", polled
+    assert polled["terminal"]["status"] == "certified"
+    assert f"cite the terminal receipt {polled['terminal']['receipt']}" in polled["message"]
 
     # The approval reaches the agent's next stop: certified, with the receipt to cite.
     certified = stop(server, session_id)
     assert certified["action"] == "steer" and certified["terminal"]["status"] == "certified"
+    assert certified["terminal"] == polled["terminal"]
     assert f"cite the terminal receipt {certified['terminal']['receipt']}" \
         in certified["message"]
     assert stop(server, session_id)["action"] == "allow"
