@@ -205,7 +205,9 @@ class BeginResult(TypedDict):
 class Outcome(TypedDict):
     """The answer of verify and abstain."""
 
-    decision: str  # repair | delivery-pending | certified | exhausted | abstained
+    # repair | delivery-pending | revision-requested (no attempt: the tree a person asked to
+    # change) | certified | exhausted | abstained
+    decision: str
     message: str
     attempt: dict[str, Any] | None
     terminal: dict[str, Any] | None
