@@ -42,6 +42,7 @@ from governor.selectors.profiles import (
     required_profile_ids,
 )
 from governor.selectors.reviews import (
+    contract_deliveries,
     review_pending,
     review_url,
     sent_comments,
@@ -286,14 +287,22 @@ def _current(state: SessionState) -> tuple[lifecycle.LifecycleState, ContractDoc
     return folded, (record["data"] if record else None)
 
 
-def _terminal_answer(folded: lifecycle.LifecycleState) -> AttemptResult:
+def _terminal_answer(session: Session, folded: lifecycle.LifecycleState) -> AttemptResult:
+    """The terminal again, in the words of what wrote it: an attempt, an abstain, or a
+    person's decision on the delivered change (issue 40)."""
     terminal = folded["terminal"]["data"] if folded["terminal"] else None
     assert terminal is not None
     last = folded["attempts"][-1]["data"] if folded["attempts"] else None
     results = last["results"] if last else []
+    contract = folded["contract"]["data"] if folded["contract"] else {}
+    decided = terminal_decision(terminal, contract_deliveries(session, terminal["contractId"]))
+    message = messages.terminal_message(terminal, results) if decided is None else \
+        messages.delivery_decided_message(
+            terminal, decision=decided.status, feedback=decided.feedback,
+            comments=sent_comments(decided),
+            maximum=int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS)))
     return AttemptResult(attempt=last, terminal=terminal, decision=terminal["status"],
-                         message=messages.terminal_message(terminal, results), replayed=True,
-                         results=results)
+                         message=message, replayed=True, results=results)
 
 
 def _with_outcome(session: Session, result: AttemptResult) -> AttemptResult:
@@ -344,7 +353,7 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
     if contract is None:
         raise _no_contract(pending, "verify")
     if folded["terminal"] is not None:
-        return _terminal_answer(folded)
+        return _terminal_answer(session, folded)
     maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
     if pending is not None and pending.stage == Stage.DELIVERY:  # a person reviews it now
         last = folded["attempts"][-1]["data"] if folded["attempts"] else None
@@ -370,7 +379,7 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
                     [(request.proposal.get("tree"), request.plan.get("environments"))
                      for request in requests], judged, environments):
                 return _revision_answer(requests[0], used=len(folded["attempts"]),
-                                        maximum=maximum, unchanged=True)
+                                        maximum=maximum)
             # §14.1: the changes since the contract started, and (§17.2) since the session's
             # reference, from their kept manifests, with the runner-control sections their
             # content changed (§17.3).
@@ -438,14 +447,14 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
                          results=list(results))
 
 
-def _revision_answer(request: Review, *, used: int, maximum: int,
-                     unchanged: bool) -> AttemptResult:
-    """No attempt: the person's revision request, quoted, with what is left of the budget."""
+def _revision_answer(request: Review, *, used: int, maximum: int) -> AttemptResult:
+    """No attempt on the tree a person asked to change: their revision request, quoted, with
+    what is left of the budget."""
     return AttemptResult(attempt=None, terminal=None, decision="revision-requested",
                          message=messages.revision_requested_message(
                              feedback=request.feedback, comments=sent_comments(request),
                              used=used, maximum=maximum, review_url=review_url(request),
-                             unchanged=unchanged), review=request)
+                             unchanged=True), review=request)
 
 
 def turn_stop(*, session: Session, token: AgentToken, tree: Any = None) -> dict[str, Any]:
@@ -525,7 +534,7 @@ def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
         if contract is None:
             raise _no_contract(review_pending(session), "abstain from")
         if folded["terminal"] is not None:
-            return _terminal_answer(folded)
+            return _terminal_answer(session, folded)
         text = attempts.abstain_reason(reason)
         terminal = terminal_write(session=session, state=state, contract=contract,
                                   status="abstained", reason=text,

@@ -197,6 +197,10 @@ def test_rule_7_4_issue_40_a_rejection_reaches_the_agent_exhausted_with_the_reas
     assert "exhausted: a person rejected the delivered change" in answer["message"]
     assert "> The user asked to keep the README as it was." in answer["message"]
     assert stop(agent, session)["action"] == "allow"
+    # A verify after it gives the same terminal in the same words, never "the last allowed
+    # attempt still failed" (every check passed).
+    verify = agent.post(f"/sessions/{session['id']}/verify").json()
+    assert verify["decision"] == "exhausted" and verify["message"] == answer["message"]
 
 
 def test_issue_40_a_revision_request_on_a_decided_review_changes_nothing_and_says_why(
