@@ -18,6 +18,7 @@ from governor.models import Event, Project
 from governor.services.reviews import StaleReceipt, review_comment_add, review_decide
 from reviews.models import LineComment, Review
 from tests.api.test_contracts import readme_contract
+from tests.api.test_turn_stop_reads import assert_read_once, turn_stop
 from tests.conftest import AgentClient
 
 pytestmark = pytest.mark.django_db
@@ -232,3 +233,19 @@ def test_issue_40_the_review_route_reads_nothing_new_for_the_intent_stages(
     answer = review_route(agent, session)
     assert answer == {"review": None, "revision_request": None, "terminal": None,
                       "message": None}
+
+
+def test_issue_40_the_stops_of_the_revision_loop_read_the_state_and_the_reviews_once(
+        delivery: Project, agent: AgentClient, session: dict[str, Any], workspace: Path,
+        reviewer: Any) -> None:
+    begin(agent, session)
+    review = deliver(agent, session, workspace)
+    request_revision(reviewer, review)
+    answer, tables = turn_stop(agent, session)  # on the tree the person reviewed
+    assert answer["action"] == "steer" and answer["attempt"] is None
+    assert_read_once(tables)
+    second = deliver(agent, session, workspace, "# Demo\n\n## Install\n\npip install demo==1\n")
+    review_decide(user=reviewer, review=second, receipt=second.receipt, decision="approved")
+    answer, tables = turn_stop(agent, session)  # told of the approval
+    assert answer["terminal"]["status"] == "certified"
+    assert_read_once(tables)
