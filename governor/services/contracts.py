@@ -294,13 +294,14 @@ def _terminal_answer(session: Session, folded: lifecycle.LifecycleState) -> Atte
     assert terminal is not None
     last = folded["attempts"][-1]["data"] if folded["attempts"] else None
     results = last["results"] if last else []
-    contract = folded["contract"]["data"] if folded["contract"] else {}
+    record = folded["contract"]
+    maximum = int(record["data"].get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS)) \
+        if record else lifecycle.DEFAULT_MAX_ATTEMPTS
     decided = terminal_decision(terminal, contract_deliveries(session, terminal["contractId"]))
     message = messages.terminal_message(terminal, results) if decided is None else \
         messages.delivery_decided_message(
             terminal, decision=decided.status, feedback=decided.feedback,
-            comments=sent_comments(decided),
-            maximum=int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS)))
+            comments=sent_comments(decided), maximum=maximum)
     return AttemptResult(attempt=last, terminal=terminal, decision=terminal["status"],
                          message=message, replayed=True, results=results)
 
