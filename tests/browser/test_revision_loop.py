@@ -90,6 +90,8 @@ def test_issue_40_from_the_reviewers_comment_to_the_agents_next_answer(
     # The timeline says the next attempt is the last.
     page.goto(f"{server.url}/sessions/{session_id}/")
     expect(page.locator("p.budget")).to_contain_text("1 of 2 attempts used: 1 remains, the last")
+    expect(page.locator("p.revision-request")).to_contain_text(
+        "A person asked for changes to the delivered change")
     both_widths(page, "revision-loop-timeline")
 
     # The agent answers the comment; the next delivery marks it answered, the last attempt.

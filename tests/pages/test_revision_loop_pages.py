@@ -82,6 +82,9 @@ def test_issue_40_a_revision_with_attempts_left_says_how_many(
     assert "while its repair budget lasts" not in page
     timeline = " ".join(rita.get(f"/sessions/{session_id}/").content.decode().split())
     assert "1 of 3 attempts used: 2 remain." in timeline
+    assert (f'A person asked for changes to the <a href="/reviews/{review.pk}/">delivered '
+            "change</a>") in timeline
+    assert "a stop on the tree they reviewed makes no attempt" in timeline
 
 
 def test_issue_40_the_timeline_warns_before_the_last_attempt(
