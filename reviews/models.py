@@ -45,6 +45,10 @@ class Review(models.Model):
     decision_receipt = models.CharField(max_length=71, blank=True)
     expires_at = models.DateTimeField()
     feedback = models.TextField(blank=True, help_text="Kept out of the event log.")
+    agent_told_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="A delivery's decision: when a turn-stop first told the agent of it "
+                  "(it is steered with it once, and allowed after).")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -36,7 +36,7 @@ from governor.lib.notify import inbox_topic
 from governor.lib.waits import off_thread
 from governor.selectors.access import review_for_reviewer, reviewed_projects
 from governor.selectors.passkeys import passkeys_of
-from governor.selectors.plan import delivery_shown, plan_details
+from governor.selectors.plan import delivery_budget, delivery_shown, plan_details
 from governor.selectors.reviews import (
     carried_approval,
     comments_answered,
@@ -149,6 +149,7 @@ def _panel(request: MemberRequest, review: Review, *, form: DecisionForm | None 
                     "rp_id": settings.WEBAUTHN_RP_ID},
         "signatures": [] if pending else list(review.signatures.select_related(
             "passkey", "user").order_by("created_at")),
+        "budget": delivery_budget(review) if review.stage == Stage.DELIVERY else None,
     }
 
 
@@ -263,8 +264,10 @@ def detail(request: MemberRequest, review_id: str) -> HttpResponse:
             accepted_findings=request.POST.getlist("accepted_findings"))
     except review_services.DecisionRefused as exc:
         review.refresh_from_db()
+        approving = form.cleaned_data["decision"] == Status.APPROVED
         return _render(request, _current(review), form=form, status=409, refusal=exc.message,
-                       refusal_title="Nothing was approved.")
+                       refusal_title="Nothing was approved." if approving
+                       else "Nothing was changed.")
     except (Invalid, ReviewError) as exc:
         # a finding that does not exist is bad input naming its field (rules §17.5)
         named = isinstance(exc, ReviewError) and exc.errors[0]["path"] == "accepted_findings"

@@ -27,7 +27,7 @@ from governor.lib.waits import long_poll, off_thread
 from governor.models import AgentToken, Session
 from governor.selectors import sessions as selectors
 from governor.selectors.access import session_for_token
-from governor.selectors.reviews import review_newest, review_status
+from governor.selectors.reviews import review_newest
 from governor.services import contracts, reviews
 from reviews.models import Review
 
@@ -141,13 +141,12 @@ async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> 
                                     or (latest.pk, latest.status) != seen
                                     or timezone.now() >= pending.expires_at),
             answer=lambda latest: latest)
-    if review is None:
-        return {"review": None}
-    # Its line comments are read from the database too: off the event loop.
-    return {"review": await off_thread(request, review_status, review)}
+    # Its line comments, the contract and the revision request are read from the database
+    # too: off the event loop.
+    return await off_thread(request, selectors.review_answer, session, review)
 
 
 @router.delete("/sessions/{session_id}/review", response={200: ReviewAnswer, **ERROR_RESPONSES})
 def withdraw_review(request: HttpRequest, session_id: str) -> dict[str, object]:
-    review = reviews.review_cancel(session=_session(request, session_id))
-    return {"review": review_status(review)}
+    session = _session(request, session_id)
+    return selectors.review_answer(session, reviews.review_cancel(session=session))

@@ -357,6 +357,14 @@ class ReviewOut(TypedDict):
 
 class ReviewAnswer(Out):
     review: ReviewOut | None
+    revision_request: ReviewOut | None = Field(
+        description="while the contract is open: the newest revision request of its delivered "
+                    "change, whose feedback and comments the agent must answer")
+    terminal: Annotated[TerminalDocument | None, DescribedBy()] = Field(
+        description="the terminal a person's decision on the delivered change (`review`) "
+                    "wrote: certified, or exhausted")
+    message: str | None = Field(description="what the agent is to do about the revision "
+                                            "request or the terminal")
 
 
 class StatusContract(ContractDocument):

@@ -17,18 +17,49 @@ Payloads (event data) and what their receipts cover:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from governor.domain import messages
 from governor.domain.canonical import receipt
 from governor.domain.contracts import ContractError
 from governor.domain.documents import AttemptDocument, TerminalDocument, TokenRef
+from governor.domain.lifecycle import DEFAULT_MAX_ATTEMPTS
 
 Decision = Literal["certified", "exhausted", "repair", "delivery-pending"]
 TRIGGERS = ("manual", "turn-stop")
 MAX_ABSTAIN_REASON_CHARS = 2000
 # `Project.delivery_review`: a person reviews every delivered change before it is certified.
 DELIVERY_REVIEW_REQUIRED = "required"
+
+
+def reviews_deliveries(delivery_review: str) -> bool:
+    """A project's `delivery_review` has a person review every delivered change."""
+    return delivery_review == DELIVERY_REVIEW_REQUIRED
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A contract's repair budget as the pages show it (issue 40): `used` of `maximum`
+    attempts; `ended`, the terminal status when the contract ended."""
+
+    used: int
+    maximum: int
+    ended: str | None = None
+
+    @property
+    def left(self) -> int:
+        return max(self.maximum - self.used, 0)
+
+
+def budget_of(contract: Mapping[str, Any] | None, attempts_made: int,
+              terminal: Mapping[str, Any] | None = None) -> Budget | None:
+    """The budget of `contract` (None without one) after `attempts_made` attempts."""
+    if contract is None:
+        return None
+    return Budget(used=attempts_made,
+                  maximum=int(contract.get("maxAttempts", DEFAULT_MAX_ATTEMPTS)),
+                  ended=str(terminal["status"]) if terminal else None)
 
 
 def decide_attempt(
@@ -87,6 +118,19 @@ def decide_delivery(*, decision: str, decision_receipt: str, contract_open: bool
         return "exhausted", (f"The delivery review was {decision} (decision {decision_receipt}) "
                              f"and the repair budget of {max_attempts} attempts is spent.")
     return None
+
+
+def reviewed_already(reviewed: Sequence[tuple[Mapping[str, Any] | None,
+                                               Mapping[str, Any] | None]],
+                     tree: Mapping[str, str] | None,
+                     environments: Mapping[str, str | None]) -> bool:
+    """Issue 40: the workspace is a tree a person reviewed and asked to change — one of
+    `reviewed` (each delivery's tree and the environments its attempt hashed, None when kept
+    from before they were) is exactly `tree` in the same `environments` — so an attempt on it
+    could only deliver again what they turned down."""
+    return tree is not None and any(
+        judged == tree and (kept is None or kept == environments)
+        for judged, kept in reviewed)
 
 
 def turn_stop_without_attempt(*, imported: bool, contract_open: bool,

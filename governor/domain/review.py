@@ -423,6 +423,12 @@ REFUSED_CARRIED = "carried-approval"
 REFUSED_EXPIRED = "expired"
 REFUSED_STALE = "stale-receipt"
 DECIDING = ("approved", "revision-requested", "rejected")
+# Issue 40: a decision on a decided proposal says what became of it.
+ALREADY = {"approved": "approved", "revision-requested": "sent back for a revision",
+           "rejected": "rejected", "cancelled": "withdrawn, or its contract ended",
+           "expired": "expired undecided"}
+DECISION_WORDS = {"approved": "an approval", "revision-requested": "a revision request",
+                  "rejected": "a rejection"}
 
 
 @dataclass(frozen=True)
@@ -479,6 +485,11 @@ def decide(facts: DecisionFacts) -> Verdict:
     if facts.status == "expired" or (facts.status == "pending" and facts.expired):
         return _refused(REFUSED_EXPIRED, "this proposal expired before it was decided; nothing "
                                          "was approved")
+    if facts.status in ALREADY:
+        return _refused(REFUSED_STALE, f"this proposal was already {ALREADY[facts.status]}, so "
+                                       "it is not the session's current pending proposal and "
+                                       f"{DECISION_WORDS[facts.decision]} changes nothing; "
+                                       "nothing was recorded")
     if facts.status != "pending" or not facts.receipt_is_current:
         return _refused(REFUSED_STALE, "this is not the session's current pending proposal (it "
                                        "was decided, withdrawn, replaced or changed since the "

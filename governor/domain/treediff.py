@@ -168,3 +168,26 @@ def _joined(segments: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
         else:
             joined.append((text, changed))
     return joined
+
+
+# How a line comment of an earlier delivery round reads in the next one (issue 40).
+ANSWERED, ELSEWHERE, UNANSWERED = "answered", "file changed elsewhere", "not answered"
+
+
+def comment_answered(before: str | None, after: str | None, line: int) -> str:
+    """Whether the next delivery answered a comment on `line` (1-based) of a file whose text was
+    `before` and is now `after` (None: not text, or removed): ANSWERED when that line, or the
+    place right after it, changed (or the file was removed); ELSEWHERE when the file changed
+    but not there; UNANSWERED when it is the same. A file that is not text is judged whole."""
+    if before == after:
+        return UNANSWERED
+    if before is None or after is None:
+        return ANSWERED
+    index = line - 1
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(),
+                                      autojunk=False)
+    for tag, start, end, _, _ in matcher.get_opcodes():
+        touched = start in (index, index + 1) if tag == "insert" else start <= index < end
+        if tag != "equal" and touched:
+            return ANSWERED
+    return ELSEWHERE

@@ -9,6 +9,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, cast
 
+from governor.domain.attempts import Budget, budget_of
 from governor.domain.contracts import FILE_CHECK_KINDS
 from governor.domain.workspace import Workspace, WorkspaceError
 from governor.lib.blobstore import blob_read
@@ -145,3 +146,18 @@ def delivery_shown(review: Review) -> dict[str, object]:
                                             claim.get("checkIds", []) if check_id in results]})
     return {"contract": contract, "attempt": attempt, "claims_proved": claims,
             "runs_counted": runs, "changes": changes}
+
+
+def delivery_budget(review: Review) -> Budget | None:
+    """Issue 40: the repair budget of the contract a delivery review is of, as the review
+    leaves it: `used` is the attempt delivered (none is made while a person reviews), `ended`
+    the status of the terminal this review's decision wrote, if it wrote one. None once
+    another contract replaced it."""
+    folded = lifecycle_of(SessionState.objects.only("lifecycle").get(session_id=review.session_id))
+    record, ended = folded["contract"], folded["terminal"]
+    if record is None or record["data"]["contractId"] != review.proposal.get("contractId"):
+        return None
+    terminal = ended["data"] if ended else None
+    written = terminal if terminal and review.decision_receipt \
+        and review.decision_receipt in str(terminal.get("reason")) else None
+    return budget_of(record["data"], int(review.proposal.get("attempt", 0)), written)

@@ -4,15 +4,22 @@ begin and the periodic task call): nothing here writes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from governor.models import Session, WorkspaceTree
+from governor.domain.documents import SentComment
+from governor.domain.treediff import ANSWERED, UNANSWERED, as_text, comment_answered
+from governor.lib.blobstore import blob_read
+from governor.lib.errors import ServiceError
+from governor.models import Blob, Session, WorkspaceTree
+from governor.selectors.treediff import DIFF_BLOB_BYTES
 from reviews.models import Approval, LineComment, Review, Side, Stage, Status
 
 
@@ -59,6 +66,50 @@ def review_status(review: Review, *, include_feedback: bool = True) -> dict[str,
     return answer
 
 
+def contract_deliveries(session: Session, contract_id: str, *,
+                        status: str | None = None) -> list[Review]:
+    """The delivery reviews of one contract of the session (with `status`, only those), newest
+    first."""
+    reviews = Review.objects.filter(session=session, stage=Stage.DELIVERY).order_by(
+        "-created_at")
+    if status is not None:
+        reviews = reviews.filter(status=status)
+    return [review for review in reviews if review.plan.get("contract_id") == contract_id]
+
+
+def revision_to_answer(session: Session, contract_id: str) -> Review | None:
+    """Issue 40: the newest revision request of the contract's delivered change — the review
+    whose feedback and line comments the agent must answer while the contract is open."""
+    requests = contract_deliveries(session, contract_id, status=Status.REVISION_REQUESTED)
+    return requests[0] if requests else None
+
+
+def sent_comments(review: Review) -> list[SentComment]:
+    return [comment.as_sent() for comment in review.comments.all()]
+
+
+def untold_and_pending(session: Session) -> tuple[Review | None, list[Review]]:
+    """One read of the session's reviews for a turn-stop with no open contract: the pending
+    review whose time has not passed, and the decided delivery reviews no turn-stop has told
+    the agent of (issue 40)."""
+    rows = list(Review.objects.filter(session=session).filter(
+        Q(status=Status.PENDING, expires_at__gt=timezone.now())
+        | Q(stage=Stage.DELIVERY, decided_at__isnull=False, agent_told_at__isnull=True))
+        .order_by("-created_at"))
+    pending = next((review for review in rows if review.status == Status.PENDING), None)
+    return pending, [review for review in rows if review.status != Status.PENDING]
+
+
+def terminal_decision(terminal: Mapping[str, Any], decided: list[Review]) -> Review | None:
+    """Of the `decided` delivery reviews, the one whose decision wrote `terminal` (its reason
+    names the decision's receipt, `governor.domain.attempts.decide_delivery`), or None: an
+    attempt or an abstain wrote it."""
+    reason = str(terminal.get("reason", ""))
+    return next((review for review in decided
+                 if review.plan.get("contract_id") == terminal.get("contractId")
+                 and review.decision_receipt and review.decision_receipt in reason), None)
+
+
 def comments_shown(review: Review) -> dict[str, dict[str, list[LineComment]]]:
     """The line comments on a delivery review, by path and spot ("n<line>", "o<line>")."""
     shown: dict[str, dict[str, list[LineComment]]] = {}
@@ -71,25 +122,58 @@ def comments_shown(review: Review) -> dict[str, dict[str, list[LineComment]]]:
 @dataclass(frozen=True)
 class AnsweredComment:
     comment: LineComment
-    answered: bool
+    answer: str  # governor.domain.treediff ANSWERED, ELSEWHERE or UNANSWERED
+
+    @property
+    def answered(self) -> bool:
+        return self.answer == ANSWERED
+
+
+def _text(project_id: int, blob: str | None, sizes: Mapping[str, int]) -> str | None:
+    """A kept blob's text for judging a comment; None when absent, not kept, too large or not
+    text (the file is then judged whole)."""
+    if blob is None or sizes.get(blob, DIFF_BLOB_BYTES + 1) > DIFF_BLOB_BYTES:
+        return None
+    try:
+        return as_text(blob_read(project_id, blob))
+    except ServiceError:
+        return None
 
 
 def comments_answered(previous: Review, review: Review) -> list[AnsweredComment]:
-    """The line comments of the previous delivery round, each marked `answered` when the file it
-    points at is another in this round's delivered tree than in the tree it was made on."""
+    """The line comments of the previous delivery round, each judged against this round's
+    delivered tree (issue 40): a comment on a delivered line is `answered` when that line (or
+    the place right after it) changed, `file changed elsewhere` when only other lines of its
+    file did, `not answered` when the file is the same; one on a removed line (of the
+    contract-start tree) is answered when its file differs from the previous delivery's."""
     comments = list(previous.comments.select_related("user"))
     if not comments:
         return []
-    trees = {comment.tree for comment in comments} | {(review.proposal.get("tree") or {}).get("id")}
+    now = str((review.proposal.get("tree") or {}).get("id"))
+    before = str((previous.proposal.get("tree") or {}).get("id"))
+    trees = {comment.tree for comment in comments} | {now, before}
+    project_id = review.session.project_id
     blobs: dict[tuple[str, str], str] = {}
     for tree_id, manifest in WorkspaceTree.objects.filter(
-            project_id=review.session.project_id, tree_id__in=trees).values_list("tree_id",
-                                                                                 "manifest"):
+            project_id=project_id, tree_id__in=trees).values_list("tree_id", "manifest"):
         for entry in manifest:
             blobs[(tree_id, entry[0])] = entry[2]
-    now = str((review.proposal.get("tree") or {}).get("id"))
-    return [AnsweredComment(comment, blobs.get((comment.tree, comment.path))
-                            != blobs.get((now, comment.path))) for comment in comments]
+    sizes = dict(Blob.objects.filter(project_id=project_id, blob_id__in=set(blobs.values()))
+                 .values_list("blob_id", "size"))
+    shown = []
+    for comment in comments:
+        was = blobs.get((before if comment.side == Side.OLD else comment.tree, comment.path))
+        is_now = blobs.get((now, comment.path))
+        if was == is_now:
+            answer = UNANSWERED
+        elif comment.side == Side.OLD or is_now is None:
+            answer = ANSWERED
+        else:
+            old_text, new_text = _text(project_id, was, sizes), _text(project_id, is_now, sizes)
+            answer = ANSWERED if old_text is None or new_text is None else comment_answered(
+                old_text, new_text, comment.line)
+        shown.append(AnsweredComment(comment, answer))
+    return shown
 
 
 def carried_approval(user: User, review: Review) -> Approval | None:

@@ -5,9 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from governor.domain import lifecycle
+from governor.domain import lifecycle, messages
 from governor.models import Event, Project, Session, SessionState
-from governor.selectors.reviews import review_newest, review_pending, review_status
+from governor.selectors.reviews import (
+    review_newest,
+    review_pending,
+    review_status,
+    review_url,
+    revision_to_answer,
+    sent_comments,
+    terminal_decision,
+)
+from reviews.models import Review, Stage, Status
 from verification.models import VerifierProfile
 
 EVENTS_MAX_LIMIT = 5000
@@ -66,6 +75,40 @@ def session_status(session: Session) -> dict[str, Any]:
         "review": review_status(latest) if latest else None,
         "latest_draft": folded["latestDraft"]["data"] if folded["latestDraft"] else None,
     }
+
+
+def review_answer(session: Session, review: Review | None) -> dict[str, Any]:
+    """The agent's review route (issue 40): the newest `review`; while the contract is open,
+    the revision request of its delivered change the agent must answer (feedback and line
+    comments); once a person's decision on the delivered change ended it, the terminal; and
+    `message`, what the agent is to do about either."""
+    answer: dict[str, Any] = {"review": review_status(review) if review else None,
+                              "revision_request": None, "terminal": None, "message": None}
+    folded = lifecycle_of(SessionState.objects.only("lifecycle").get(session=session))
+    record, ended = folded["contract"], folded["terminal"]
+    if record is None:
+        return answer
+    contract = record["data"]
+    maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
+    if ended is None:
+        request = revision_to_answer(session, contract["contractId"])
+        if request is not None:
+            answer["revision_request"] = review_status(request)
+            if review is None or review.status != Status.PENDING:
+                answer["message"] = messages.revision_requested_message(
+                    feedback=request.feedback, comments=sent_comments(request),
+                    used=len(folded["attempts"]), maximum=maximum,
+                    review_url=review_url(request), unchanged=False)
+        return answer
+    terminal = ended["data"]
+    decided = terminal_decision(terminal, [review]) if review is not None \
+        and review.stage == Stage.DELIVERY else None
+    if decided is not None:
+        answer["terminal"] = terminal
+        answer["message"] = messages.delivery_decided_message(
+            terminal, decision=decided.status, feedback=decided.feedback,
+            comments=sent_comments(decided), maximum=maximum)
+    return answer
 
 
 def events_page(session: Session, *, after: int, limit: int) -> dict[str, object]:

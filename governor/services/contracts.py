@@ -41,7 +41,14 @@ from governor.selectors.profiles import (
     profiles_judging,
     required_profile_ids,
 )
-from governor.selectors.reviews import review_pending, review_url
+from governor.selectors.reviews import (
+    contract_deliveries,
+    review_pending,
+    review_url,
+    sent_comments,
+    terminal_decision,
+    untold_and_pending,
+)
 from governor.selectors.sessions import lifecycle_of
 from governor.selectors.snapshots import tree_named
 from governor.selectors.treediff import changes_read, kept_manifest, kept_manifests
@@ -73,6 +80,8 @@ class AttemptResult:
     message: str
     replayed: bool = False
     results: list[Any] = field(default_factory=list)
+    # decision "revision-requested": the revision request the agent must answer (issue 40)
+    review: Review | None = None
 
 
 def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = False,
@@ -278,14 +287,23 @@ def _current(state: SessionState) -> tuple[lifecycle.LifecycleState, ContractDoc
     return folded, (record["data"] if record else None)
 
 
-def _terminal_answer(folded: lifecycle.LifecycleState) -> AttemptResult:
+def _terminal_answer(session: Session, folded: lifecycle.LifecycleState) -> AttemptResult:
+    """The terminal again, in the words of what wrote it: an attempt, an abstain, or a
+    person's decision on the delivered change (issue 40)."""
     terminal = folded["terminal"]["data"] if folded["terminal"] else None
     assert terminal is not None
     last = folded["attempts"][-1]["data"] if folded["attempts"] else None
     results = last["results"] if last else []
+    record = folded["contract"]
+    maximum = int(record["data"].get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS)) \
+        if record else lifecycle.DEFAULT_MAX_ATTEMPTS
+    decided = terminal_decision(terminal, contract_deliveries(session, terminal["contractId"]))
+    message = messages.terminal_message(terminal, results) if decided is None else \
+        messages.delivery_decided_message(
+            terminal, decision=decided.status, feedback=decided.feedback,
+            comments=sent_comments(decided), maximum=maximum)
     return AttemptResult(attempt=last, terminal=terminal, decision=terminal["status"],
-                         message=messages.terminal_message(terminal, results), replayed=True,
-                         results=results)
+                         message=message, replayed=True, results=results)
 
 
 def _with_outcome(session: Session, result: AttemptResult) -> AttemptResult:
@@ -328,21 +346,27 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
     """The attempt, inside `session_locked` on the session state it read (`state`, read once):
     the pending review read once (a due one expired first), the workspace hashed once, every
     check evaluated on it, and the verdict `governor.domain.attempts.decide_attempt` gives
-    written — a repair, a terminal, or a delivery review that certifies once approved."""
-    pending = reviews.review_settle(session, state)  # its expiry may end the contract
+    written — a repair, a terminal, or a delivery review that certifies once approved. On a
+    tree a person reviewed and asked to change, no attempt: their request (issue 40)."""
+    settled = reviews.reviews_settle(session, state)  # its expiry may end the contract
+    pending = settled.pending
     folded, contract = _current(state)
     if contract is None:
         raise _no_contract(pending, "verify")
     if folded["terminal"] is not None:
-        return _terminal_answer(folded)
+        return _terminal_answer(session, folded)
+    maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
     if pending is not None and pending.stage == Stage.DELIVERY:  # a person reviews it now
         last = folded["attempts"][-1]["data"] if folded["attempts"] else None
         return AttemptResult(attempt=last, terminal=None, decision="delivery-pending",
                              message=messages.delivery_pending_message(
                                  review_url(pending),
-                                 findings=bool(pending.proposal.get("tamperFindings"))),
+                                 findings=bool(pending.proposal.get("tamperFindings")),
+                                 used=len(folded["attempts"]), maximum=maximum),
                              replayed=True)
     project = session.project
+    requests = [request for request in settled.revision_requests
+                if request.plan.get("contract_id") == contract["contractId"]]
     evidence = DatabaseEvidence(session, state)
     current_profiles, declared = profiles_judging(project, {
         str(check.get("profile")) for check in contract["checks"]
@@ -352,6 +376,11 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
     try:
         with workspace_hashed(session, tree, declared) as hashed:
             judged, environments = hashed.reference, hashed.environments
+            if attempts.reviewed_already(
+                    [(request.proposal.get("tree"), request.plan.get("environments"))
+                     for request in requests], judged, environments):
+                return _revision_answer(requests[0], used=len(folded["attempts"]),
+                                        maximum=maximum)
             # §14.1: the changes since the contract started, and (§17.2) since the session's
             # reference, from their kept manifests, with the runner-control sections their
             # content changed (§17.3).
@@ -381,7 +410,6 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
     except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
         judged, results = None, unjudged_results(contract, str(exc))
     number = len(folded["attempts"]) + 1
-    maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
     attempt = attempts.attempt_payload(contract_id=contract["contractId"], attempt=number,
                                        trigger=trigger, results=results, tree=judged,
                                        made_by=token.as_ref())
@@ -390,7 +418,10 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
                                                delivery_review=project.delivery_review)
     if decision == "repair":
         return AttemptResult(attempt=attempt, terminal=None, decision=decision,
-                             message=messages.repair_message(results, number, maximum),
+                             message=messages.repair_message(
+                                 results, number, maximum,
+                                 delivery_review=attempts.reviews_deliveries(
+                                     project.delivery_review)),
                              results=list(results))
     runs = runs_counted(contract, evidence=evidence, current_profile_receipts=current_profiles,
                         tree=judged, environments=environments)
@@ -404,10 +435,11 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
             session=session, state=state, token=token, contract=contract,
             evidence=evidence_used,
             changes=[{"path": change.path, "kind": change.kind} for change in changes]
-            if changes is not None else None)
+            if changes is not None else None, environments=environments)
         return AttemptResult(attempt=attempt, terminal=None, decision=decision,
                              message=messages.delivery_pending_message(
-                                 review["review_url"], findings=messages.tamper_only(results)),
+                                 review["review_url"], findings=messages.tamper_only(results),
+                                 used=number, maximum=maximum),
                              results=list(results))
     terminal = terminal_write(session=session, state=state, contract=contract,
                               status=decision, reason=reason, evidence=evidence_used)
@@ -416,10 +448,22 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
                          results=list(results))
 
 
+def _revision_answer(request: Review, *, used: int, maximum: int) -> AttemptResult:
+    """No attempt on the tree a person asked to change: their revision request, quoted, with
+    what is left of the budget."""
+    return AttemptResult(attempt=None, terminal=None, decision="revision-requested",
+                         message=messages.revision_requested_message(
+                             feedback=request.feedback, comments=sent_comments(request),
+                             used=used, maximum=maximum, review_url=review_url(request),
+                             unchanged=True), review=request)
+
+
 def turn_stop(*, session: Session, token: AgentToken, tree: Any = None) -> dict[str, Any]:
     """§7: the agent wants to stop. Allow when nothing is active, or while a person reviews
     the delivered change; otherwise attempt (made with `token`) and steer
-    (`governor/domain/attempts.py` decides). Counted by the action answered."""
+    (`governor/domain/attempts.py` decides). Issue 40: a person's decision on the delivered
+    change that ended the contract, and a revision request while the workspace is still the
+    tree they reviewed (no attempt), are each steered once. Counted by the action answered."""
     answer = _turn_stop(session, token, tree)
     metrics.TURN_STOPS.labels(action=str(answer["action"])).inc()
     return answer
@@ -436,22 +480,52 @@ def _turn_stop(session: Session, token: AgentToken, tree: Any) -> dict[str, Any]
     with session_locked(session) as state:
         folded, contract = _current(state)
         contract_open = contract is not None and folded["terminal"] is None
+        pending, untold = untold_and_pending(session) if not contract_open else (None, [])
         allowed = attempts.turn_stop_without_attempt(
-            imported=False, contract_open=contract_open,
-            review_pending=not contract_open and review_pending(session) is not None)
+            imported=False, contract_open=contract_open, review_pending=pending is not None)
         if allowed is not None:
+            terminal = folded["terminal"]["data"] if folded["terminal"] else None
+            told = _delivery_decision_news(session, terminal, contract, untold)
+            if told is not None:
+                return told
             if not allowed["message"]:
-                terminal = folded["terminal"]["data"] if folded["terminal"] else None
                 allowed["message"] = outcome_words(session, terminal)
             return allowed
         tree_named(session, tree)
         outcome = _attempt(session, state, token=token, trigger="turn-stop", tree=tree)
+        if outcome.review is not None:
+            # Issue 40: steered once with the person's request, then allowed with it: stopping
+            # on the tree they reviewed can neither spend an attempt nor loop.
+            first = reviews.review_agent_told(outcome.review)
+            return {"action": "steer" if first else "allow", "message": outcome.message,
+                    "attempt": None}
     outcome = _with_outcome(session, outcome)
     if outcome.decision == "delivery-pending":  # it may stop, but claim nothing yet
         return {"action": "allow", "message": outcome.message, "attempt": outcome.attempt}
     return attempts.turn_stop_after_attempt(message=outcome.message, attempt=outcome.attempt,
                                             terminal=outcome.terminal,
                                             replayed=outcome.replayed)
+
+
+def _delivery_decision_news(session: Session, terminal: Mapping[str, Any] | None,
+                            contract: Mapping[str, Any] | None,
+                            untold: list[Review]) -> dict[str, Any] | None:
+    """Issue 40: a person's decision on the delivered change wrote the terminal, and no
+    turn-stop has told the agent yet (`untold`: the decided deliveries no stop told of): it is
+    steered once with it — certified with the receipt to cite, or exhausted with what the
+    person said."""
+    if terminal is None or contract is None:
+        return None
+    decided = terminal_decision(terminal, untold)
+    if decided is None or not reviews.review_agent_told(decided):
+        return None
+    message = messages.delivery_decided_message(
+        terminal, decision=decided.status, feedback=decided.feedback,
+        comments=sent_comments(decided),
+        maximum=int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS)))
+    words = outcome_words(session, terminal)
+    return {"action": "steer", "message": f"{message}\n\n{words}" if words else message,
+            "terminal": terminal}
 
 
 def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
@@ -461,7 +535,7 @@ def contract_abstain(*, session: Session, reason: Any) -> AttemptResult:
         if contract is None:
             raise _no_contract(review_pending(session), "abstain from")
         if folded["terminal"] is not None:
-            return _terminal_answer(folded)
+            return _terminal_answer(session, folded)
         text = attempts.abstain_reason(reason)
         terminal = terminal_write(session=session, state=state, contract=contract,
                                   status="abstained", reason=text,

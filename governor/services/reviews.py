@@ -6,11 +6,12 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.db.models import Q
 from django.utils import timezone
 
 from governor.domain import attempts, lifecycle
@@ -31,7 +32,7 @@ from governor.models import AgentToken, Session, SessionState
 from governor.selectors.access import is_reviewer
 from governor.selectors.passkeys import event_signatures
 from governor.selectors.profiles import profile_receipts
-from governor.selectors.reviews import carried_approval, review_status
+from governor.selectors.reviews import carried_approval, review_as_read, review_status
 from governor.selectors.sessions import lifecycle_of
 from governor.services import passkeys
 from governor.services.activation import contract_activate
@@ -94,12 +95,27 @@ def review_settle(session: Session, state: SessionState) -> Review | None:
     """Inside `session_locked`: the session's pending review, read once (its row locked; one
     is pending at most). One whose time has passed is recorded as expired first — a delivery's
     expiry may end its contract — and then none is pending."""
-    review = Review.objects.select_for_update().filter(session=session,
-                                                       status=Status.PENDING).first()
+    return reviews_settle(session, state).pending
+
+
+@dataclass(frozen=True)
+class Settled:
+    pending: Review | None
+    revision_requests: list[Review]  # the session's delivery revision requests, newest first
+
+
+def reviews_settle(session: Session, state: SessionState) -> Settled:
+    """`review_settle`, and in the same read the revision requests of the session's delivered
+    changes (issue 40: a stop on a tree a person asked to change is no new attempt)."""
+    rows = list(Review.objects.select_for_update().filter(session=session).filter(
+        Q(status=Status.PENDING) | Q(stage=Stage.DELIVERY, status=Status.REVISION_REQUESTED))
+        .order_by("-created_at"))
+    review = next((row for row in rows if row.status == Status.PENDING), None)
+    requests = [row for row in rows if row.status == Status.REVISION_REQUESTED]
     if review is not None and review.expires_at <= timezone.now():
         _decide(review, state, decision=Status.EXPIRED, decided_by={"kind": "system"})
-        return None
-    return review
+        return Settled(None, requests)
+    return Settled(review, requests)
 
 
 def _plan(proposal: contract_domain.Proposal, **extra: object) -> dict[str, object]:
@@ -135,18 +151,21 @@ def _notify_on_commit(review: Review) -> None:
 
 def review_open_delivery(*, session: Session, state: SessionState, token: AgentToken,
                          contract: ContractDocument, evidence: TerminalEvidence,
-                         changes: list[dict[str, str]] | None) -> dict[str, Any]:
+                         changes: list[dict[str, str]] | None,
+                         environments: Mapping[str, str | None]) -> dict[str, Any]:
     """The delivery stage (issue 28): every check of `contract` passed on its last attempt,
     made with `token`; a person reviews the delivered change before it is certified. Called
     inside the attempt's lock, after the attempt was logged. The proposal binds the `evidence`
     the terminal will cite, and names the tokens that began the contract and made its attempts,
-    read from the log (rules §17.10)."""
+    read from the log (rules §17.10). Its plan keeps the `environments` the attempt hashed:
+    after a revision request, a stop on the same tree in the same environments is no new
+    attempt (issue 40)."""
     attempts = [record["data"] for record in lifecycle_of(state)["attempts"]]
     document = domain.delivery_proposal(
         session_id=str(session.pk), contract=contract, attempts=attempts, changes=changes,
         profile_receipts=evidence.profile_receipts, run_receipts=evidence.run_receipts,
         changes_digest=evidence.changes_digest)
-    plan = {"contract_id": contract["contractId"]}
+    plan = {"contract_id": contract["contractId"], "environments": dict(environments)}
     return review_status(_create(session, Stage.DELIVERY, document, plan, token))
 
 
@@ -396,14 +415,26 @@ def review_comment_add(*, user: User, review: Review, path: str, spot: str,
                       details=[{"path": "spot", "message": "must be o<line> or n<line>"}])
     with session_locked(review.session):
         review = Review.objects.select_for_update().get(pk=review.pk)
-        if review.stage != Stage.DELIVERY or review.status != Status.PENDING \
-                or review.expires_at <= timezone.now():
-            raise Conflict("this delivery review is no longer waiting: nothing was added")
+        if review.stage != Stage.DELIVERY:
+            raise Conflict("only a delivered change takes line comments: nothing was added")
+        if review.status != Status.PENDING or review.expires_at <= timezone.now():
+            status = review_as_read(review).status
+            raise Conflict(f"this delivery review is no longer waiting — it was already "
+                           f"{domain.ALREADY.get(status, status)} — so a comment would reach "
+                           "nobody: nothing was added")
         tree = (review.proposal.get("startTree" if side == Side.OLD else "tree") or {}).get("id")
         if not tree:
             raise Conflict("the change of this delivery is not kept: nothing to comment on")
         return LineComment.objects.create(review=review, user=user, path=path, side=side,
                                           line=int(spot[1:]), tree=tree, body=text)
+
+
+def review_agent_told(review: Review) -> bool:
+    """Inside `session_locked`: whether this is the first time a turn-stop tells the agent of
+    `review`'s decision (issue 40: it is steered with it once), recording that it now has."""
+    told = Review.objects.filter(pk=review.pk, agent_told_at__isnull=True).update(
+        agent_told_at=timezone.now())
+    return told == 1
 
 
 def review_cancel(*, session: Session) -> Review:

@@ -35,7 +35,7 @@ from tests.sse_provider import FakeProvider
 
 # Four groups drawn alike, so that proposals meet reviewers often: the agent's work, proposals,
 # the reviewer and the review clock, and verification (runs, attempts, imports of the log).
-GROUPS = (["tool_ok", "tool_error", "write_readme", "delete_readme", "say"],
+GROUPS = (["tool_ok", "tool_error", "write_readme", "rewrite_readme", "delete_readme", "say"],
           ["draft", "begin", "begin_code"],
           ["approve", "reject", "revise", "expire", "withdraw"],
           ["run_passing", "run_failing", "verify", "turn_stop", "abstain", "import_log"])
@@ -82,6 +82,12 @@ class Scenario:
 
     def write_readme(self) -> None:
         (self.workspace / "README.md").write_text("## Install\n")
+        self.tool_ok()
+
+    def rewrite_readme(self) -> None:
+        """Another passing README: a stop after a revision request is then an attempt (issue
+        40: on the tree the person reviewed it is none)."""
+        (self.workspace / "README.md").write_text("## Install\n\npip install demo\n")
         self.tool_ok()
 
     def delete_readme(self) -> None:
@@ -296,7 +302,8 @@ def test_the_operations_do_what_they_say_so_the_property_covers_them(
                                                delivery_review="required")
     (workspace / "README.md").unlink()
     delivered = play_checking_the_fold(Scenario(owned_agent, workspace, reviewer, provider), [
-        "begin", "write_readme", "turn_stop", "revise", "verify", "approve", "import_log"])
+        "begin", "write_readme", "turn_stop", "revise", "verify", "rewrite_readme", "verify",
+        "approve", "import_log"])
     assert governor_events(delivered.id) == [
         ("reliability/reference", None),
         ("reliability/contract", None),

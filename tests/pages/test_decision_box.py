@@ -88,7 +88,8 @@ def test_a_refused_decision_keeps_what_was_typed(rita: Client, intent_review: Re
     refused = press(rita, url(intent_review), "Request revision", feedback=REASON, html=shown)
     assert refused.status_code == 409
     html = refused.content.decode()
-    assert "Nothing was approved." in html
+    assert "Nothing was changed." in html  # issue 40: a revision request approves nothing
+    assert "already approved" in html  # and says what became of the proposal
     assert "Your comment, not sent" in html and f">{REASON}</textarea>" in html
 
 

@@ -46,9 +46,11 @@ not by your own judgement. Follow this policy in this workspace:
    begin again; on rejected, do not proceed as if approved.
 3. Do not claim the task is complete until the governor answers certified. A passing attempt
    may answer delivery-pending: a person reviews the delivered change first; wait with
-   reliability_status(wait_seconds=...). When an attempt fails, repair only the failed checks
-   it names — do not redo work that passed, do not repeat actions whose outcome is unknown —
-   then call reliability_verify again. Attempts are limited.
+   reliability_status(wait_seconds=...). If they ask for changes, make them — answer the
+   feedback and every line comment (path:line) — before verifying again. When an attempt
+   fails, repair only the failed checks it names — do not redo work that passed, do not
+   repeat actions whose outcome is unknown — then call reliability_verify again. Attempts
+   are limited.
 4. Trusted profiles (reliability_code_profiles, reliability_code_verify) run in a sandbox
    against the workspace as it is. Run them last, after your final edit: any later tool call
    makes earlier results stale.

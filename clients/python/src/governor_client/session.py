@@ -52,6 +52,14 @@ NEXT = {
     "rejected": "The reviewer rejected the proposal: do not proceed as if it were approved; "
                 "ask the user, or abstain.",
     "expired": "The review expired undecided: begin again if the task still needs a contract.",
+    "delivery-revision": "A person asked for changes to the delivered change: make them, "
+                         "answering the feedback and every line comment (review.comments, each "
+                         "path and line), then call reliability_verify; the next passing "
+                         "attempt opens a new delivery review. Do not claim completion.",
+    "certified": "The contract is certified: report truthfully what was verified and nothing "
+                 "more, and cite the terminal receipt.",
+    "exhausted": "The contract is exhausted: do not claim the task is complete; tell the user "
+                 "what failed (or what the reviewer said) and cite the terminal receipt.",
     "cancelled": "The proposal was withdrawn: begin again if the task still needs a contract.",
 }
 
@@ -352,11 +360,15 @@ def review_outcome(agent: AgentSession, status: SessionStatus, waited: float) ->
     review = status["review"]
     answer: dict[str, Any] = {"status": status["state"], "review": review,
                               "waited_seconds": round(waited, 1)}
+    revised = review is not None and review["stage"] == "delivery" \
+        and review["status"] == "revision-requested" and status["state"] == "active"
     if status["state"] == "active":
         answer["contract"] = status["contract"]
+    elif review is not None and review["stage"] == "delivery":
+        answer["terminal"] = status["terminal"]  # a person's decision ended the contract
     elif review is not None and status["state"] != "review-pending":
         answer["status"] = review["status"]
     if review is not None:
         review["review_url"] = agent.client.absolute(review["review_url"])
-    answer["next"] = NEXT.get(answer["status"], "")
+    answer["next"] = NEXT["delivery-revision"] if revised else NEXT.get(answer["status"], "")
     return answer

@@ -205,7 +205,9 @@ class BeginResult(TypedDict):
 class Outcome(TypedDict):
     """The answer of verify and abstain."""
 
-    decision: str  # repair | delivery-pending | certified | exhausted | abstained
+    # repair | delivery-pending | revision-requested (no attempt: the tree a person asked to
+    # change) | certified | exhausted | abstained
+    decision: str
     message: str
     attempt: dict[str, Any] | None
     terminal: dict[str, Any] | None
@@ -220,6 +222,11 @@ class TurnStop(TypedDict):
 
 class ReviewAnswer(TypedDict):
     review: Review | None
+    # while the contract is open: the newest revision request of its delivered change, whose
+    # feedback and comments the agent must answer
+    revision_request: Review | None
+    terminal: dict[str, Any] | None  # the terminal a decision on the delivered change wrote
+    message: str | None  # what to do about the revision request or the terminal
 
 
 class Profile(TypedDict):
