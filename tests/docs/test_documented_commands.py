@@ -1,0 +1,195 @@
+"""Every command the docs name in passing — `manage.py …`, `governor-agent …`, `python -m
+governor.verify …` and `make …` in inline code, in README.md and docs/*.md — exists and takes
+the arguments written (issue 40: docs/reviewing.md gave `governor_project --delivery-review
+required`, which answers `invalid choice`).
+
+Such a span is a synopsis: capitalised words (`SLUG`, `FILE`, `N`) stand for values, `[…]` for
+an optional part and `a|b` for a choice. Each is parsed by the command's own parser, with every
+optional part written and once for each alternative — never run (the blocks a reader is told to
+run are run by tests/docs/test_runnable_snippets.py and the tests README.md names). A span that
+only names a command or its options (`governor-agent git-hook`, `python -m governor.verify
+--commit`) is checked for those names alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from django.core.management import get_commands, load_command_class
+from governor_client.cli import build_parser
+
+from tests.docs.markdown import FENCE, PAGES, ROOT, fenced_blocks
+
+PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*(\.[a-z]+)?$")  # SLUG, FILE, KEYS.json
+VALUES = {"N": "60"}  # a number where one is needed (`--grace-seconds N`)
+
+
+@dataclass(frozen=True)
+class Span:
+    where: str
+    words: tuple[str, ...]  # from the command's name on
+
+
+def inline_spans() -> Iterator[Span]:
+    """The inline code spans of every page, outside fenced blocks, whitespace collapsed."""
+    for page in PAGES:
+        lines, kept, fenced = page.read_text(encoding="utf-8").splitlines(), [], False
+        for line in lines:
+            if FENCE.match(line.strip()) or line.strip() == "```":
+                fenced = not fenced
+                kept.append("")
+            else:
+                kept.append("" if fenced else line)
+        text = "\n".join(kept)
+        for match in re.finditer(r"`([^`]+)`", text):
+            number = text.count("\n", 0, match.start()) + 1
+            try:
+                words = shlex.split(match.group(1))  # as a shell would: quotes removed
+            except ValueError:  # unbalanced quotes: not a command
+                words = match.group(1).split()
+            yield Span(f"{page.relative_to(ROOT)}:{number}", tuple(words))
+
+
+def commands_named(program: tuple[str, ...]) -> list[Span]:
+    """The spans that give `program` (its words), each from the word after it."""
+    found = []
+    for span in inline_spans():
+        words = tuple(word.rsplit("/", 1)[-1] if "/bin/" in word else word  # .venv/bin/python
+                      for word in span.words)
+        for start in range(len(words) - len(program) + 1):
+            if words[start:start + len(program)] == program:
+                found.append(Span(span.where, span.words[start + len(program):]))
+                break
+    return found
+
+
+def variants(words: tuple[str, ...]) -> list[list[str]]:
+    """The argument lists a synopsis stands for: brackets dropped, each `a|b` once per
+    alternative, placeholders filled, an ellipsis or a comment ending it."""
+    cleaned: list[list[str]] = []
+    for word in words:
+        if word in ("…", "...", "#") or word.startswith("#"):
+            break
+        word = word.strip("[]")
+        if not word or word == "|":
+            continue
+        cleaned.append([VALUES.get(choice, "x") if PLACEHOLDER.match(choice) else choice
+                        for choice in word.split("|")])
+    return [list(choice) for choice in itertools.product(*cleaned)]
+
+
+class Refused(Exception):
+    pass
+
+
+class Strict(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise Refused(message)
+
+
+def strict(parser: argparse.ArgumentParser) -> None:
+    """`parser` and its subparsers raise rather than exit on an error."""
+    parser.error = Strict.error.__get__(parser)  # type: ignore[method-assign]
+    for action in parser._actions:  # noqa: SLF001 - argparse has no public walk
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for sub in action.choices.values():
+                strict(sub)
+
+
+def manage_parser(name: str) -> argparse.ArgumentParser:
+    commands = get_commands()
+    assert name in commands, f"no management command {name!r}"
+    parser = load_command_class(commands[name], name).create_parser("manage.py", name)
+    strict(parser)
+    return parser
+
+
+MANAGE = [span for span in commands_named(("manage.py",)) if span.words]
+AGENT = commands_named(("governor-agent",))
+VERIFY = commands_named(("python", "-m", "governor.verify"))
+MAKE = commands_named(("make",))
+
+
+def test_the_spans_are_found() -> None:
+    assert len(MANAGE) > 30 and len(AGENT) > 20 and len(VERIFY) > 10 and len(MAKE) > 30
+    assert ("governor_project", "set", "SLUG", "--review-mode", "off|required") in {
+        span.words for span in MANAGE}
+
+
+def named_only(parser: argparse.ArgumentParser, words: list[str]) -> bool:
+    """Whether `words` only name options of `parser` (each an option it has), with no value."""
+    options = {option for action in parser._actions for option in action.option_strings}  # noqa: SLF001
+    return all(word in options for word in words)
+
+
+@pytest.mark.parametrize("span", MANAGE, ids=[span.where for span in MANAGE])
+def test_a_documented_management_command_takes_its_arguments(span: Span) -> None:
+    name, *rest = span.words
+    parser = manage_parser(name)
+    for args in variants(tuple(rest)):
+        try:
+            parser.parse_args(args)
+        except Refused as exc:
+            if not named_only(parser, args):
+                raise AssertionError(f"{span.where}: manage.py {name} {' '.join(args)}: "
+                                     f"{exc}") from None
+
+
+def agent_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = build_parser()
+    strict(parser)
+    commands = next(action for action in parser._actions  # noqa: SLF001
+                    if isinstance(action, argparse._SubParsersAction))  # noqa: SLF001
+    return parser, dict(commands.choices)
+
+
+@pytest.mark.parametrize("span", AGENT, ids=[span.where for span in AGENT])
+def test_a_documented_governor_agent_command_takes_its_arguments(span: Span) -> None:
+    if not span.words or span.words[0].startswith("/"):  # the name alone, or a path under it
+        return
+    parser, commands = agent_commands()
+    for args in variants(span.words):
+        assert args[0] in commands, f"{span.where}: no governor-agent {args[0]}"
+        try:
+            parser.parse_args(args)
+        except Refused as exc:
+            if not named_only(commands[args[0]], args[1:]):
+                raise AssertionError(f"{span.where}: governor-agent {' '.join(args)}: "
+                                     f"{exc}") from None
+
+
+def test_the_cli_synopsis_lists_every_governor_agent_command_and_no_other() -> None:
+    """docs/integrations.md, "The CLI": one line per command, its name first."""
+    page = ROOT / "docs" / "integrations.md"
+    (synopsis,) = [block for block in fenced_blocks(page) if block.heading == "The CLI"]
+    listed = {line.split()[0] for line in synopsis.text.splitlines()
+              if line.startswith("  ") and not line.startswith("   ")}
+    assert listed == set(agent_commands()[1])
+
+
+def test_every_option_of_python_m_governor_verify_the_docs_give_is_one_it_has() -> None:
+    help_text = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "governor.verify", "--help"],
+        capture_output=True, text=True, check=True).stdout
+    for span in VERIFY:
+        for word in span.words:
+            if word.startswith("--"):
+                assert re.search(rf"(^|[\s\[,]){re.escape(word)}\b", help_text), (
+                    f"{span.where}: python -m governor.verify has no {word}")
+
+
+def test_every_make_target_the_docs_name_is_one_the_makefile_has() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, re.MULTILINE))
+    for span in MAKE:
+        named = [word for word in span.words if "=" not in word][:1]
+        for target in named:
+            assert target in targets, f"{span.where}: the Makefile has no target {target!r}"
