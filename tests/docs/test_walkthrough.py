@@ -1,0 +1,66 @@
+"""docs/integrations.md's walk-through, from `make run` to a certified task, run as written:
+every `sh` block under its heading, in order, from a directory that stands for the checkout,
+against a freshly bootstrapped instance (how: tests/docs/walkthrough.py), the bootstrap admin
+approving both review stages while `begin` waits. What the walk-through's comments promise
+(ready, active, steered naming the failed check, allowed, certified, the export verified) is
+asserted on each block's output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.docs.walkthrough import (
+    Reviewer,
+    answers,
+    checkout,
+    commands,
+    example_blocks,
+    reader_env,
+    run,
+)
+from tests.live import ROOT, live_server
+
+PAGE = ROOT / "docs" / "integrations.md"
+HEADING = "Walk-through: from `make run` to a certified task"
+
+
+def test_the_walkthrough_names_the_virtualenv_in_every_command() -> None:
+    blocks = example_blocks(PAGE, HEADING)
+    assert len(blocks) >= 6, [block.where() for block in blocks]
+    for line in (line for block in blocks for line in commands(block)):
+        first = line.split()[0]
+        assert first not in ("python", "python3", "governor-agent", "pip"), (
+            f"{line!r}: name the virtualenv (.venv/bin/{first})")
+
+
+def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    here = checkout(tmp_path)
+    outputs: list[tuple[str, list[Any], str]] = []
+    with live_server(here) as live:
+        state = tmp_path / "terminal"
+        for block in example_blocks(PAGE, HEADING):
+            begins = any("governor-agent begin" in line for line in commands(block))
+            reviewer = Reviewer(live, here) if begins else None
+            result = run(block, here, reader_env(live), state)
+            assert result.returncode == 0, f"{block.where()}\n{result.stdout}\n{result.stderr}"
+            if reviewer is not None:
+                reviewer.finished()
+            outputs.append((block.text, answers(result.stdout), result.stdout))
+
+    def answered(command: str) -> list[Any]:
+        (found,) = [values for text, values, _ in outputs if command in text]
+        return found
+
+    _, assessed, begun = answered("governor-agent begin")
+    assert assessed["status"] == "ready"
+    assert begun["status"] == "active"
+    _, early = answered('echo "# Tool"')
+    assert early["action"] == "steer"
+    assert "readme-install" in early["message"]
+    _, steered, allowed, status = answered("pip install tool")
+    assert steered["action"] == "steer" and allowed["action"] == "allow"
+    assert status["state"] == "certified"
+    (proof,) = [stdout for text, _, stdout in outputs if "governor.verify" in text]
+    assert "\nOK: session " in proof, proof
+    assert not (here / ".governor").exists()  # the client's state is in the workspace
