@@ -66,7 +66,9 @@ def commands_named(program: tuple[str, ...]) -> list[Span]:
                       for word in span.words)
         for start in range(len(words) - len(program) + 1):
             if words[start:start + len(program)] == program:
-                found.append(Span(span.where, span.words[start + len(program):]))
+                rest = span.words[start + len(program):]
+                if rest[:1] not in (("…",), ("...",)):  # not `make …`, naming them all
+                    found.append(Span(span.where, rest))
                 break
     return found
 
