@@ -1,7 +1,9 @@
-"""Every command the docs name in passing — `manage.py …`, `governor-agent …`, `python -m
-governor.verify …` and `make …` in inline code, in README.md and docs/*.md — exists and takes
-the arguments written (issue 40: docs/reviewing.md gave `governor_project --delivery-review
-required`, which answers `invalid choice`).
+"""Every command the docs give — `manage.py …`, `governor-agent …`, `python -m governor.verify
+…` and `make …`, in inline code and in the lines of `sh` blocks, in README.md and docs/*.md —
+exists and takes the arguments written (issue 40: docs/reviewing.md gave `governor_project
+--delivery-review required`, which answers `invalid choice`). This covers the synopses and the
+blocks no test runs (a deployment's commands, the git server hook's installation) as far as
+their parsers go.
 
 Such a span is a synopsis: capitalised words (`SLUG`, `FILE`, `N`) stand for values, `[…]` for
 an optional part and `a|b` for a choice. Each is parsed by the command's own parser, with every
@@ -58,10 +60,39 @@ def inline_spans() -> Iterator[Span]:
             yield Span(f"{page.relative_to(ROOT)}:{number}", tuple(words))
 
 
+def shell_lines() -> Iterator[Span]:
+    """The command lines of every `sh` block (a line ending in a backslash joined with the
+    next; a here-document's body left out), each up to its first shell operator."""
+    for page in PAGES:
+        for block in fenced_blocks(page):
+            if block.language != "sh":
+                continue
+            text, ending = block.text.replace("\\\n", " "), None
+            for offset, line in enumerate(text.splitlines()):
+                if ending is not None:
+                    ending = None if line.strip() == ending else ending
+                    continue
+                if heredoc := re.search(r"<<-?\s*'?(\w+)'?", line):
+                    ending = heredoc.group(1)
+                try:
+                    words = shlex.split(line, comments=True)
+                except ValueError:
+                    continue
+                cut = next((i for i, word in enumerate(words)  # `|`, `&&`, `>`, `2>&1`, …
+                            if re.match(r"^\d?[|&;<>]", word)), len(words))
+                words = words[:cut]
+                inside = next((i for i, word in enumerate(words) if "$(" in word), None)
+                if inside is not None:  # the command substitution's own words are not its
+                    words = words[:inside + 1]
+                yield Span(f"{block.page.relative_to(ROOT)}:{block.line + 1 + offset}",
+                           tuple(words))
+
+
 def commands_named(program: tuple[str, ...]) -> list[Span]:
-    """The spans that give `program` (its words), each from the word after it."""
+    """The inline spans and the `sh` blocks' lines that give `program` (its words), each from
+    the word after it."""
     found = []
-    for span in inline_spans():
+    for span in itertools.chain(inline_spans(), shell_lines()):
         words = tuple(word.rsplit("/", 1)[-1] if "/bin/" in word else word  # .venv/bin/python
                       for word in span.words)
         for start in range(len(words) - len(program) + 1):
@@ -80,9 +111,10 @@ def variants(words: tuple[str, ...]) -> list[list[str]]:
     for word in words:
         if word in ("…", "...", "#") or word.startswith("#"):
             break
-        word = word.strip("[]")
-        if not word or word == "|":
+        bare = word.strip("[]")
+        if word and not bare or bare == "|":  # a bracket or a bar alone
             continue
+        word = bare
         cleaned.append([VALUES.get(choice, "x") if PLACEHOLDER.match(choice) else choice
                         for choice in word.split("|")])
     return [list(choice) for choice in itertools.product(*cleaned)]
