@@ -60,6 +60,7 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert "readme-install" in early["message"]
     _, steered, allowed, status = answered("pip install tool")
     assert steered["action"] == "steer" and allowed["action"] == "allow"
+    assert "certified" in steered["message"], steered  # "with the certified terminal text"
     assert status["state"] == "certified"
     (proof,) = [stdout for text, _, stdout in outputs if "governor.verify" in text]
     assert "\nOK: session " in proof, proof
