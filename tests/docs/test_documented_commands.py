@@ -1,5 +1,6 @@
 """Every command the docs give — `manage.py …`, `governor-agent …`, `python -m governor.verify
-…` and `make …`, in inline code and in the lines of `sh` blocks, in README.md and docs/*.md —
+…` (and `bench`), `make …`, in inline code and in the lines of `sh` blocks, in README.md and
+docs/*.md —
 exists and takes the arguments written (issue 40: docs/reviewing.md gave `governor_project
 --delivery-review required`, which answers `invalid choice`). This covers the synopses and the
 blocks no test runs (a deployment's commands, the git server hook's installation) as far as
@@ -149,6 +150,7 @@ def manage_parser(name: str) -> argparse.ArgumentParser:
 MANAGE = [span for span in commands_named(("manage.py",)) if span.words]
 AGENT = commands_named(("governor-agent",))
 VERIFY = commands_named(("python", "-m", "governor.verify"))
+MODULES = ("governor.verify", "bench", "bench.b1_harness")  # the modules the docs run
 MAKE = commands_named(("make",))
 
 
@@ -209,15 +211,20 @@ def test_the_cli_synopsis_lists_every_governor_agent_command_and_no_other() -> N
     assert listed == set(agent_commands()[1])
 
 
-def test_every_option_of_python_m_governor_verify_the_docs_give_is_one_it_has() -> None:
+@pytest.mark.parametrize("module", MODULES)
+def test_every_option_of_a_python_module_the_docs_give_is_one_it_has(module: str) -> None:
+    """`python -m governor.verify --reviewer-keys`, `python -m bench --charts`: each option a
+    span or a block line gives is in the module's own `--help`."""
+    spans = commands_named(("python", "-m", module))
+    assert spans, f"the docs give no python -m {module}"
     help_text = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "governor.verify", "--help"],
-        capture_output=True, text=True, check=True).stdout
-    for span in VERIFY:
+        [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
+        check=True).stdout
+    for span in spans:
         for word in span.words:
             if word.startswith("--"):
                 assert re.search(rf"(^|[\s\[,]){re.escape(word)}\b", help_text), (
-                    f"{span.where}: python -m governor.verify has no {word}")
+                    f"{span.where}: python -m {module} has no {word}")
 
 
 def test_every_make_target_the_docs_name_is_one_the_makefile_has() -> None:
