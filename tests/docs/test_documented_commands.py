@@ -1,10 +1,9 @@
 """Every command the docs give — `manage.py …`, `governor-agent …`, `python -m governor.verify
 …` (and `bench`), `make …`, in inline code and in the lines of `sh` blocks, in README.md and
-docs/*.md —
-exists and takes the arguments written (issue 40: docs/reviewing.md gave `governor_project
---delivery-review required`, which answers `invalid choice`). This covers the synopses and the
-blocks no test runs (a deployment's commands, the git server hook's installation) as far as
-their parsers go.
+docs/*.md — exists and takes the arguments written (issue 40: docs/reviewing.md gave
+`governor_project --delivery-review required`, which answers `invalid choice`). This covers the
+synopses and the blocks no test runs (a deployment's commands, the git server hook's
+installation) as far as their parsers go.
 
 Such a span is a synopsis: capitalised words (`SLUG`, `FILE`, `N`) stand for values, `[…]` for
 an optional part and `a|b` for a choice. Each is parsed by the command's own parser, with every
