@@ -61,14 +61,19 @@ def inline_spans() -> Iterator[Span]:
 
 
 def shell_lines() -> Iterator[Span]:
-    """The command lines of every `sh` block (a line ending in a backslash joined with the
-    next; a here-document's body left out), each up to its first shell operator."""
+    """The command lines of every `sh` block and the `ExecStart=` lines of every `ini` block (a
+    systemd unit), a line ending in a backslash joined with the next, a here-document's body
+    left out, each up to its first shell operator."""
     for page in PAGES:
         for block in fenced_blocks(page):
-            if block.language != "sh":
+            if block.language not in ("sh", "ini"):
                 continue
             text, ending = block.text.replace("\\\n", " "), None
             for offset, line in enumerate(text.splitlines()):
+                if block.language == "ini":  # a systemd unit: its commands only
+                    if not line.startswith("ExecStart="):
+                        continue
+                    line = line.removeprefix("ExecStart=")
                 if ending is not None:
                     ending = None if line.strip() == ending else ending
                     continue
@@ -224,6 +229,21 @@ def test_every_option_of_a_python_module_the_docs_give_is_one_it_has(module: str
             if word.startswith("--"):
                 assert re.search(rf"(^|[\s\[,]){re.escape(word)}\b", help_text), (
                     f"{span.where}: python -m {module} has no {word}")
+
+
+def test_every_option_of_the_celery_worker_the_docs_give_is_one_it_has() -> None:
+    """docs/deployment.md's worker commands and systemd units."""
+    spans = [span for span in commands_named(("python", "-m", "celery"))
+             if span.words[:3] == ("-A", "governor.celery", "worker")]
+    assert len(spans) >= 3
+    help_text = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "celery", "-A", "governor.celery", "worker", "--help"], cwd=ROOT,
+        capture_output=True, text=True, check=True).stdout
+    for span in spans:
+        for word in span.words[3:]:
+            if word.startswith("-"):
+                assert re.search(rf"(^|[\s\[,]){re.escape(word)}\b", help_text), (
+                    f"{span.where}: the celery worker has no {word}")
 
 
 def test_every_make_target_the_docs_name_is_one_the_makefile_has() -> None:
