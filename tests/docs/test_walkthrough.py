@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests.docs.markdown import fenced_blocks
 from tests.docs.walkthrough import (
     Reviewer,
     answers,
@@ -65,3 +66,30 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     (proof,) = [stdout for text, _, stdout in outputs if "governor.verify" in text]
     assert "\nOK: session " in proof, proof
     assert not (here / ".governor").exists()  # the client's state is in the workspace
+
+
+def test_the_token_file_configuration_runs_with_its_placeholders_filled(tmp_path: Path) -> None:
+    """docs/integrations.md, "Configuration": the block with the token and the server's address
+    filled in, in a home of its own; the file is the owner's alone and the client reads the
+    token from it (GOVERNOR_TOKEN unset)."""
+    (block,) = [block for block in fenced_blocks(PAGE) if block.heading == "Configuration"
+                and block.language == "sh"]
+    assert "PASTE-THE-AGENT-TOKEN" in block.text and "http://127.0.0.1:8000" in block.text
+    here = checkout(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    with live_server(here) as live:
+        env = {key: value for key, value in reader_env(live).items()
+               if key not in ("GOVERNOR_TOKEN", "GOVERNOR_URL")}
+        env.update(HOME=str(home), GOVERNOR_WORKSPACE=str(live.workspace_root))
+        filled = block.text.replace("PASTE-THE-AGENT-TOKEN", live.token).replace(
+            "http://127.0.0.1:8000", live.url)
+        state = tmp_path / "terminal"
+        configured = run(block, here, env, state, text=filled)
+        assert configured.returncode == 0, configured.stderr
+        token_file = home / ".config" / "governor" / "token"
+        assert token_file.read_text() == live.token
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        asked = run(block, here, env, state, text=".venv/bin/governor-agent profiles\n")
+        assert asked.returncode == 0, asked.stderr
+        assert "profiles" in answers(asked.stdout)[0]
