@@ -102,3 +102,32 @@ def workspace_roots_outside_data(app_configs: Any = None,
                 "that works there can read the signing keys, the database or other projects' "
                 "files", hint=hint, id="governor.W001"))
     return warnings
+
+
+@checks.register(checks.Tags.security)
+def outcome_data_outside_workspaces(app_configs: Any = None,
+                                    **kwargs: Any) -> list[checks.CheckMessage]:
+    """rules §15.2: an outcome is judged by what its probe reads in GOVERNOR_OUTCOME_DATA_DIR.
+    Inside a workspace root (or holding one) an agent that works there could write the data,
+    or the probe, its own outcome is judged by. A warning, as for W001."""
+    if not settings.GOVERNOR_OUTCOME_DATA_DIR:
+        return []
+    data = Path(settings.GOVERNOR_OUTCOME_DATA_DIR).resolve()
+    warnings: list[checks.CheckMessage] = []
+    for root, slug in configured_workspace_roots():
+        resolved = Path(root).resolve()
+        if resolved == data or resolved in data.parents:
+            relation = "is inside"
+        elif data in resolved.parents:
+            relation = "holds"
+        else:
+            continue
+        where = "GOVERNOR_WORKSPACE_ROOTS" if slug is None else f"project {slug}'s workspace roots"
+        warnings.append(checks.Warning(
+            f"the outcome data directory {settings.GOVERNOR_OUTCOME_DATA_DIR} "
+            f"(GOVERNOR_OUTCOME_DATA_DIR) {relation} the workspace root {root} ({where}): an "
+            "agent that works there can change the data, or the probe, its outcome is judged by",
+            hint="give GOVERNOR_OUTCOME_DATA_DIR a directory outside every workspace root "
+                 "(docs/outcomes.md: outcome-data/ beside workspaces/ in the checkout)",
+            id="governor.W002"))
+    return warnings

@@ -9,8 +9,9 @@ the mount namespace would own every root-owned file. What that costs:
 
 - the files the command uses must be readable by that identity (other-readable, as a normal
   checkout is), the workspace directory writable by it for `workspace-write`; this is checked
-  for the workspace and rootfs directories before anything starts (mode bits: an ACL the check
-  cannot see still fails safely, as `infrastructure`, before the command starts). Where they
+  for the workspace and rootfs directories (and an outcome probe's read-only data directory)
+  before anything starts (mode bits: an ACL the check cannot see still fails safely, as
+  `infrastructure`, before the command starts). Where they
   lie does not matter: a root worker binds them onto fixed mount points in a private mount
   namespace before it drops to 65534, as bubblewrap could not pass a directory private to root;
 - RLIMIT_NPROC counts every process of the identity on the host, so sandboxes running at the
@@ -119,6 +120,7 @@ STAGED_WORKSPACE = STAGING + "/workspace"
 STAGED_ROOTFS = STAGING + "/rootfs"
 STAGED_REPORT = STAGING + "/report"
 STAGED_STREAM = STAGING + "/stream"
+STAGED_BINDS = STAGING + "/binds"  # the read-only binds' sources, one directory each
 STAGED_CHANGES = STAGING + "/changes"  # a workspace-write run's upper layer (verification/overlay)
 DEFAULT_WRITE_BYTES = 1024**3
 
@@ -322,10 +324,11 @@ def sandbox_mounts(definition: Mapping[str, Any], workspace: str,
       and (for `workspace-write`) the workspace.
 
     `workspace` is the host path bubblewrap binds. A root worker first stages the workspace
-    (and the rootfs) at fixed points under STAGING in a mount namespace of its own —
-    `_child_setup` — binding the workspace by descriptor, or for a `workspace-write` run an
-    overlay of it whose upper layer is a tmpfs of the run's write cap (verification/overlay.py);
-    the gate checks what ended up at `/workspace` before the command starts."""
+    (and the rootfs and the read-only binds) at fixed points under STAGING in a mount namespace
+    of its own — `_child_setup` — binding the workspace by descriptor, or for a
+    `workspace-write` run an overlay of it whose upper layer is a tmpfs of the run's write cap
+    (verification/overlay.py); the gate checks what ended up at `/workspace` before the command
+    starts."""
     mounts: list[Mount] = []
     if rootfs := definition.get("rootfs"):
         mounts.append(Mount("ro-bind", "/", rootfs))
@@ -520,12 +523,23 @@ def _setup_problem(definition: Mapping[str, Any], workspace: str, bound: str, bw
         return "infrastructure", problem
     if who.switch_from_root:
         try:
+            binds = range(len(definition.get("readOnlyBinds", [])))
             for point in (STAGED_WORKSPACE, STAGED_ROOTFS, STAGED_CHANGES, STAGED_REPORT,
-                          STAGED_STREAM):
+                          STAGED_STREAM, STAGED_BINDS, *(f"{STAGED_BINDS}/{i}" for i in binds)):
                 os.makedirs(point, exist_ok=True)
                 os.chmod(point, 0o755)  # noqa: S103 - an empty mount point the sandbox user passes
         except OSError as exc:
             return "infrastructure", f"cannot prepare {STAGING}: {exc.strerror}"
+    for source, _ in definition.get("readOnlyBinds", []):
+        # A root worker binds it as root first (staged), so a directory private to root (an
+        # `outcome-data/` of a checkout under /root) serves; any other worker's bubblewrap
+        # binds it as the worker's user, who must read it.
+        if not who.switch_from_root:
+            if problem := _directory_problem(os.path.realpath(source), who, READ | SEARCH,
+                                             "the read-only directory", source):
+                return "infrastructure", problem
+        elif not os.path.isdir(source):
+            return "infrastructure", f"the read-only directory {source} is not available"
     wanted = READ | SEARCH | (WRITE if definition["sandboxMode"] == "workspace-write" else 0)
     if problem := _directory_problem(bound, who, wanted, "workspace", workspace):
         return "infrastructure", problem
@@ -873,6 +887,13 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
             staged.append((report, STAGED_REPORT))
         if plugin:
             staged.append((plugin[0], STAGED_STREAM))
+        if binds := definition.get("readOnlyBinds", []):
+            # Like the rootfs: bubblewrap, as the sandbox user, could not pass a directory
+            # private to root on the way to an operator's data directory.
+            staged += [(os.path.realpath(source), f"{STAGED_BINDS}/{index}")
+                       for index, (source, _) in enumerate(binds)]
+            sandbox_definition = {**sandbox_definition, "readOnlyBinds": [
+                [f"{STAGED_BINDS}/{index}", target] for index, (_, target) in enumerate(binds)]}
     sandbox_report = (STAGED_REPORT if who.switch_from_root else report) if report else None
     limits = definition["limits"]
     stdout_capture = _Capture("stdout", limits["outputBytes"])

@@ -402,3 +402,33 @@ def test_rule_3_a_delivery_that_ends_uncertified_watches_no_outcome(
     refused = agent.post(f"/sessions/{session['id']}/outcome/observations")
     assert refused.status_code == 409, refused.content
     assert "reliability/outcome-contract" not in types(session["id"])
+
+
+def test_rule_2_an_outcome_data_directory_inside_a_workspace_root_is_warned_at_start(
+        project: Project, settings: Any, tmp_path: Path) -> None:
+    """An agent that works under a workspace root must not be able to write the data (or the
+    probe) its outcome is judged by: governor.W002 names the directory, the root and where it
+    is configured; beside every root, nothing is said."""
+    from governor.system_checks import outcome_data_outside_workspaces
+
+    projects, agents = tmp_path / "projects", tmp_path / "data" / "agents"
+    project.workspace_roots = [str(projects)]
+    project.save(update_fields=["workspace_roots"])
+    settings.GOVERNOR_WORKSPACE_ROOTS = [str(agents)]
+
+    settings.GOVERNOR_OUTCOME_DATA_DIR = str(projects / "outcome-data")
+    [inside] = outcome_data_outside_workspaces()
+    assert inside.id == "governor.W002"
+    assert inside.msg == (
+        f"the outcome data directory {projects / 'outcome-data'} (GOVERNOR_OUTCOME_DATA_DIR) is "
+        f"inside the workspace root {projects} (project acme's workspace roots): an agent that "
+        "works there can change the data, or the probe, its outcome is judged by")
+
+    settings.GOVERNOR_OUTCOME_DATA_DIR = str(tmp_path / "data")
+    [holding] = outcome_data_outside_workspaces()
+    assert holding.msg.startswith(
+        f"the outcome data directory {tmp_path / 'data'} (GOVERNOR_OUTCOME_DATA_DIR) holds the "
+        f"workspace root {agents} (GOVERNOR_WORKSPACE_ROOTS)")
+
+    settings.GOVERNOR_OUTCOME_DATA_DIR = str(tmp_path / "outcome-data")  # beside them
+    assert outcome_data_outside_workspaces() == []

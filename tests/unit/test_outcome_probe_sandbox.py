@@ -3,9 +3,13 @@ no network unless its operator chose `host`, and its output never kept."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from governor.domain.outcomes import outcome_definition, probe_definition, validate_outcome_profile
 from governor.lib.probes import probe_run
@@ -75,3 +79,30 @@ def test_rule_2_a_probe_past_its_timeout_is_timeout() -> None:
     bound = definition(["/usr/bin/sleep", "5"], timeout_ms=1000)
     result = probe_run(bound, probe_definition(bound), now_ms=NOW)
     assert result["failureKind"] == "timeout"
+
+
+def test_rule_2_a_probe_reads_a_data_directory_private_to_the_worker(tmp_path: Path) -> None:
+    """The operator's data directory in a checkout under a directory only the worker's user may
+    enter (issue 40: `outcome-data/` of a checkout under /root, served as root). A root worker
+    runs bubblewrap as nobody, which cannot pass such a directory: it binds it as root first,
+    as it does the workspace."""
+    private = tmp_path / "home"
+    data = private / "checkout" / "outcome-data"
+    data.mkdir(parents=True)
+    private.chmod(0o700)
+    (data / "answer.json").write_text(json.dumps({"dataAsOf": NOW, "metrics": {"up": 1}}))
+    bound = definition(["/usr/bin/cat", "/outcome-data/answer.json"])
+    sandbox = {**probe_definition(bound), "readOnlyBinds": [[str(data), "/outcome-data"]]}
+    result = probe_run(bound, sandbox, now_ms=NOW)
+    assert result["passed"] is True, result
+    assert result["metrics"] == {"up": 1}
+
+
+def test_rule_2_a_missing_data_directory_is_infrastructure_named_before_the_probe_starts(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    missing = tmp_path / "no-such-directory"
+    bound = definition(["/usr/bin/cat", "/outcome-data/answer.json"])
+    sandbox = {**probe_definition(bound), "readOnlyBinds": [[str(missing), "/outcome-data"]]}
+    result = probe_run(bound, sandbox, now_ms=NOW)
+    assert result["passed"] is False and result["failureKind"] == "infrastructure"
+    assert f"the read-only directory {missing} is not available" in caplog.text  # operators'
