@@ -120,6 +120,20 @@ def decide_delivery(*, decision: str, decision_receipt: str, contract_open: bool
     return None
 
 
+def written_by_decision(terminal: Mapping[str, Any], *, contract_id: object,
+                        attempt_receipt: object, decision_receipt: str) -> bool:
+    """Issue 40: whether `terminal` is the one a person's decision (`decision_receipt`) on a
+    delivery of `contract_id` wrote (`decide_delivery`). Judged by what only such a terminal
+    holds — the delivered attempt's receipt (that attempt passed, so it wrote no terminal of
+    its own; an abstain cites none) and the decision's receipt in the words `decide_delivery`
+    gives — never by a receipt anywhere in a reason an agent can write (an abstain's)."""
+    return (bool(decision_receipt) and terminal.get("contractId") == contract_id
+            and terminal.get("status") in ("certified", "exhausted")
+            and attempt_receipt is not None
+            and terminal.get("attemptReceipt") == attempt_receipt
+            and f"(decision {decision_receipt})" in str(terminal.get("reason", "")))
+
+
 def reviewed_already(reviewed: Sequence[tuple[Mapping[str, Any] | None,
                                                Mapping[str, Any] | None]],
                      tree: Mapping[str, str] | None,

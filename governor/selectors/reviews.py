@@ -14,6 +14,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from governor.domain.attempts import written_by_decision
 from governor.domain.documents import SentComment
 from governor.domain.treediff import ANSWERED, UNANSWERED, as_text, comment_answered
 from governor.lib.blobstore import blob_read
@@ -101,13 +102,13 @@ def untold_and_pending(session: Session) -> tuple[Review | None, list[Review]]:
 
 
 def terminal_decision(terminal: Mapping[str, Any], decided: list[Review]) -> Review | None:
-    """Of the `decided` delivery reviews, the one whose decision wrote `terminal` (its reason
-    names the decision's receipt, `governor.domain.attempts.decide_delivery`), or None: an
-    attempt or an abstain wrote it."""
-    reason = str(terminal.get("reason", ""))
-    return next((review for review in decided
-                 if review.plan.get("contract_id") == terminal.get("contractId")
-                 and review.decision_receipt and review.decision_receipt in reason), None)
+    """Of the `decided` delivery reviews, the one whose decision wrote `terminal`
+    (`governor.domain.attempts.written_by_decision`), or None: an attempt or an abstain wrote
+    it."""
+    return next((review for review in decided if written_by_decision(
+        terminal, contract_id=review.plan.get("contract_id"),
+        attempt_receipt=review.proposal.get("attemptReceipt"),
+        decision_receipt=review.decision_receipt)), None)
 
 
 def comments_shown(review: Review) -> dict[str, dict[str, list[LineComment]]]:

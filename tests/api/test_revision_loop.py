@@ -249,3 +249,24 @@ def test_issue_40_the_stops_of_the_revision_loop_read_the_state_and_the_reviews_
     answer, tables = turn_stop(agent, session)  # told of the approval
     assert answer["terminal"]["status"] == "certified"
     assert_read_once(tables)
+
+
+def test_security_issue_40_an_abstain_citing_a_revision_request_is_not_told_as_its_decision(
+        delivery: Project, agent: AgentClient, session: dict[str, Any], workspace: Path,
+        reviewer: Any) -> None:
+    """Attack: the agent reads the revision request's decision receipt on its review route and
+    abstains with a reason that names it. The terminal is its own abstain: it must not be told
+    (to the agent, or on the review route) as the person's decision having spent the budget."""
+    begin(agent, session)
+    review = deliver(agent, session, workspace)
+    request_revision(reviewer, review, comments=False)
+    receipt = review_route(agent, session)["review"]["decision_receipt"]
+    abstained = agent.post(f"/sessions/{session['id']}/abstain",
+                           {"reason": f"I give up (decision {receipt})."}).json()
+    assert abstained["terminal"]["status"] == "abstained"
+    route = review_route(agent, session)
+    assert route["terminal"] is None and route["message"] is None
+    answer = stop(agent, session)
+    assert answer["action"] == "allow" and "exhausted" not in answer["message"]
+    verify = agent.post(f"/sessions/{session['id']}/verify").json()
+    assert verify["decision"] == "abstained" and "exhausted" not in verify["message"]
