@@ -499,6 +499,14 @@ def _turn_stop(session: Session, token: AgentToken, tree: Any) -> dict[str, Any]
             first = reviews.review_agent_told(outcome.review)
             return {"action": "steer" if first else "allow", "message": outcome.message,
                     "attempt": None}
+        if outcome.replayed and outcome.terminal is not None:
+            # The contract was open when this stop took the lock, so the terminal is the one
+            # the expiry of its delivery review, recorded by this very stop, wrote: told now.
+            told = _delivery_decision_news(session, outcome.terminal, contract,
+                                           contract_deliveries(session,
+                                                               outcome.terminal["contractId"]))
+            if told is not None:
+                return told
     outcome = _with_outcome(session, outcome)
     if outcome.decision == "delivery-pending":  # it may stop, but claim nothing yet
         return {"action": "allow", "message": outcome.message, "attempt": outcome.attempt}

@@ -8,10 +8,12 @@ why."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from governor.lib.errors import Conflict
 from governor.models import Event, Project
@@ -270,3 +272,21 @@ def test_security_issue_40_an_abstain_citing_a_revision_request_is_not_told_as_i
     assert answer["action"] == "allow" and "exhausted" not in answer["message"]
     verify = agent.post(f"/sessions/{session['id']}/verify").json()
     assert verify["decision"] == "abstained" and "exhausted" not in verify["message"]
+
+
+def test_rule_7_4_issue_40_a_delivery_expiring_with_the_budget_spent_steers_the_stop_that_finds_it(
+        delivery: Project, agent: AgentClient, session: dict[str, Any], workspace: Path) -> None:
+    """The review's time passed with nobody deciding, and nothing recorded it before the agent
+    stopped: the stop records the expiry, which ends the contract exhausted (the budget is
+    spent), and must tell the agent so then — not allow with an empty message and tell it at a
+    stop that may never come."""
+    begin(agent, session, max_attempts=1)
+    review = deliver(agent, session, workspace)
+    Review.objects.filter(pk=review.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    answer = stop(agent, session)
+    assert answer["action"] == "steer" and answer["terminal"]["status"] == "exhausted"
+    assert answer["message"].startswith(
+        "The completion contract is exhausted: the delivery review expired undecided, and the "
+        "repair budget of 1 attempts is spent.")
+    assert f"Cite the terminal receipt {answer['terminal']['receipt']}." in answer["message"]
+    assert stop(agent, session) == {"action": "allow", "message": ""}  # told once
