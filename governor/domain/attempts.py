@@ -52,13 +52,19 @@ class Budget:
         return max(self.maximum - self.used, 0)
 
 
+def max_attempts_of(contract: Mapping[str, Any]) -> int:
+    """A contract's repair budget: its `maxAttempts` (contracts from before it was recorded:
+    the default)."""
+    return int(contract.get("maxAttempts", DEFAULT_MAX_ATTEMPTS))
+
+
 def budget_of(contract: Mapping[str, Any] | None, attempts_made: int,
               terminal: Mapping[str, Any] | None = None) -> Budget | None:
     """The budget of `contract` (None without one) after `attempts_made` attempts."""
     if contract is None:
         return None
     return Budget(used=attempts_made,
-                  maximum=int(contract.get("maxAttempts", DEFAULT_MAX_ATTEMPTS)),
+                  maximum=max_attempts_of(contract),
                   ended=str(terminal["status"]) if terminal else None)
 
 

@@ -14,6 +14,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from governor.domain import messages
 from governor.domain.attempts import written_by_decision
 from governor.domain.documents import SentComment
 from governor.domain.treediff import ANSWERED, UNANSWERED, as_text, comment_answered
@@ -109,6 +110,22 @@ def terminal_decision(terminal: Mapping[str, Any], decided: list[Review]) -> Rev
         terminal, contract_id=review.plan.get("contract_id"),
         attempt_receipt=review.proposal.get("attemptReceipt"),
         decision_receipt=review.decision_receipt)), None)
+
+
+def decision_message(terminal: Mapping[str, Any], decided: Review, maximum: int) -> str:
+    """Issue 40: the `terminal` that `decided`'s decision wrote (`terminal_decision`), as the
+    agent hears of it, with what the person said."""
+    return messages.delivery_decided_message(terminal, decision=decided.status,
+                                             feedback=decided.feedback,
+                                             comments=sent_comments(decided), maximum=maximum)
+
+
+def request_message(request: Review, *, used: int, maximum: int, unchanged: bool) -> str:
+    """Issue 40: a revision request of the delivered change, as the agent must answer it, with
+    what is left of the budget after `used` of `maximum` attempts."""
+    return messages.revision_requested_message(
+        feedback=request.feedback, comments=sent_comments(request), used=used,
+        maximum=maximum, review_url=review_url(request), unchanged=unchanged)
 
 
 def comments_shown(review: Review) -> dict[str, dict[str, list[LineComment]]]:
