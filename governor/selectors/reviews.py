@@ -161,9 +161,9 @@ def _text(project_id: int, blob: str | None, sizes: Mapping[str, int]) -> str | 
 def comments_answered(previous: Review, review: Review) -> list[AnsweredComment]:
     """The line comments of the previous delivery round, each judged against this round's
     delivered tree (issue 40): a comment on a delivered line is `answered` when that line (or
-    the place right after it) changed, `file changed elsewhere` when only other lines of its
-    file did, `not answered` when the file is the same; one on a removed line (of the
-    contract-start tree) is answered when its file differs from the previous delivery's."""
+    the place right before or after it) changed, `file changed elsewhere` when only other
+    lines of its file did, `not answered` when the file is the same; one on a removed line (of
+    the contract-start tree) is answered when its file differs from the previous delivery's."""
     comments = list(previous.comments.select_related("user"))
     if not comments:
         return []
