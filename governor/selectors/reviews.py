@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from governor.domain import messages
-from governor.domain.attempts import written_by_decision
+from governor.domain.attempts import budget_of, reviews_deliveries, written_by_decision
 from governor.domain.documents import SentComment
 from governor.domain.treediff import ANSWERED, UNANSWERED, as_text, comment_answered
 from governor.lib.blobstore import blob_read
@@ -84,6 +84,18 @@ def revision_to_answer(session: Session, contract_id: str) -> Review | None:
     whose feedback and line comments the agent must answer while the contract is open."""
     requests = contract_deliveries(session, contract_id, status=Status.REVISION_REQUESTED)
     return requests[0] if requests else None
+
+
+def budget_panel(session: Session, status: Mapping[str, Any]) -> dict[str, object]:
+    """The timeline's budget (issue 40): the contract's `budget` after its attempts; whether
+    a person reviews its deliveries (`delivery_review`); and while it is active, the revision
+    request of its delivered change the agent is to answer."""
+    delivery_review = reviews_deliveries(session.project.delivery_review)
+    contract = status["contract"]
+    return {"budget": budget_of(contract, len(status["attempts"]), status["terminal"]),
+            "delivery_review": delivery_review,
+            "revision_request": revision_to_answer(session, contract["contractId"])
+            if delivery_review and status["state"] == "active" else None}
 
 
 def sent_comments(review: Review) -> list[SentComment]:
