@@ -290,3 +290,26 @@ def test_rule_7_4_issue_40_a_delivery_expiring_with_the_budget_spent_steers_the_
         "repair budget of 1 attempts is spent.")
     assert f"Cite the terminal receipt {answer['terminal']['receipt']}." in answer["message"]
     assert stop(agent, session) == {"action": "allow", "message": ""}  # told once
+
+
+def test_rule_6_7_issue_40_the_review_route_never_says_active_again_of_a_delivery_that_expired_with_the_budget_spent(
+        delivery: Project, agent: AgentClient, session: dict[str, Any], workspace: Path,
+        reviewer: Any) -> None:
+    """The last attempt's delivery expired undecided (its time passed; nothing recorded it yet)
+    after an earlier revision request: the review route must answer the terminal the expiry
+    writes, not the earlier request with "the contract is active again"."""
+    begin(agent, session, max_attempts=2)
+    first = deliver(agent, session, workspace)
+    request_revision(reviewer, first, comments=False)
+    second = deliver(agent, session, workspace, "# Demo\n\n## Install\n\npip install demo==1\n")
+    Review.objects.filter(pk=second.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    for query in ("", "?wait=1"):
+        answer = review_route(agent, session, query)
+        assert answer["review"]["id"] == str(second.pk)
+        assert answer["review"]["status"] == "expired"
+        assert answer["terminal"] is not None and answer["terminal"]["status"] == "exhausted", \
+            answer["message"]
+        assert answer["message"].startswith(
+            "The completion contract is exhausted: the delivery review expired undecided")
+        assert "active again" not in answer["message"]
+    assert agent.get(f"/sessions/{session['id']}").json()["state"] == "exhausted"
