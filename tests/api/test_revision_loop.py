@@ -292,7 +292,7 @@ def test_rule_7_4_issue_40_a_delivery_expiring_with_the_budget_spent_steers_the_
     assert stop(agent, session) == {"action": "allow", "message": ""}  # told once
 
 
-def test_rule_6_7_issue_40_the_review_route_never_says_active_again_of_a_delivery_that_expired_with_the_budget_spent(
+def test_rule_6_7_issue_40_a_last_delivery_expired_reads_exhausted_on_the_review_route(
         delivery: Project, agent: AgentClient, session: dict[str, Any], workspace: Path,
         reviewer: Any) -> None:
     """The last attempt's delivery expired undecided (its time passed; nothing recorded it yet)
