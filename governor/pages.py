@@ -19,7 +19,6 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from governor.domain.attempts import budget_of, reviews_deliveries
 from governor.domain.export import export_filename
 from governor.domain.treediff import as_text
 from governor.forms import SessionFilter
@@ -33,7 +32,7 @@ from governor.models import Session
 from governor.selectors.access import is_reviewer, member_projects, session_for_member
 from governor.selectors.outcomes import outcome_panel, outcome_version
 from governor.selectors.reliability import session_reports
-from governor.selectors.reviews import revision_to_answer
+from governor.selectors.reviews import budget_panel
 from governor.selectors.sessions import session_status
 from governor.selectors.timeline import (
     ALL_DIFFED,
@@ -144,11 +143,7 @@ def _timeline(request: MemberRequest, session: Session, *, observe_refused: str 
         **events_window(session, _seq(request, "before")), **conversation_window(session),
         "changes": changes_between(session, status), "diff_view": diff_view(request),
         "attempt_changes": attempt_changes(session, status["contract"], status["attempts"]),
-        "budget": budget_of(status["contract"], len(status["attempts"]), status["terminal"]),
-        "revision_request": revision_to_answer(session, status["contract"]["contractId"])
-        if status["state"] == "active" and reviews_deliveries(session.project.delivery_review)
-        else None,
-        "delivery_review": reviews_deliveries(session.project.delivery_review),
+        **budget_panel(session, status),
         **_live_runs(session, since=None), **session_reports(session, status),
         **_outcome_part(session, reviewer=reviewer), "observe_refused": observe_refused,
     }

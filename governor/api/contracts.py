@@ -123,6 +123,15 @@ def _session_and_review(token: AgentToken, session_id: str) -> tuple[Session, Re
     return session, review_newest(session)
 
 
+def _review_answer(session: Session) -> dict[str, object]:
+    """The review route's answer on the session's newest review. A review whose time passed
+    is recorded as expired first, as verify does (issue 40): a delivery's expiry may end the
+    contract, and the answer must say so — never the earlier revision request with "the
+    contract is active again"."""
+    reviews.review_expire_due(session)
+    return selectors.review_answer(session, review_newest(session))
+
+
 @router.get("/sessions/{session_id}/review", response={200: ReviewAnswer, **WAIT_RESPONSES},
             auth=AgentBearerAsync())
 async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> dict[str, object]:
@@ -134,16 +143,16 @@ async def review_state(request: HttpRequest, session_id: str, wait: int = 0) -> 
     if wait > 0:  # a slot even when nothing is pending: the cap counts every `wait`
         pending = review if review is not None and review.status == "pending" else None
         seen = (pending.pk, pending.status) if pending else None
-        review = await long_poll(
+        await long_poll(
             request, waiter=token, seconds=wait, topics=[review_topic(session.pk)],
             read=lambda: review_newest(session),
             settled=lambda latest: (pending is None or latest is None
                                     or (latest.pk, latest.status) != seen
                                     or timezone.now() >= pending.expires_at),
             answer=lambda latest: latest)
-    # Its line comments, the contract and the revision request are read from the database
-    # too: off the event loop.
-    return await off_thread(request, selectors.review_answer, session, review)
+    # A due expiry recorded, then the review with its line comments, the contract and the
+    # revision request read from the database: off the event loop.
+    return await off_thread(request, _review_answer, session)
 
 
 @router.delete("/sessions/{session_id}/review", response={200: ReviewAnswer, **ERROR_RESPONSES})

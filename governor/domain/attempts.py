@@ -52,13 +52,19 @@ class Budget:
         return max(self.maximum - self.used, 0)
 
 
+def max_attempts_of(contract: Mapping[str, Any]) -> int:
+    """A contract's repair budget: its `maxAttempts` (contracts from before it was recorded:
+    the default)."""
+    return int(contract.get("maxAttempts", DEFAULT_MAX_ATTEMPTS))
+
+
 def budget_of(contract: Mapping[str, Any] | None, attempts_made: int,
               terminal: Mapping[str, Any] | None = None) -> Budget | None:
     """The budget of `contract` (None without one) after `attempts_made` attempts."""
     if contract is None:
         return None
     return Budget(used=attempts_made,
-                  maximum=int(contract.get("maxAttempts", DEFAULT_MAX_ATTEMPTS)),
+                  maximum=max_attempts_of(contract),
                   ended=str(terminal["status"]) if terminal else None)
 
 
@@ -118,6 +124,20 @@ def decide_delivery(*, decision: str, decision_receipt: str, contract_open: bool
         return "exhausted", (f"The delivery review was {decision} (decision {decision_receipt}) "
                              f"and the repair budget of {max_attempts} attempts is spent.")
     return None
+
+
+def written_by_decision(terminal: Mapping[str, Any], *, contract_id: object,
+                        attempt_receipt: object, decision_receipt: str) -> bool:
+    """Issue 40: whether `terminal` is the one a person's decision (`decision_receipt`) on a
+    delivery of `contract_id` wrote (`decide_delivery`). Judged by what only such a terminal
+    holds — the delivered attempt's receipt (that attempt passed, so it wrote no terminal of
+    its own; an abstain cites none) and the decision's receipt in the words `decide_delivery`
+    gives — never by a receipt anywhere in a reason an agent can write (an abstain's)."""
+    return (bool(decision_receipt) and terminal.get("contractId") == contract_id
+            and terminal.get("status") in ("certified", "exhausted")
+            and attempt_receipt is not None
+            and terminal.get("attemptReceipt") == attempt_receipt
+            and f"(decision {decision_receipt})" in str(terminal.get("reason", "")))
 
 
 def reviewed_already(reviewed: Sequence[tuple[Mapping[str, Any] | None,

@@ -177,8 +177,9 @@ ANSWERED, ELSEWHERE, UNANSWERED = "answered", "file changed elsewhere", "not ans
 def comment_answered(before: str | None, after: str | None, line: int) -> str:
     """Whether the next delivery answered a comment on `line` (1-based) of a file whose text was
     `before` and is now `after` (None: not text, or removed): ANSWERED when that line, or the
-    place right after it, changed (or the file was removed); ELSEWHERE when the file changed
-    but not there; UNANSWERED when it is the same. A file that is not text is judged whole."""
+    place right before or after it, changed (or the file was removed); ELSEWHERE when the file
+    changed but not there; UNANSWERED when it is the same. A file that is not text is judged
+    whole."""
     if before == after:
         return UNANSWERED
     if before is None or after is None:

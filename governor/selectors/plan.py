@@ -16,6 +16,7 @@ from governor.lib.blobstore import blob_read
 from governor.lib.errors import NotFound, ServiceError
 from governor.lib.highlight import highlighted
 from governor.models import Session, SessionState, Snapshot, WorkspaceKind
+from governor.selectors.reviews import terminal_decision
 from governor.selectors.sessions import lifecycle_of
 from governor.selectors.treediff import tree_changes
 from reviews.models import Review
@@ -158,6 +159,5 @@ def delivery_budget(review: Review) -> Budget | None:
     if record is None or record["data"]["contractId"] != review.proposal.get("contractId"):
         return None
     terminal = ended["data"] if ended else None
-    written = terminal if terminal and review.decision_receipt \
-        and review.decision_receipt in str(terminal.get("reason")) else None
+    written = terminal if terminal and terminal_decision(terminal, [review]) else None
     return budget_of(record["data"], int(review.proposal.get("attempt", 0)), written)

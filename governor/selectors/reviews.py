@@ -14,6 +14,8 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from governor.domain import messages
+from governor.domain.attempts import budget_of, reviews_deliveries, written_by_decision
 from governor.domain.documents import SentComment
 from governor.domain.treediff import ANSWERED, UNANSWERED, as_text, comment_answered
 from governor.lib.blobstore import blob_read
@@ -84,6 +86,18 @@ def revision_to_answer(session: Session, contract_id: str) -> Review | None:
     return requests[0] if requests else None
 
 
+def budget_panel(session: Session, status: Mapping[str, Any]) -> dict[str, object]:
+    """The timeline's budget (issue 40): the contract's `budget` after its attempts; whether
+    a person reviews its deliveries (`delivery_review`); and while it is active, the revision
+    request of its delivered change the agent is to answer."""
+    delivery_review = reviews_deliveries(session.project.delivery_review)
+    contract = status["contract"]
+    return {"budget": budget_of(contract, len(status["attempts"]), status["terminal"]),
+            "delivery_review": delivery_review,
+            "revision_request": revision_to_answer(session, contract["contractId"])
+            if delivery_review and status["state"] == "active" else None}
+
+
 def sent_comments(review: Review) -> list[SentComment]:
     return [comment.as_sent() for comment in review.comments.all()]
 
@@ -101,13 +115,29 @@ def untold_and_pending(session: Session) -> tuple[Review | None, list[Review]]:
 
 
 def terminal_decision(terminal: Mapping[str, Any], decided: list[Review]) -> Review | None:
-    """Of the `decided` delivery reviews, the one whose decision wrote `terminal` (its reason
-    names the decision's receipt, `governor.domain.attempts.decide_delivery`), or None: an
-    attempt or an abstain wrote it."""
-    reason = str(terminal.get("reason", ""))
-    return next((review for review in decided
-                 if review.plan.get("contract_id") == terminal.get("contractId")
-                 and review.decision_receipt and review.decision_receipt in reason), None)
+    """Of the `decided` delivery reviews, the one whose decision wrote `terminal`
+    (`governor.domain.attempts.written_by_decision`), or None: an attempt or an abstain wrote
+    it."""
+    return next((review for review in decided if written_by_decision(
+        terminal, contract_id=review.plan.get("contract_id"),
+        attempt_receipt=review.proposal.get("attemptReceipt"),
+        decision_receipt=review.decision_receipt)), None)
+
+
+def decision_message(terminal: Mapping[str, Any], decided: Review, maximum: int) -> str:
+    """Issue 40: the `terminal` that `decided`'s decision wrote (`terminal_decision`), as the
+    agent hears of it, with what the person said."""
+    return messages.delivery_decided_message(terminal, decision=decided.status,
+                                             feedback=decided.feedback,
+                                             comments=sent_comments(decided), maximum=maximum)
+
+
+def request_message(request: Review, *, used: int, maximum: int, unchanged: bool) -> str:
+    """Issue 40: a revision request of the delivered change, as the agent must answer it, with
+    what is left of the budget after `used` of `maximum` attempts."""
+    return messages.revision_requested_message(
+        feedback=request.feedback, comments=sent_comments(request), used=used,
+        maximum=maximum, review_url=review_url(request), unchanged=unchanged)
 
 
 def comments_shown(review: Review) -> dict[str, dict[str, list[LineComment]]]:
@@ -143,9 +173,9 @@ def _text(project_id: int, blob: str | None, sizes: Mapping[str, int]) -> str | 
 def comments_answered(previous: Review, review: Review) -> list[AnsweredComment]:
     """The line comments of the previous delivery round, each judged against this round's
     delivered tree (issue 40): a comment on a delivered line is `answered` when that line (or
-    the place right after it) changed, `file changed elsewhere` when only other lines of its
-    file did, `not answered` when the file is the same; one on a removed line (of the
-    contract-start tree) is answered when its file differs from the previous delivery's."""
+    the place right before or after it) changed, `file changed elsewhere` when only other
+    lines of its file did, `not answered` when the file is the same; one on a removed line (of
+    the contract-start tree) is answered when its file differs from the previous delivery's."""
     comments = list(previous.comments.select_related("user"))
     if not comments:
         return []

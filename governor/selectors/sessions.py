@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from governor.domain import lifecycle, messages
+from governor.domain import attempts, lifecycle
 from governor.models import Event, Project, Session, SessionState
 from governor.selectors.reviews import (
+    decision_message,
+    request_message,
     review_newest,
     review_pending,
     review_status,
-    review_url,
     revision_to_answer,
-    sent_comments,
     terminal_decision,
 )
 from reviews.models import Review, Stage, Status
@@ -89,25 +89,21 @@ def review_answer(session: Session, review: Review | None) -> dict[str, Any]:
     if record is None:
         return answer
     contract = record["data"]
-    maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
+    maximum = attempts.max_attempts_of(contract)
     if ended is None:
         request = revision_to_answer(session, contract["contractId"])
         if request is not None:
             answer["revision_request"] = review_status(request)
             if review is None or review.status != Status.PENDING:
-                answer["message"] = messages.revision_requested_message(
-                    feedback=request.feedback, comments=sent_comments(request),
-                    used=len(folded["attempts"]), maximum=maximum,
-                    review_url=review_url(request), unchanged=False)
+                answer["message"] = request_message(request, used=len(folded["attempts"]),
+                                                    maximum=maximum, unchanged=False)
         return answer
     terminal = ended["data"]
     decided = terminal_decision(terminal, [review]) if review is not None \
         and review.stage == Stage.DELIVERY else None
     if decided is not None:
         answer["terminal"] = terminal
-        answer["message"] = messages.delivery_decided_message(
-            terminal, decision=decided.status, feedback=decided.feedback,
-            comments=sent_comments(decided), maximum=maximum)
+        answer["message"] = decision_message(terminal, decided, maximum)
     return answer
 
 

@@ -43,9 +43,10 @@ from governor.selectors.profiles import (
 )
 from governor.selectors.reviews import (
     contract_deliveries,
+    decision_message,
+    request_message,
     review_pending,
     review_url,
-    sent_comments,
     terminal_decision,
     untold_and_pending,
 )
@@ -295,13 +296,9 @@ def _terminal_answer(session: Session, folded: lifecycle.LifecycleState) -> Atte
     last = folded["attempts"][-1]["data"] if folded["attempts"] else None
     results = last["results"] if last else []
     record = folded["contract"]
-    maximum = int(record["data"].get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS)) \
-        if record else lifecycle.DEFAULT_MAX_ATTEMPTS
     decided = terminal_decision(terminal, contract_deliveries(session, terminal["contractId"]))
-    message = messages.terminal_message(terminal, results) if decided is None else \
-        messages.delivery_decided_message(
-            terminal, decision=decided.status, feedback=decided.feedback,
-            comments=sent_comments(decided), maximum=maximum)
+    message = messages.terminal_message(terminal, results) if decided is None or record is None \
+        else decision_message(terminal, decided, attempts.max_attempts_of(record["data"]))
     return AttemptResult(attempt=last, terminal=terminal, decision=terminal["status"],
                          message=message, replayed=True, results=results)
 
@@ -355,7 +352,7 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
         raise _no_contract(pending, "verify")
     if folded["terminal"] is not None:
         return _terminal_answer(session, folded)
-    maximum = int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
+    maximum = attempts.max_attempts_of(contract)
     if pending is not None and pending.stage == Stage.DELIVERY:  # a person reviews it now
         last = folded["attempts"][-1]["data"] if folded["attempts"] else None
         return AttemptResult(attempt=last, terminal=None, decision="delivery-pending",
@@ -452,10 +449,8 @@ def _revision_answer(request: Review, *, used: int, maximum: int) -> AttemptResu
     """No attempt on the tree a person asked to change: their revision request, quoted, with
     what is left of the budget."""
     return AttemptResult(attempt=None, terminal=None, decision="revision-requested",
-                         message=messages.revision_requested_message(
-                             feedback=request.feedback, comments=sent_comments(request),
-                             used=used, maximum=maximum, review_url=review_url(request),
-                             unchanged=True), review=request)
+                         message=request_message(request, used=used, maximum=maximum,
+                                                 unchanged=True), review=request)
 
 
 def turn_stop(*, session: Session, token: AgentToken, tree: Any = None) -> dict[str, Any]:
@@ -499,6 +494,14 @@ def _turn_stop(session: Session, token: AgentToken, tree: Any) -> dict[str, Any]
             first = reviews.review_agent_told(outcome.review)
             return {"action": "steer" if first else "allow", "message": outcome.message,
                     "attempt": None}
+        if outcome.replayed and outcome.terminal is not None:
+            # The contract was open when this stop took the lock, so the terminal is the one
+            # the expiry of its delivery review, recorded by this very stop, wrote: told now.
+            told = _delivery_decision_news(session, outcome.terminal, contract,
+                                           contract_deliveries(session,
+                                                               outcome.terminal["contractId"]))
+            if told is not None:
+                return told
     outcome = _with_outcome(session, outcome)
     if outcome.decision == "delivery-pending":  # it may stop, but claim nothing yet
         return {"action": "allow", "message": outcome.message, "attempt": outcome.attempt}
@@ -519,10 +522,7 @@ def _delivery_decision_news(session: Session, terminal: Mapping[str, Any] | None
     decided = terminal_decision(terminal, untold)
     if decided is None or not reviews.review_agent_told(decided):
         return None
-    message = messages.delivery_decided_message(
-        terminal, decision=decided.status, feedback=decided.feedback,
-        comments=sent_comments(decided),
-        maximum=int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS)))
+    message = decision_message(terminal, decided, attempts.max_attempts_of(contract))
     words = outcome_words(session, terminal)
     return {"action": "steer", "message": f"{message}\n\n{words}" if words else message,
             "terminal": terminal}

@@ -246,7 +246,7 @@ def _delivery_decided(review: Review, state: SessionState, decision: str,
         contract_open=(contract is not None and folded["terminal"] is None
                        and contract["contractId"] == review.plan["contract_id"]),
         attempts_made=len(folded["attempts"]),
-        max_attempts=int(contract.get("maxAttempts", lifecycle.DEFAULT_MAX_ATTEMPTS))
+        max_attempts=attempts.max_attempts_of(contract)
         if contract is not None else 0, accepted_findings=accepted)
     if verdict is not None:
         assert contract is not None

@@ -8,10 +8,12 @@ why."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from governor.lib.errors import Conflict
 from governor.models import Event, Project
@@ -249,3 +251,65 @@ def test_issue_40_the_stops_of_the_revision_loop_read_the_state_and_the_reviews_
     answer, tables = turn_stop(agent, session)  # told of the approval
     assert answer["terminal"]["status"] == "certified"
     assert_read_once(tables)
+
+
+def test_security_issue_40_an_abstain_citing_a_revision_request_is_not_told_as_its_decision(
+        delivery: Project, agent: AgentClient, session: dict[str, Any], workspace: Path,
+        reviewer: Any) -> None:
+    """Attack: the agent reads the revision request's decision receipt on its review route and
+    abstains with a reason that names it. The terminal is its own abstain: it must not be told
+    (to the agent, or on the review route) as the person's decision having spent the budget."""
+    begin(agent, session)
+    review = deliver(agent, session, workspace)
+    request_revision(reviewer, review, comments=False)
+    receipt = review_route(agent, session)["review"]["decision_receipt"]
+    abstained = agent.post(f"/sessions/{session['id']}/abstain",
+                           {"reason": f"I give up (decision {receipt})."}).json()
+    assert abstained["terminal"]["status"] == "abstained"
+    route = review_route(agent, session)
+    assert route["terminal"] is None and route["message"] is None
+    answer = stop(agent, session)
+    assert answer["action"] == "allow" and "exhausted" not in answer["message"]
+    verify = agent.post(f"/sessions/{session['id']}/verify").json()
+    assert verify["decision"] == "abstained" and "exhausted" not in verify["message"]
+
+
+def test_rule_7_4_issue_40_a_delivery_expiring_with_the_budget_spent_steers_the_stop_that_finds_it(
+        delivery: Project, agent: AgentClient, session: dict[str, Any], workspace: Path) -> None:
+    """The review's time passed with nobody deciding, and nothing recorded it before the agent
+    stopped: the stop records the expiry, which ends the contract exhausted (the budget is
+    spent), and must tell the agent so then — not allow with an empty message and tell it at a
+    stop that may never come."""
+    begin(agent, session, max_attempts=1)
+    review = deliver(agent, session, workspace)
+    Review.objects.filter(pk=review.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    answer = stop(agent, session)
+    assert answer["action"] == "steer" and answer["terminal"]["status"] == "exhausted"
+    assert answer["message"].startswith(
+        "The completion contract is exhausted: the delivery review expired undecided, and the "
+        "repair budget of 1 attempts is spent.")
+    assert f"Cite the terminal receipt {answer['terminal']['receipt']}." in answer["message"]
+    assert stop(agent, session) == {"action": "allow", "message": ""}  # told once
+
+
+def test_rule_6_7_issue_40_a_last_delivery_expired_reads_exhausted_on_the_review_route(
+        delivery: Project, agent: AgentClient, session: dict[str, Any], workspace: Path,
+        reviewer: Any) -> None:
+    """The last attempt's delivery expired undecided (its time passed; nothing recorded it yet)
+    after an earlier revision request: the review route must answer the terminal the expiry
+    writes, not the earlier request with "the contract is active again"."""
+    begin(agent, session, max_attempts=2)
+    first = deliver(agent, session, workspace)
+    request_revision(reviewer, first, comments=False)
+    second = deliver(agent, session, workspace, "# Demo\n\n## Install\n\npip install demo==1\n")
+    Review.objects.filter(pk=second.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    for query in ("", "?wait=1"):
+        answer = review_route(agent, session, query)
+        assert answer["review"]["id"] == str(second.pk)
+        assert answer["review"]["status"] == "expired"
+        assert answer["terminal"] is not None and answer["terminal"]["status"] == "exhausted", \
+            answer["message"]
+        assert answer["message"].startswith(
+            "The completion contract is exhausted: the delivery review expired undecided")
+        assert "active again" not in answer["message"]
+    assert agent.get(f"/sessions/{session['id']}").json()["state"] == "exhausted"

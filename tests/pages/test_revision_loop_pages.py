@@ -132,3 +132,18 @@ def test_issue_40_a_revision_request_on_an_approved_delivery_changes_nothing_and
             "pending proposal and a revision request changes nothing") in page
     assert Review.objects.get(pk=review.pk).status == "approved"
     assert agent.get(f"/sessions/{session_id}").json()["state"] == "certified"
+
+
+def test_security_issue_40_an_abstain_citing_the_decision_does_not_rewrite_the_review_page(
+        agent: AgentClient, workspace: Path, rita: Client) -> None:
+    """Attack: after a revision request with attempts left, the agent abstains with a reason
+    naming the decision's receipt (its review route gives it). The page of that decision must
+    not then say the person's request spent the budget and ended the contract."""
+    session_id, review = delivered(agent, workspace)
+    assert press(rita, url(review), "Request revision", feedback="Pin it.").status_code == 302
+    review.refresh_from_db()
+    assert agent.post(f"/sessions/{session_id}/abstain",
+                      {"reason": f"Done (decision {review.decision_receipt})."}).status_code == 200
+    page = page_of(rita, review)
+    assert "The repair budget was spent" not in page and "ended <strong>abstained" not in page
+    assert "The contract went back to active with 2 of 3 attempts left." in page

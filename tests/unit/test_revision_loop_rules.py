@@ -3,7 +3,13 @@ the agent reads about the person's request and the budget left."""
 
 from __future__ import annotations
 
-from governor.domain.attempts import budget_of, reviewed_already
+from governor.domain.attempts import (
+    budget_of,
+    decide_delivery,
+    reviewed_already,
+    terminal_payload,
+    written_by_decision,
+)
 from governor.domain.messages import budget_words, reviewer_words
 from governor.domain.treediff import ANSWERED, ELSEWHERE, UNANSWERED, comment_answered
 
@@ -72,3 +78,28 @@ def test_issue_40_a_comment_is_answered_when_its_line_changed() -> None:
 def test_issue_40_a_comment_whose_file_changed_elsewhere_or_not_at_all() -> None:
     assert comment_answered(README, README.replace("# Demo", "# Demo app"), 5) == ELSEWHERE
     assert comment_answered(README, README, 3) == UNANSWERED
+
+
+DECISION = "sha256:" + "d" * 64
+DELIVERED = "sha256:" + "f" * 64  # the receipt of the passing attempt the review delivered
+
+
+def test_security_issue_40_only_the_terminal_a_decision_wrote_is_told_as_it() -> None:
+    verdict = decide_delivery(decision="revision-requested", decision_receipt=DECISION,
+                              contract_open=True, attempts_made=3, max_attempts=3)
+    assert verdict is not None
+    written = terminal_payload(contract_id="c-1", status=verdict[0], reason=verdict[1],
+                               attempt_receipt=DELIVERED)
+    facts = {"contract_id": "c-1", "attempt_receipt": DELIVERED, "decision_receipt": DECISION}
+    assert written_by_decision(written, **facts)
+    # An abstain whose reason (the agent's words) names the decision's receipt: not it.
+    abstained = terminal_payload(contract_id="c-1", status="abstained",
+                                 reason=f"Gave up ({verdict[1]})")
+    assert not written_by_decision(abstained, **facts)
+    # An attempt that failed with the receipt in its evidence cites its own attempt: not it.
+    failed = terminal_payload(contract_id="c-1", status="exhausted",
+                              reason=f"1 of 1 checks failed: (decision {DECISION})",
+                              attempt_receipt="sha256:" + "a" * 64)
+    assert not written_by_decision(failed, **facts)
+    assert not written_by_decision(written, **{**facts, "contract_id": "c-2"})
+    assert not written_by_decision(written, **{**facts, "decision_receipt": ""})
