@@ -9,10 +9,12 @@ why."""
 from __future__ import annotations
 
 from datetime import timedelta
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.apps import apps
 from django.utils import timezone
 
 from governor.lib.errors import Conflict
@@ -313,3 +315,18 @@ def test_rule_6_7_issue_40_a_last_delivery_expired_reads_exhausted_on_the_review
             "The completion contract is exhausted: the delivery review expired undecided")
         assert "active again" not in answer["message"]
     assert agent.get(f"/sessions/{session['id']}").json()["state"] == "exhausted"
+
+
+def test_issue_40_decisions_made_before_the_upgrade_count_as_told(
+        delivery: Project, agent: AgentClient, session: dict[str, Any], workspace: Path,
+        reviewer: Any) -> None:
+    """The upgrade (reviews 0009): a delivery decided before the agent could be told of it counts
+    as told at its decision, so the agent's next stop is not steered with old news."""
+    begin(agent, session)
+    review = deliver(agent, session, workspace)
+    review_decide(user=reviewer, review=review, receipt=review.receipt, decision="approved")
+    Review.objects.filter(pk=review.pk).update(agent_told_at=None)  # as before the column
+    import_module("reviews.migrations.0009_review_agent_told_at").decided_reviews_told(apps, None)
+    review.refresh_from_db()
+    assert review.agent_told_at == review.decided_at
+    assert stop(agent, session) == {"action": "allow", "message": ""}
