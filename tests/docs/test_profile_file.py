@@ -25,7 +25,9 @@ def documented_example() -> dict:
 
 def test_the_documented_example_sets_every_field_and_every_limit() -> None:
     full = documented_example()["profiles"][0]
-    assert set(full) == FIELDS
+    # `heldout` and `oracle` name a suite the project must have loaded: they are shown, loaded
+    # as written, under "Held-out suites" (tests/docs/test_careful_operator.py).
+    assert set(full) == FIELDS - {"heldout", "oracle"}
     assert set(full["limits"]) == set(LIMITS)
 
 

@@ -1,0 +1,62 @@
+"""Held-out suites as they are read (rules §18): a version's files and cases back from the
+blob store — for a run, and for the project's reviewers and operators only — and what an agent
+or an export is shown of one: its name, version receipt and counts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from governor.domain.heldout import Case, agent_view, parse_cases
+from governor.lib.blobstore import blob_read
+from governor.models import Project
+from verification.models import HeldoutSuite, HeldoutSuiteVersion
+
+
+def suite_version_files(version: HeldoutSuiteVersion) -> list[tuple[str, str, bytes]]:
+    """The files of a suite version (never its cases), read back from the store."""
+    project = version.suite.project_id
+    return [(item["path"], item["mode"], blob_read(project, item["blob"], heldout=True))
+            for item in version.document["files"]]
+
+
+def suite_version_cases_data(version: HeldoutSuiteVersion) -> bytes | None:
+    """A suite version's cases.jsonl as loaded, or None when it has no cases."""
+    cases = version.document.get("cases")
+    if not cases:
+        return None
+    return blob_read(version.suite.project_id, cases["blob"], heldout=True)
+
+
+def suite_version_cases(version: HeldoutSuiteVersion) -> tuple[Case, ...]:
+    """The cases of a suite version, expected values included: for the worker's comparison and
+    the project's reviewers and operators only."""
+    data = suite_version_cases_data(version)
+    return () if data is None else parse_cases(data)
+
+
+def suite_current(project: Project, name: str) -> HeldoutSuiteVersion | None:
+    """The current version of the project's suite `name`, or None."""
+    row = (HeldoutSuite.objects.filter(project=project, name=name)
+           .select_related("version").first())
+    return row.version if row is not None else None
+
+
+def suites_unknown(project: Project, validated: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Rules 18.2, 18.3: the suites a validated profile names that its project does not have,
+    as field errors (``heldout``, ``oracle``); a profile naming one is refused."""
+    named = {field: validated.get(field) for field in ("heldout", "oracle")
+             if validated.get(field)}
+    known = set(HeldoutSuite.objects.filter(project=project, name__in=named.values(),
+                                            version__isnull=False)
+                .values_list("name", flat=True))
+    return [{"path": field, "message": f"no held-out suite {name!r} in project "
+                                       f"{project.slug} (load it first: manage.py "
+                                       f"governor_heldout load DIR --project {project.slug} "
+                                       f"--name {name})"}
+            for field, name in named.items() if name not in known]
+
+
+def suite_agent_view(version: HeldoutSuiteVersion) -> dict[str, Any]:
+    """All an agent or an export is shown of a suite version (rule 18.1)."""
+    return agent_view(version.document, version.receipt)
