@@ -403,9 +403,6 @@ class HeldoutSuiteAdmin(admin.ModelAdmin[HeldoutSuite]):
         obj.pk = version.suite_id
         obj.refresh_from_db()
 
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        """Versions are written by `suite_load` only."""
-
     @admin.display(description="version")
     def current_receipt(self, obj: HeldoutSuite) -> str:
         return obj.version.receipt if obj.version else ""

@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.files.storage import storages
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.test import Client
 
 from governor.domain.heldout import SuiteError
 from governor.domain.profiles import ProfileError, validate_profile
@@ -190,3 +193,56 @@ def test_rule_18_2_held_out_fields_enter_the_receipt_only_when_set() -> None:
     with pytest.raises(ProfileError) as caught:
         validate_profile({**PROFILE, "heldout": "Not A Name", "oracle": "x", "report": "junit"})
     assert [error["path"] for error in caught.value.errors] == ["heldout", "oracle"]
+
+
+# --- the admin ----------------------------------------------------------------------------------
+
+
+def archive_of(root: Path) -> SimpleUploadedFile:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.add(root, arcname=".")
+    return SimpleUploadedFile("suite.tar.gz", buffer.getvalue())
+
+
+NO_INLINE_FORMS = {"versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"}
+
+
+@pytest.fixture
+def operator(db: Any) -> Client:
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "root-pass-1")
+    client = Client()
+    client.force_login(root)
+    return client
+
+
+def test_rule_18_1_the_admin_uploads_an_archive_and_lists_files_cases_and_versions(
+        private_store: None, project: Project, operator: Client, tmp_path: Path) -> None:
+    root = write_suite(tmp_path / "suite")
+    answer = operator.post("/admin/verification/heldoutsuite/add/",
+                           {"project": project.pk, "name": "golden",
+                            "archive": archive_of(root), **NO_INLINE_FORMS})
+    assert answer.status_code == 302, answer.content.decode()[-2000:]
+    suite = HeldoutSuite.objects.get(project=project, name="golden")
+    page = operator.get(f"/admin/verification/heldoutsuite/{suite.pk}/change/").content.decode()
+    assert suite.version is not None and suite.version.receipt in page
+    assert "tests/test_hidden.py" in page and "add-2" in page and "[2,2]" in page
+    write_suite(root, cases=[CASES[0]])
+    answer = operator.post(f"/admin/verification/heldoutsuite/{suite.pk}/change/",
+                           {"archive": archive_of(root), **NO_INLINE_FORMS})
+    assert answer.status_code == 302, answer.content.decode()[-2000:]
+    suite.refresh_from_db()
+    assert suite.versions.count() == 2 and suite.version.case_count == 1  # type: ignore[union-attr]
+    listing = operator.get("/admin/verification/heldoutsuite/").content.decode()
+    assert "golden" in listing
+
+
+def test_rule_18_1_the_admin_refuses_a_bad_archive_naming_the_line_and_stores_nothing(
+        private_store: None, project: Project, operator: Client, tmp_path: Path) -> None:
+    root = write_suite(tmp_path / "suite", cases=[CASES[0], CASES[0]])
+    answer = operator.post("/admin/verification/heldoutsuite/add/",
+                           {"project": project.pk, "name": "golden",
+                            "archive": archive_of(root), **NO_INLINE_FORMS})
+    assert answer.status_code == 200
+    assert "cases.jsonl:2/id: repeats case id" in answer.content.decode().replace("&#x27;", "'")
+    assert not HeldoutSuite.objects.exists()
