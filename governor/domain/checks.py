@@ -29,6 +29,7 @@ from governor.domain.canonical import (
 from governor.domain.changes import PROTECTED_CHECK_ID, WorkspaceChange, scope_result
 from governor.domain.documents import Check
 from governor.domain.harness import is_workspace_mutation, tool_result_info
+from governor.domain.heldout import oracle_evidence
 from governor.domain.reports import against_baseline, named
 from governor.domain.tamper import (
     MAX_FILE_BYTES,
@@ -83,6 +84,7 @@ class VerificationRecord:
     baseline: bool = False  # a run on the contract-start tree: never evidence (§14.7)
     report: Mapping[str, Any] | None = None  # a report profile's counts and receipt (§14.6)
     stream_problem: str | None = None  # what its report stream disagreed with (§17.4)
+    oracle: Mapping[str, Any] | None = None  # an oracle profile's verdict (§18.3)
 
 
 class Evidence(Protocol):
@@ -252,6 +254,7 @@ def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord
         baseline=data.get("baseline") is True,
         report=data.get("report") if isinstance(data.get("report"), Mapping) else None,
         stream_problem=_stream_problem(data.get("stream")),
+        oracle=data.get("oracle") if isinstance(data.get("oracle"), Mapping) else None,
     )
 
 
@@ -514,7 +517,9 @@ def _code_verification_succeeded(check: Check, ctx: _Context) -> tuple[bool, str
     held = count == need and passed_count == need
     if not held and (why := _why_failed(window.runs[-1], ctx)):
         summary = summary[:-1] + f"; {why}."
-    if held and any(run.report is not None for run in window.runs):
+    if held and (last := window.runs[-1]).oracle is not None:
+        summary = summary[:-1] + f"; {oracle_evidence(last.oracle)}."
+    if held and any(run.report is not None or run.oracle is not None for run in window.runs):
         held, against = _against_baseline(profile, window.runs, ctx)
         summary = summary[:-1] + f"; {against}."
     return held, summary
@@ -535,6 +540,8 @@ def _why_failed(run: VerificationRecord, ctx: _Context) -> str:
                 f"(bad-report: {run.stream_problem}): code in the runner's process ended it "
                 "early or changed the report or the runner — remove that and make the real "
                 "fix, or abstain")
+    if run.oracle is not None and kind in ("bad-output", "outputs-differ", "exit", "timeout"):
+        return oracle_evidence(run.oracle, inputs=True)
     if kind in ("no-report", "bad-report"):
         return (f"the last run left {'no' if kind == 'no-report' else 'no usable'} test report "
                 f"({kind}): the test runner ended before it reported (code that exits the "

@@ -402,11 +402,16 @@ class OracleVerdict:
     def matched(self) -> int:
         return len(self.outcomes) - len(self.failing)
 
-    def record(self, suite: Mapping[str, Any]) -> dict[str, Any]:
+    def record(self, suite: Mapping[str, Any],
+               inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The part of the run's `reliability/code-verification` event (agent-visible): the
-        suite as an agent sees it, the counts, the first failing ids, and a receipt over every
-        case's outcome."""
+        suite as an agent sees it, the counts, the first failing ids (with the inputs of the
+        first SHOWN_INPUTS of them, from `inputs`, for the repair text), and a receipt over
+        every case's outcome."""
+        shown = [[case_id, shown_input(inputs[case_id])]
+                 for case_id in self.failing[:SHOWN_INPUTS] if inputs and case_id in inputs]
         return {**suite, "matched": self.matched, "failing": self.failing[:NAMED_CASES],
+                **({"inputs": shown} if shown else {}),
                 "outcomes": receipt(ORACLE_RECEIPT_KIND,
                                     sorted([case_id, outcome]
                                            for case_id, outcome in self.outcomes.items()))}
@@ -424,17 +429,65 @@ def all_failed(cases: Sequence[Case]) -> OracleVerdict:
     return OracleVerdict({case.id: "failed" for case in cases})
 
 
-def oracle_evidence(oracle: Mapping[str, Any]) -> str:
-    """Rule 18.3: "expected outputs: 48 of 50 match; failing: a, b" (or why none were read)."""
+JUDGED = ("exit", None)  # the command ran to its end: its output tells what it computed
+
+
+def oracle_judged(record: dict[str, Any], cases: Sequence[Case], suite: Mapping[str, Any],
+                  output: bytes | None) -> tuple[str, list[list[str]] | None]:
+    """Rule 18.3: judge an oracle run by its output, in `record` (the result being recorded):
+    the verdict under `oracle`, and `passed` only if every case matched too — otherwise the
+    failure kind `bad-output` (the output broke the protocol) or `outputs-differ`. A run that
+    timed out answered nothing: every case failed. One that never ran (`configuration`,
+    `infrastructure`) judged nothing and keeps no outcomes. Returns the detail for operators
+    and the per-case outcomes to keep beside the run (the baseline's are what failed before the
+    work)."""
+    kind = record["failureKind"]
+    if kind not in (*JUDGED, "timeout"):
+        record["oracle"] = dict(suite)
+        return "", None
+    inputs = {case.id: case.input for case in cases}
+    if kind == "timeout":
+        verdict, problem = all_failed(cases), "the run timed out before it answered"
+    else:
+        try:
+            outputs = parse_oracle_output(output or b"", [case.id for case in cases])
+        except OracleOutputError as exc:
+            verdict, problem = all_failed(cases), str(exc)
+        else:
+            verdict, problem = judge_outputs(cases, outputs), None
+    if problem is not None:
+        record["oracle"] = {**suite, "problem": problem}
+        if record["passed"]:
+            record.update(passed=False, failureKind="bad-output")
+        detail = f"bad-output: {problem}" if kind != "timeout" else ""
+    else:
+        record["oracle"] = verdict.record(suite, inputs)
+        detail = ""
+        if verdict.failing and record["passed"]:
+            record.update(passed=False, failureKind="outputs-differ")
+            detail = oracle_evidence(record["oracle"])
+    return detail, [[case_id, outcome] for case_id, outcome in sorted(verdict.outcomes.items())]
+
+
+def oracle_evidence(oracle: Mapping[str, Any], *, inputs: bool = False) -> str:
+    """Rule 18.3: "expected outputs: 48 of 50 match; failing: a, b" (or why none were read);
+    with `inputs`, the agent's repair text: the inputs of the first failing cases too — never
+    an expected value, which the record does not hold."""
     total = oracle.get("cases")
     if isinstance(oracle.get("problem"), str):
         return f"expected outputs: bad-output ({oracle['problem']}), 0 of {total} read"
+    if "matched" not in oracle:
+        return f"expected outputs: not judged, 0 of {total} read"
     matched, failing = oracle.get("matched"), oracle.get("failing") or []
     text = f"expected outputs: {matched} of {total} match"
     if failing:
         more = int(total or 0) - int(matched or 0) - len(failing)
         text += "; failing: " + ", ".join(str(item) for item in failing)
         text += f" and {more} more" if more > 0 else ""
+    shown = oracle.get("inputs") or []
+    if inputs and shown:
+        text += "; their inputs: " + "; ".join(f"{case_id} ← {value}"
+                                                for case_id, value in shown)
     return text
 
 
