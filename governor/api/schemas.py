@@ -441,10 +441,10 @@ class ProfileOut(Out):
     report: Literal["junit"] | None = Field(description="junit: its runs are judged by their "
                                                         "test report and against the baseline")
     heldout: HeldoutSuiteOut | None = Field(
-        default=None, description="the held-out suite its runs read at /governor-heldout "
+        description="the held-out suite its runs read at /governor-heldout "
                                   "(rules §18.2): never its files")
     oracle: HeldoutSuiteOut | None = Field(
-        default=None, description="the held-out suite whose cases its runs answer (rules "
+        description="the held-out suite whose cases its runs answer (rules "
                                   "§18.3): never a case or an expected value")
     receipt: str
 
