@@ -30,6 +30,7 @@ from governor.lib.notify import session_topic
 from governor.lib.waits import off_thread
 from governor.models import Session
 from governor.selectors.access import is_reviewer, member_projects, session_for_member
+from governor.selectors.heldout import session_suites
 from governor.selectors.outcomes import outcome_panel, outcome_version
 from governor.selectors.reliability import session_reports
 from governor.selectors.sessions import session_status
@@ -144,6 +145,7 @@ def _timeline(request: MemberRequest, session: Session, *, observe_refused: str 
         "attempt_changes": attempt_changes(session, status["contract"], status["attempts"]),
         **_live_runs(session, since=None), **session_reports(session, status),
         **_outcome_part(session, reviewer=reviewer), "observe_refused": observe_refused,
+        "heldout_suites": session_suites(session),
     }
     return render(request, "sessions/timeline.html", context, status=status_code)
 

@@ -496,3 +496,38 @@ def shown_input(value: Any) -> str:
     text = canonical_bytes(value).decode("utf-8")
     return text if len(text) <= MAX_SHOWN_INPUT_CHARS else (
         text[:MAX_SHOWN_INPUT_CHARS - 1] + "…")
+
+
+VERSION_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def binding_problem(data: Mapping[str, Any]) -> str | None:
+    """What the offline verifier refuses in a `reliability/code-verification` event that names
+    a held-out suite (rules §18.1: exports carry digests, never contents): each suite it names
+    is bound by a version receipt with its counts, inside the run's own receipt; an oracle's
+    verdict agrees with itself and with `passed`. None when it holds, or names no suite."""
+    named = [field for field in ("heldout", "oracle") if field in data]
+    if named and "receipt" not in data:
+        return "a run that names a held-out suite has no result receipt"
+    for field in named:
+        suite = data[field]
+        if type(suite) is not dict or suite_name_problem(suite.get("name")) is not None:
+            return f"{field}: not a held-out suite's name"
+        if type(suite.get("version")) is not str or not VERSION_RE.match(suite["version"]):
+            return f"{field}: its version is not a heldout-suite receipt"
+        if any(type(suite.get(count)) is not int or suite[count] < 0
+               for count in ("files", "cases")):
+            return f"{field}: its file and case counts are not counts"
+    oracle = data.get("oracle")
+    if type(oracle) is dict and "matched" in oracle:
+        matched, cases, failing = oracle.get("matched"), oracle["cases"], oracle.get("failing")
+        if type(matched) is not int or not 0 <= matched <= cases:
+            return "oracle: matched is not between 0 and the case count"
+        if type(failing) is not list or len(failing) != min(cases - matched, NAMED_CASES):
+            return "oracle: the failing cases named do not agree with the count matched"
+        if type(oracle.get("outcomes")) is not str or not VERSION_RE.match(oracle["outcomes"]):
+            return "oracle: its outcomes are not a receipt"
+    if data.get("passed") is True and type(oracle) is dict and (
+            oracle.get("matched") != oracle.get("cases")):
+        return "oracle: the run passed with cases that did not match"
+    return None

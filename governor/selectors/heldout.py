@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from governor.domain.heldout import Case, agent_view, parse_cases
+from django.db.models import Q
+
+from governor.domain.heldout import Case, agent_view, oracle_evidence, parse_cases, shown_input
 from governor.lib.blobstore import blob_read
-from governor.models import Project
-from verification.models import HeldoutSuite, HeldoutSuiteVersion
+from governor.models import Project, Session
+from verification.models import HeldoutSuite, HeldoutSuiteVersion, VerificationRun
 
 
 def suite_version_files(version: HeldoutSuiteVersion) -> list[tuple[str, str, bytes]]:
@@ -60,3 +62,32 @@ def suites_unknown(project: Project, validated: Mapping[str, Any]) -> list[dict[
 def suite_agent_view(version: HeldoutSuiteVersion) -> dict[str, Any]:
     """All an agent or an export is shown of a suite version (rule 18.1)."""
     return agent_view(version.document, version.receipt)
+
+
+def session_suites(session: Session) -> list[dict[str, Any]]:
+    """Rule 18.4: the held-out suite versions the session's runs mounted or answered, as the
+    project's reviewers and operators see them — every file (path, mode, size, blob id) and
+    every case with its input and expected value — with each oracle run's failing cases. Only
+    for the session pages and the review pages, which only members of the project open."""
+    runs = list(VerificationRun.objects.filter(session=session)
+                .filter(Q(heldout__isnull=False) | Q(oracle__isnull=False))
+                .select_related("heldout__suite", "oracle__suite", "profile")
+                .order_by("created_at"))
+    versions: dict[int, HeldoutSuiteVersion] = {}
+    for run in runs:
+        for version in (run.heldout, run.oracle):
+            if version is not None:
+                versions.setdefault(version.pk, version)
+    shown = []
+    for version in versions.values():
+        verdicts = [{"profile": run.profile.profile_id, "baseline": run.baseline,
+                     "evidence": oracle_evidence(run.result["oracle"]),
+                     "outcomes": dict(map(tuple, run.tests or []))}
+                    for run in runs if run.oracle_id == version.pk and run.result
+                    and isinstance(run.result.get("oracle"), dict)]
+        cases = [{"id": case.id, "compare": case.compare, "tolerance": case.tolerance,
+                  "input": shown_input(case.input), "expected": shown_input(case.expected)}
+                 for case in suite_version_cases(version)]
+        shown.append({**suite_agent_view(version), "file_list": version.document["files"],
+                      "case_list": cases, "verdicts": verdicts})
+    return shown
