@@ -143,9 +143,10 @@ def _timeline(request: MemberRequest, session: Session, *, observe_refused: str 
         **events_window(session, _seq(request, "before")), **conversation_window(session),
         "changes": changes_between(session, status), "diff_view": diff_view(request),
         "attempt_changes": attempt_changes(session, status["contract"], status["attempts"]),
-        **_live_runs(session, since=None), **session_reports(session, status),
+        **(live_runs := _live_runs(session, since=None)), **session_reports(session, status),
         **_outcome_part(session, reviewer=reviewer), "observe_refused": observe_refused,
-        "heldout_suites": session_suites(session),
+        "heldout_suites": session_suites(
+            session, [row["run"] for row in live_runs["runs"]]),  # type: ignore[attr-defined]
     }
     return render(request, "sessions/timeline.html", context, status=status_code)
 

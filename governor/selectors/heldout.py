@@ -4,7 +4,7 @@ or an export is shown of one: its name, version receipt and counts."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db.models import Q
@@ -64,11 +64,16 @@ def suite_agent_view(version: HeldoutSuiteVersion) -> dict[str, Any]:
     return agent_view(version.document, version.receipt)
 
 
-def session_suites(session: Session) -> list[dict[str, Any]]:
+def session_suites(session: Session, runs: Sequence[VerificationRun] | None = None
+                   ) -> list[dict[str, Any]]:
     """Rule 18.4: the held-out suite versions the session's runs mounted or answered, as the
     project's reviewers and operators see them — every file (path, mode, size, blob id) and
     every case with its input and expected value — with each oracle run's failing cases. Only
-    for the session pages and the review pages, which only members of the project open."""
+    for the session pages and the review pages, which only members of the project open.
+    `runs`: the session's runs when the caller has read them already (no query unless one of
+    them used a suite)."""
+    if runs is not None and not any(run.heldout_id or run.oracle_id for run in runs):
+        return []
     runs = list(VerificationRun.objects.filter(session=session)
                 .filter(Q(heldout__isnull=False) | Q(oracle__isnull=False))
                 .select_related("heldout__suite", "oracle__suite", "profile")
