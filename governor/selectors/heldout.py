@@ -12,7 +12,12 @@ from django.db.models import Q
 from governor.domain.heldout import Case, agent_view, oracle_evidence, parse_cases, shown_input
 from governor.lib.blobstore import blob_read
 from governor.models import Project, Session
-from verification.models import HeldoutSuite, HeldoutSuiteVersion, VerificationRun
+from verification.models import (
+    HeldoutSuite,
+    HeldoutSuiteVersion,
+    VerificationRun,
+    VerifierProfile,
+)
 
 
 def suite_version_files(version: HeldoutSuiteVersion) -> list[tuple[str, str, bytes]]:
@@ -57,6 +62,14 @@ def suites_unknown(project: Project, validated: Mapping[str, Any]) -> list[dict[
                                        f"governor_heldout load DIR --project {project.slug} "
                                        f"--name {name})"}
             for field, name in named.items() if name not in known]
+
+
+def heldout_sources(project: Project) -> dict[str, str]:
+    """Rule 18.4: the held-out suite judging each of the project's profiles that has one (its
+    oracle's, else its held-out tests'), by profile id: coverage counts one source per suite."""
+    rows = VerifierProfile.objects.filter(project=project).filter(
+        Q(heldout__gt="") | Q(oracle__gt="")).values_list("profile_id", "heldout", "oracle")
+    return {profile_id: oracle or heldout for profile_id, heldout, oracle in rows}
 
 
 def suite_agent_view(version: HeldoutSuiteVersion) -> dict[str, Any]:

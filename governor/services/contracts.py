@@ -34,6 +34,7 @@ from governor.models import (
 )
 from governor.selectors.drafts import draft_receipt_used
 from governor.selectors.evidence import DatabaseEvidence
+from governor.selectors.heldout import heldout_sources
 from governor.selectors.outcomes import outcome_binding, outcome_words
 from governor.selectors.profiles import (
     profile_protected_paths,
@@ -171,8 +172,8 @@ def _assessment(session: Session, state: SessionState, proposal: domain.Proposal
     baselines, judged = _baselines(session, state, proposal, tree)
     return coverage.assess(proposal.objective, proposal.claims, proposal.checks,
                            baselines=baselines,
-                           require_discriminating=session.project.require_discriminating_evidence
-                           ), judged
+                           require_discriminating=session.project.require_discriminating_evidence,
+                           heldout=heldout_sources(session.project)), judged
 
 
 def _refuse_imported(session: Session) -> None:

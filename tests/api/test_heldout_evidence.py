@@ -14,6 +14,7 @@ import pytest
 
 from governor.models import Project
 from governor.services.heldout import suite_load
+from governor.services.projects import project_set
 from tests.api.test_code_verification import add_profile, run
 from tests.api.test_contracts import Agent
 from tests.api.test_evidence_the_agent_cannot_shape import (
@@ -217,3 +218,23 @@ def test_rule_18_3_hard_coding_the_visible_answers_does_not_match_the_held_out_o
         """))
     result = run(worker, "golden-outputs")["result"]
     assert result["passed"] is False and result["oracle"]["failing"] == ["six-seven", "halves"]
+
+
+# --- rule 18.4 and 17.7: coverage and operator evidence ---------------------------------------
+
+
+def test_rule_18_4_unattended_a_claim_on_held_out_evidence_alone_begins_as_operator_evidence(
+        worker: Agent, suites: Project) -> None:
+    """`unattended_evidence: operator` with review off: a critical claim whose only check is
+    the oracle's (a held-out source) is operator evidence, and its source is the suite."""
+    oracle(suites)
+    project_set(project=suites, unattended_evidence="operator")
+    body = {"objective": "Fix mul in calc.py", "claims": [
+        {"id": "mul-fixed", "statement": "mul multiplies", "importance": "critical",
+         "verification": "deterministic", "check_ids": ["outputs"]}],
+        "checks": [{"id": "outputs", "kind": "code_verification_succeeded",
+                    "profile": "golden-outputs"}]}
+    response = worker.begin(body)
+    assert response.status_code == 201, response.content
+    assessment = response.json()["assessment"]
+    assert assessment["evidenceSources"]["outputs"] == "heldout:golden-outputs"

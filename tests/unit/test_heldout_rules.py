@@ -8,6 +8,7 @@ import json
 import pytest
 
 from governor.domain.canonical import receipt
+from governor.domain.coverage import assess, evidence_source
 from governor.domain.heldout import (
     MAX_CASE_LINE_BYTES,
     MAX_FILE_BYTES,
@@ -278,3 +279,26 @@ def test_rule_18_3_an_unreadable_run_fails_every_case() -> None:
               "problem": "line 2: not JSON"}
     assert oracle_evidence(record) == ("expected outputs: bad-output (line 2: not JSON), 0 of "
                                        "3 read")
+
+
+# --- rule 18.4: coverage ------------------------------------------------------------------------
+
+
+def test_rule_18_4_checks_judged_by_one_suite_are_one_source() -> None:
+    tests = {"id": "a", "kind": "code_verification_succeeded", "profile": "hidden-tests",
+             "minCount": 1}
+    outputs = {**tests, "id": "b", "profile": "golden-outputs"}
+    other = {**tests, "id": "c", "profile": "lint"}
+    suites = {"hidden-tests": "golden", "golden-outputs": "golden"}
+    assert evidence_source(tests, suites) == "heldout:golden"
+    assert evidence_source(other, suites) == "trusted-profile:lint"
+    claim = {"id": "works", "statement": "it works", "importance": "critical",
+             "verification": "deterministic", "checkIds": ["a", "b"],
+             "minimumIndependentSources": 2}
+    result = assess("Fix it", [claim], [tests, outputs], heldout=suites)
+    assert result["evidenceSources"] == {"a": "heldout:golden", "b": "heldout:golden"}
+    assert ("error", "insufficient_independent_sources") in [
+        (f["severity"], f["code"]) for f in result["findings"]]
+    with_lint = assess("Fix it", [{**claim, "checkIds": ["a", "c"]}], [tests, other],
+                       heldout=suites)
+    assert with_lint["claims"][0]["sources"] == ["heldout:golden", "trusted-profile:lint"]
