@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from governor.domain.heldout import Case, agent_view, oracle_evidence, parse_cases, shown_input
+from governor.domain.heldout import Case, agent_view, oracle_evidence, shown_input, stored_cases
 from governor.lib.blobstore import blob_read
 from governor.models import Project, Session
 from verification.models import (
@@ -39,7 +39,7 @@ def suite_version_cases(version: HeldoutSuiteVersion) -> tuple[Case, ...]:
     """The cases of a suite version, expected values included: for the worker's comparison and
     the project's reviewers and operators only."""
     data = suite_version_cases_data(version)
-    return () if data is None else parse_cases(data)
+    return () if data is None else stored_cases(data)
 
 
 def suite_current(project: Project, name: str) -> HeldoutSuiteVersion | None:
