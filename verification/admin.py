@@ -380,10 +380,10 @@ class HeldoutSuiteAdmin(admin.ModelAdmin[HeldoutSuite]):
     readonly_fields = ("current_receipt", "contents")
     inlines = [HeldoutSuiteVersionInline]
 
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         if obj is None:
-            return ["project", "name", "archive"]
-        return ["current_receipt", "archive", "contents"]
+            return ("project", "name", "archive")
+        return ("current_receipt", "archive", "contents")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[HeldoutSuite]:
         return (super().get_queryset(request).select_related("version", "project")

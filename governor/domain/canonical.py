@@ -56,7 +56,7 @@ def _lossless(value: Any, depth: int) -> bool:
             return False
         return True
     if kind is int:
-        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+        return bool(-MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
     if kind is float:
         return (math.isfinite(value)
                 and not (value == 0.0 and math.copysign(1.0, value) < 0)

@@ -332,8 +332,8 @@ def parse_oracle_output(stdout: bytes, case_ids: Sequence[str], *,
     final newline is allowed). OracleOutputError names the first offending line: over the cap,
     not JSON, not such an object, an unknown or repeated id, fewer or more lines than cases."""
     if len(stdout) > cap:
-        line = stdout[:cap].count(b"\n") + 1
-        raise OracleOutputError(line, f"the output is over the cap of {cap:,} bytes")
+        crossed = stdout[:cap].count(b"\n") + 1
+        raise OracleOutputError(crossed, f"the output is over the cap of {cap:,} bytes")
     lines = stdout.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
