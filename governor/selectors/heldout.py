@@ -72,6 +72,18 @@ def heldout_sources(project: Project) -> dict[str, str]:
     return {profile_id: oracle or heldout for profile_id, heldout, oracle in rows}
 
 
+def suite_versions(project: Project) -> dict[str, dict[str, str]]:
+    """Rule 18: the current version of each held-out suite each of the project's profiles
+    names, by profile id and field (`heldout`, `oracle`): a run of another version is stale."""
+    current = dict(HeldoutSuite.objects.filter(project=project, version__isnull=False)
+                   .values_list("name", "version__receipt"))
+    rows = VerifierProfile.objects.filter(project=project).filter(
+        Q(heldout__gt="") | Q(oracle__gt="")).values_list("profile_id", "heldout", "oracle")
+    return {profile_id: {field: current.get(name, "") for field, name
+                         in (("heldout", heldout), ("oracle", oracle)) if name}
+            for profile_id, heldout, oracle in rows}
+
+
 def suite_agent_view(version: HeldoutSuiteVersion) -> dict[str, Any]:
     """All an agent or an export is shown of a suite version (rule 18.1)."""
     return agent_view(version.document, version.receipt)

@@ -238,3 +238,27 @@ def test_rule_18_4_unattended_a_claim_on_held_out_evidence_alone_begins_as_opera
     assert response.status_code == 201, response.content
     assessment = response.json()["assessment"]
     assert assessment["evidenceSources"]["outputs"] == "heldout:golden-outputs"
+
+
+def test_rule_18_1_a_new_version_of_the_suite_makes_earlier_results_stale(
+        worker: Agent, suites: Project) -> None:
+    """The run records the suite version it answered; once the operator loads another, a
+    result of the old one no longer counts, and the next run is judged by the new cases."""
+    oracle(suites)
+    begin_code(worker)
+    worker.write("calc.py", RIGHT)
+    assert run(worker, "golden-outputs")["result"]["passed"]
+    suite_load(project=suites, name="golden-outputs",
+               entries=[("adapter.py", "100644", ADAPTER.encode()),
+                        ("cases.jsonl", "100644", cases_jsonl(
+                            [*CASES, {"id": "big", "input": [1000, 1000],
+                                      "expected": 1000000, "compare": "exact"}]))])
+    verdict = verify(worker)
+    assert verdict["decision"] == "repair"
+    assert "1 result of an earlier version of its held-out suite ignored" in evidence_of(
+        verdict, "code-profile-golden-outputs")
+    result = run(worker, "golden-outputs")["result"]
+    assert result["passed"] and result["oracle"]["cases"] == 4
+    verdict = verify(worker)
+    assert verdict["decision"] == "certified", verdict["message"]
+    assert "expected outputs: 4 of 4 match" in evidence_of(verdict, "code-profile-golden-outputs")
