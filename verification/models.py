@@ -191,6 +191,7 @@ class HeldoutSuite(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = "held-out suite"
         constraints = [models.UniqueConstraint(fields=["project", "name"],
                                                name="heldout_suite_name_unique")]
 
@@ -208,6 +209,7 @@ class HeldoutSuiteVersion(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = "held-out suite version"
         constraints = [models.UniqueConstraint(fields=["suite", "receipt"],
                                                name="heldout_suite_version_unique")]
 
