@@ -27,6 +27,8 @@ from governor.models import Blob, Project
 from governor.selectors.heldout import suite_current, suite_version_cases, suite_version_files
 from governor.services.heldout import suite_directory_load
 from governor.services.profiles import profile_store
+from tests.api.test_profiles import admin_client
+from tests.api.test_profiles import form as profile_form
 from tests.conftest import filesystem_store
 from tests.s3_server import s3_server  # noqa: F401 - the fixture
 from verification.models import HeldoutSuite, HeldoutSuiteVersion, VerifierProfile
@@ -246,3 +248,19 @@ def test_rule_18_1_the_admin_refuses_a_bad_archive_naming_the_line_and_stores_no
     assert answer.status_code == 200
     assert "cases.jsonl:2/id: repeats case id" in answer.content.decode().replace("&#x27;", "'")
     assert not HeldoutSuite.objects.exists()
+
+
+def test_rule_18_2_the_admin_refuses_a_profile_naming_an_unknown_suite_and_takes_a_known_one(
+        private_store: None, project: Project, tmp_path: Path) -> None:
+    client = admin_client(project, "operator")
+    response = client.post("/admin/verification/verifierprofile/add/",
+                           profile_form(project=project.pk, heldout="golden"))
+    assert response.status_code == 200
+    assert "heldout: no held-out suite &#x27;golden&#x27; in project acme" in (
+        response.content.decode())
+    assert not VerifierProfile.objects.exists()
+    suite_directory_load(project=project, name="golden", directory=write_suite(tmp_path / "s"))
+    response = client.post("/admin/verification/verifierprofile/add/",
+                           profile_form(project=project.pk, heldout="golden"))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert VerifierProfile.objects.get().definition()["heldout"] == "golden"
