@@ -264,3 +264,18 @@ def test_rule_18_2_the_admin_refuses_a_profile_naming_an_unknown_suite_and_takes
                            profile_form(project=project.pk, heldout="golden"))
     assert response.status_code == 302, response.content.decode()[:2000]
     assert VerifierProfile.objects.get().definition()["heldout"] == "golden"
+
+
+def test_rule_18_1_another_projects_operator_neither_sees_nor_reads_the_suite(
+        private_store: None, project: Project, tmp_path: Path) -> None:
+    version, _ = suite_directory_load(project=project, name="golden",
+                                      directory=write_suite(tmp_path / "s"))
+    other = Project.objects.create(slug="other", name="Other", review_mode="off")
+    client = admin_client(other, "operator")
+    listing = client.get("/admin/verification/heldoutsuite/").content.decode()
+    assert "golden" not in listing
+    answer = client.get(f"/admin/verification/heldoutsuite/{version.suite_id}/change/")
+    assert answer.status_code in (302, 404)
+    assert "add-2" not in answer.content.decode()
+    reviewer = admin_client(project, "reviewer")
+    assert reviewer.get("/admin/verification/heldoutsuite/").status_code == 403
