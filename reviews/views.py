@@ -234,7 +234,9 @@ def _render(request: MemberRequest, review: Review, *, status: int = 200,
         return render(request, DECISION_PANEL, context, status=status)
     return render(request, "reviews/detail.html",
                   {**context, **_proposal(request, review), "revision": _revision(review),
-                   "heldout_suites": session_suites(review.session)},
+                   "heldout_suites": session_suites(review.session, profiles=[
+                       str(check.get("profile")) for check in review.proposal.get("checks", [])
+                       if check.get("kind") == "code_verification_succeeded"])},
                   status=status)
 
 

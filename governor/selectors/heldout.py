@@ -4,7 +4,7 @@ or an export is shown of one: its name, version receipt and counts."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db.models import Q
@@ -89,21 +89,32 @@ def suite_agent_view(version: HeldoutSuiteVersion) -> dict[str, Any]:
     return agent_view(version.document, version.receipt)
 
 
-def session_suites(session: Session, runs: Sequence[VerificationRun] | None = None
-                   ) -> list[dict[str, Any]]:
-    """Rule 18.4: the held-out suite versions the session's runs mounted or answered, as the
-    project's reviewers and operators see them — every file (path, mode, size, blob id) and
-    every case with its input and expected value — with each oracle run's failing cases. Only
-    for the session pages and the review pages, which only members of the project open.
-    `runs`: the session's runs when the caller has read them already (no query unless one of
-    them used a suite)."""
-    if runs is not None and not any(run.heldout_id or run.oracle_id for run in runs):
-        return []
-    runs = list(VerificationRun.objects.filter(session=session)
-                .filter(Q(heldout__isnull=False) | Q(oracle__isnull=False))
-                .select_related("heldout__suite", "oracle__suite", "profile")
-                .order_by("created_at"))
+def session_suites(session: Session, runs: Sequence[VerificationRun] | None = None,
+                   profiles: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Rule 18.4: the held-out suite versions the session's runs mounted or answered, and the
+    current versions of those the named `profiles` are judged by (what an evidence plan's
+    checks will run), as the project's reviewers and operators see them — every file (path,
+    mode, size, blob id) and every case with its input and expected value — with each oracle
+    run's failing cases. Only for the session pages and the review pages, which only members
+    of the project open. `runs`: the session's runs when the caller has read them already (no
+    query unless one of them used a suite)."""
+    named = sorted(set(profiles))
     versions: dict[int, HeldoutSuiteVersion] = {}
+    if named:
+        for heldout, oracle in VerifierProfile.objects.filter(
+                project_id=session.project_id, profile_id__in=named).values_list(
+                "heldout", "oracle"):
+            for name in filter(None, (heldout, oracle)):
+                current = suite_current(session.project, name)
+                if current is not None:
+                    versions.setdefault(current.pk, current)
+    if runs is not None and not any(run.heldout_id or run.oracle_id for run in runs):
+        runs = []
+    else:
+        runs = list(VerificationRun.objects.filter(session=session)
+                    .filter(Q(heldout__isnull=False) | Q(oracle__isnull=False))
+                    .select_related("heldout__suite", "oracle__suite", "profile")
+                    .order_by("created_at"))
     for run in runs:
         for version in (run.heldout, run.oracle):
             if version is not None:

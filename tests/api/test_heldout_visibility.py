@@ -24,13 +24,15 @@ from governor.models import Event, Project
 from governor.selectors.heldout import suite_current
 from governor.services.heldout import suite_load
 from governor.verify import verify_export
+from reviews.models import Review
 from tests.api.test_code_verification import add_profile, run
 from tests.api.test_contracts import Agent
 from tests.api.test_evidence_the_agent_cannot_shape import WRONG, begin_code, settle_baseline
 from tests.api.test_export_and_verify import export_text, rehashed
 from tests.api.test_heldout_evidence import ADAPTER, PYTEST_HELDOUT, cases_jsonl
 from tests.api.test_workspace_trees import verify
-from tests.conftest import AgentClient
+from tests.conftest import INTENT, AgentClient
+from tests.pages import press, reviewer_client
 from verification.models import VerificationRun
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("private_store")]
@@ -174,3 +176,29 @@ def test_rule_18_1_reviewers_see_the_suite_files_and_cases_on_the_evidence_page(
     assert "golden-outputs" in page
     assert EXPECTED_MARKER in page and "adapter.py" in page
     assert blob_id(HIDDEN_TESTS.encode())[:12] in page or "tests/test_hidden.py" in page
+
+
+def test_rule_18_4_the_evidence_page_shows_reviewers_the_suite_before_any_run(
+        agent: AgentClient, workspace: Path, project: Project, reviewer: Any) -> None:
+    """At the evidence stage nothing has run yet: the page shows the suites the plan's
+    profiles are judged by, files and expected values included, to the project's reviewer."""
+    (workspace / "calc.py").write_text(WRONG)
+    suite_load(project=project, name="golden-outputs",
+               entries=[("adapter.py", "100644", ADAPTER.encode()),
+                        ("cases.jsonl", "100644", cases_jsonl(CASES))])
+    add_profile(project, "golden-outputs", ["/usr/bin/python3", "/governor-heldout/adapter.py"],
+                timeout_ms=60_000, heldout="golden-outputs", oracle="golden-outputs")
+    project.review_mode = "required"
+    project.save(update_fields=["review_mode"])
+    session = agent.create_session(workspace)["id"]
+    response = agent.post(f"/sessions/{session}/code-contracts",
+                          {"objective": "Fix mul", "claims": [], "checks": [],
+                           "intent": INTENT})
+    assert response.status_code == 202, response.content
+    intent = Review.objects.get(pk=response.json()["review"]["id"])
+    rita = reviewer_client("rita", "rita-password-1")
+    assert press(rita, f"/reviews/{intent.pk}/", "Approve").status_code == 302
+    evidence = Review.objects.get(session_id=session, stage="evidence")
+    page = rita.get(f"/reviews/{evidence.pk}/").content.decode()
+    assert "Held-out suites (1)" in page and "golden-outputs" in page
+    assert EXPECTED_MARKER in page and "adapter.py" in page
