@@ -20,7 +20,7 @@ from tests.api.test_contracts import Agent
 from tests.api.test_evidence_the_agent_cannot_shape import begin_code, evidence_of
 from tests.api.test_workspace_trees import verify
 from tests.conftest import AgentClient
-from tests.docs.markdown import ROOT
+from tests.docs.markdown import ROOT, fenced_blocks
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("private_store")]
 
@@ -72,3 +72,14 @@ def test_the_worked_example_loads_as_written_and_judges_the_package(
     assert verdict["decision"] == "certified", verdict["message"]
     assert "expected outputs: 12 of 12 match; fail-to-pass 3 of 3, pass-to-pass 9 of 9" in (
         evidence_of(verdict, "code-profile-textstats-outputs"))
+
+
+def test_the_page_shows_the_files_as_they_are() -> None:
+    """The adapter, the case line and the profile file on the page are the example's files."""
+    blocks = [block for block in fenced_blocks(ROOT / "docs" / "heldout.md")
+              if block.heading == "A worked example"]
+    [adapter] = [block.text for block in blocks if block.language == "python"]
+    assert (EXAMPLE / "suite" / "adapter.py").read_text().endswith(adapter)
+    case, profiles = (json.loads(block.text) for block in blocks if block.language == "json")
+    assert case == json.loads((EXAMPLE / "suite" / "cases.jsonl").read_text().splitlines()[0])
+    assert profiles == json.loads((EXAMPLE / "profiles.json").read_text())

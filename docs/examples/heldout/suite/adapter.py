@@ -20,8 +20,9 @@ for line in sys.stdin:
     case = json.loads(line)
     call = case["input"]
     try:
-        output = json.dumps(getattr(package, call["function"])(*call["args"]))
-    except Exception as error:  # noqa: BLE001 - any failure fails this case only
-        output = json.dumps({"error": f"{type(error).__name__}: {error}"})
-    answers.write('{"id": %s, "output": %s}\n' % (json.dumps(case["id"]), output))
+        line = json.dumps({"id": case["id"], "output": getattr(package, call["function"])(
+            *call["args"])})
+    except Exception as error:  # noqa: BLE001 - any failure, or an answer that is not JSON
+        line = json.dumps({"id": case["id"], "output": {"error": type(error).__name__}})
+    answers.write(line + "\n")
 answers.flush()
