@@ -302,3 +302,24 @@ def test_rule_18_4_checks_judged_by_one_suite_are_one_source() -> None:
     with_lint = assess("Fix it", [{**claim, "checkIds": ["a", "c"]}], [tests, other],
                        heldout=suites)
     assert with_lint["claims"][0]["sources"] == ["heldout:golden", "trusted-profile:lint"]
+
+
+@pytest.mark.parametrize("line", [
+    b'{"id": "add-1", "output": -0}', b'{"id": "add-1", "output": [1,-0]}',
+    b'{"id": "add-1", "output": -0.0}', b'{"id": "add-1", "output": NaN}',
+    b'{"id": "add-1", "output": 9007199254740993}', b'{"id": "add-1", "id": "pi", "output": 1}',
+    b'{"id": "add-1",\n"output": 1}', b'{"id": "add-1", "output": "\\ud800"}',
+    b'{"id": "add-1", "output": 1} {"id": "pi", "output": 2}',
+])
+def test_rule_18_3_the_one_pass_reading_refuses_what_the_strict_one_refuses(line: bytes) -> None:
+    """Whatever reads the output, a value rule 1.2 refuses is bad-output on its line."""
+    with pytest.raises(OracleOutputError) as caught:
+        parse_oracle_output(line + b"\n" + out(("pi", 3), ("primes", [])), IDS)
+    assert caught.value.line == 1
+
+
+def test_rule_18_3_ids_and_strings_holding_minus_zero_still_read() -> None:
+    cases = parse_cases(jsonl({"id": "case-0", "input": 1, "expected": "x -0 y",
+                               "compare": "exact"}))
+    outputs = parse_oracle_output(b'{"id":"case-0","output":"x -0 y"}\n', ["case-0"])
+    assert judge_outputs(cases, outputs).outcomes == {"case-0": "passed"}
