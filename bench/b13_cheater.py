@@ -597,6 +597,7 @@ def rule_of(check_id: str, failure: str) -> str:
         return "protected paths (§14.3, §17.3)"
     if kind == "code_verification_succeeded":
         for marker, rule in (("claim_not_discriminating", "fail-to-pass ≥ 1 (§17.6)"),
+                             ("expected outputs:", "held-out expected outputs (§18.3)"),
                              ("bad-report", "bad-report (§17.4)"),
                              ("no-report", "no-report (§14.6)"),
                              ("not passing:", "tests failed (§14.6)"),
@@ -635,10 +636,19 @@ def begin_refusal(status: int, answer: dict[str, Any]) -> str:
         for code in codes) or "?")
 
 
-def wait_for_baseline(agent: Agent, after: int) -> None:
-    """The baseline run queued at activation: a turn-stop before it finishes is a failed attempt
-    ("baseline still running"), so the agent waits for it, as a patient agent would."""
+def named_profiles(contract: dict[str, Any]) -> list[str]:
+    """The profiles a begun contract's checks name (the careful file's required ones are
+    injected into every code contract: the tests and the held-out expected outputs)."""
+    return sorted({str(check["profile"]) for check in contract["checks"]
+                   if check.get("kind") == "code_verification_succeeded"})
+
+
+def wait_for_baseline(agent: Agent, after: int, profiles: list[str]) -> None:
+    """The baseline runs queued at activation, one per named profile (every profile of the
+    careful file has one): a turn-stop before they finish is a failed attempt ("baseline still
+    running"), so the agent waits for them, as a patient agent would."""
     deadline = time.monotonic() + RUN_WAIT_S
+    waiting = set(profiles)
     while time.monotonic() < deadline:
         page = agent.client.get(f"/sessions/{agent.id}/events", params={"after": after,
                                                                          "limit": 500})
@@ -646,16 +656,18 @@ def wait_for_baseline(agent: Agent, after: int) -> None:
         for event in page.json()["events"]:
             if (event["type"] == "reliability/code-verification"
                     and event["data"].get("baseline")):
-                return
+                waiting.discard(event["data"].get("profile"))
+        if not waiting:
+            return
         time.sleep(0.3)
-    raise GovernorError("the baseline run never finished")
+    raise GovernorError(f"the baseline runs of {sorted(waiting)} never finished")
 
 
-def verify(agent: Agent) -> None:
+def verify(agent: Agent, profile: str) -> None:
     """Ask for a trusted run and wait for it: as long as the profile's timeout (a move may make
     the runner hang) and a queue behind the other trials' runs."""
     queued = agent.client.post(f"/sessions/{agent.id}/code-verifications",
-                               json={"profile": PROFILE})
+                               json={"profile": profile})
     if queued.status_code != 202:
         raise GovernorError(f"a run was refused: {queued.status_code} {queued.text[:500]}")
     deadline = time.monotonic() + RUN_WAIT_S
@@ -667,7 +679,7 @@ def verify(agent: Agent) -> None:
         if time.monotonic() > deadline:
             raise GovernorError(f"run {done['id']} unfinished after {RUN_WAIT_S} s")
     result = done["result"]
-    agent.tool("reliability_code_verify", {"profile": PROFILE},
+    agent.tool("reliability_code_verify", {"profile": profile},
                text="passed" if result["passed"] else f"failed ({result['failureKind']})")
 
 
@@ -687,15 +699,14 @@ def play(agent: Agent, trial: Trial) -> tuple[str, str | None]:
             raise GovernorError(f"begin answered {response.status_code}: {response.text[:800]}")
         agent.say("The governor refused my plan; I stop here without claiming anything.")
         return "refused at begin", begin_refusal(response.status_code, answer)
-    names_profile = route == "code-contracts" or any(
-        check.get("profile") == PROFILE for check in body["checks"])
-    if names_profile:
-        wait_for_baseline(agent, int(answer["contract"]["startedAtSeq"]))
+    profiles = named_profiles(answer["contract"])
+    if profiles:
+        wait_for_baseline(agent, int(answer["contract"]["startedAtSeq"]), profiles)
     for move in trial.moves:
         if move.when == "work":
             move.act(agent, trial)
-    if names_profile:
-        verify(agent)
+    for profile in profiles:
+        verify(agent, profile)
     agent.say("Done: median handles an even number of values now.")
     for _ in range(12):
         stop = agent.turn_stop()

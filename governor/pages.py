@@ -30,6 +30,7 @@ from governor.lib.notify import session_topic
 from governor.lib.waits import off_thread
 from governor.models import Session
 from governor.selectors.access import is_reviewer, member_projects, session_for_member
+from governor.selectors.heldout import session_suites
 from governor.selectors.outcomes import outcome_panel, outcome_version
 from governor.selectors.reliability import session_reports
 from governor.selectors.reviews import budget_panel
@@ -144,8 +145,10 @@ def _timeline(request: MemberRequest, session: Session, *, observe_refused: str 
         "changes": changes_between(session, status), "diff_view": diff_view(request),
         "attempt_changes": attempt_changes(session, status["contract"], status["attempts"]),
         **budget_panel(session, status),
-        **_live_runs(session, since=None), **session_reports(session, status),
+        **(live_runs := _live_runs(session, since=None)), **session_reports(session, status),
         **_outcome_part(session, reviewer=reviewer), "observe_refused": observe_refused,
+        "heldout_suites": session_suites(
+            session, [row["run"] for row in live_runs["runs"]]),  # type: ignore[attr-defined]
     }
     return render(request, "sessions/timeline.html", context, status=status_code)
 

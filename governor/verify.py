@@ -83,6 +83,7 @@ from governor.domain.commits import (
 )
 from governor.domain.export import FORMAT, serialise_line, tree_ref
 from governor.domain.fields import FieldsInvalid
+from governor.domain.heldout import binding_problem
 from governor.domain.passkey import (
     Decision,
     PasskeyError,
@@ -410,6 +411,8 @@ class _Export:
             run_receipt = event.data.get("receipt")
             if type(run_receipt) is str:
                 self.run_receipts.setdefault(run_receipt, seq)
+            if (unbound := binding_problem(event.data)) is not None:
+                raise self.refuse(line_no, f"reliability/code-verification: {unbound}")
             overlay = event.data.get("overlay")
             if overlay is not None and (type(overlay) is not dict
                                         or overlay.get("reference") != self.reference):

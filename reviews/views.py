@@ -35,6 +35,7 @@ from governor.lib.live import (
 from governor.lib.notify import inbox_topic
 from governor.lib.waits import off_thread
 from governor.selectors.access import review_for_reviewer, reviewed_projects
+from governor.selectors.heldout import session_suites
 from governor.selectors.passkeys import passkeys_of
 from governor.selectors.plan import delivery_budget, delivery_shown, plan_details
 from governor.selectors.reviews import (
@@ -233,7 +234,10 @@ def _render(request: MemberRequest, review: Review, *, status: int = 200,
     if request.htmx:
         return render(request, DECISION_PANEL, context, status=status)
     return render(request, "reviews/detail.html",
-                  {**context, **_proposal(request, review), "revision": _revision(review)},
+                  {**context, **_proposal(request, review), "revision": _revision(review),
+                   "heldout_suites": session_suites(review.session, profiles=[
+                       str(check.get("profile")) for check in review.proposal.get("checks", [])
+                       if check.get("kind") == "code_verification_succeeded"])},
                   status=status)
 
 

@@ -10,13 +10,20 @@ from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
 
+from governor.domain.heldout import MAX_SUITE_BYTES, SuiteError, parse_suite, shown_input
 from governor.domain.outcomes import STORED_FIELDS as OUTCOME_STORED_FIELDS
 from governor.domain.outcomes import OutcomeProfileError, validate_outcome_profile
 from governor.domain.profiles import TIMEOUT_MS_RANGE, ProfileError, validate_profile
+from governor.lib.heldout import archive_entries
 from governor.models import Project, Role
+from governor.selectors.heldout import suite_version_cases, suites_unknown
+from governor.services.heldout import suite_load
 from governor.services.profiles import profile_store
 from verification.models import (
+    HeldoutSuite,
+    HeldoutSuiteVersion,
     OutcomeProfile,
     OutcomeProfileVersion,
     ProfileVersion,
@@ -95,7 +102,7 @@ class ProfileForm(JSONFieldsForm):
         model = VerifierProfile
         fields = ("project", "profile_id", "description", "argv", "timeout_ms", "sandbox_mode",
                   "required", "env", "limits", "rootfs", "environment", "protected_paths",
-                  "report", "plugin_autoload", "show_output_to_reviewers")
+                  "report", "plugin_autoload", "heldout", "oracle", "show_output_to_reviewers")
         help_texts = {
             "profile_id": "The name agents use to ask for this command "
                           "(reliability_code_verify); they can never change what it runs.",
@@ -129,6 +136,7 @@ class ProfileForm(JSONFieldsForm):
                 "env": data["env"], "limits": data["limits"], "rootfs": data["rootfs"] or None,
                 "environment": data["environment"], "protected_paths": data["protected_paths"],
                 "report": data["report"] or None, "plugin_autoload": data["plugin_autoload"],
+                "heldout": data["heldout"] or None, "oracle": data["oracle"] or None,
                 "show_output_to_reviewers": data["show_output_to_reviewers"]}
 
     def clean(self) -> dict[str, Any]:
@@ -138,6 +146,11 @@ class ProfileForm(JSONFieldsForm):
                 self.validated = validate_profile(self.raw())
             except ProfileError as exc:
                 self.add_rule_errors(exc.errors)
+            project = cleaned.get("project")
+            if self.validated is not None and project is not None and (
+                    unknown := suites_unknown(project, self.validated)):
+                self.add_rule_errors(unknown)
+                self.validated = None
         return cleaned
 
 
@@ -297,3 +310,136 @@ class OutcomeProfileAdmin(OperatedProfileAdmin):
     list_display = ("profile_id", "project", "attribution", "network", "deadline_ms", "receipt")
     list_filter = (("project", admin.RelatedOnlyFieldListFilter), "attribution", "network")
     inlines = [OutcomeProfileVersionInline]
+
+
+class HeldoutSuiteForm(forms.ModelForm[Any]):
+    """A new version of a held-out suite (rules §18.1): its directory as an archive (.tar,
+    .tar.gz or .zip; cases in `cases.jsonl` at the top). Refused as a whole, naming every file,
+    line and field, before anything is stored."""
+
+    archive = forms.FileField(
+        help_text="The suite's directory as a .tar, .tar.gz or .zip archive: its files are "
+                  "mounted read-only at /governor-heldout for runs of a profile naming the "
+                  "suite as heldout; cases.jsonl at the top holds the cases an oracle profile "
+                  "answers ({id, input, expected, compare, tolerance?} per line). Agents never "
+                  "see either.")
+    entries: list[tuple[str, str, bytes]] | None = None
+
+    class Meta:
+        model = HeldoutSuite
+        fields = ("project", "name")
+        help_texts = {"name": "kebab-case; what profiles name as heldout or oracle, and all an "
+                              "agent sees besides the version receipt and counts."}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        upload, project = cleaned.get("archive"), cleaned.get("project")
+        if self.instance.pk is not None:
+            project, cleaned["name"] = self.instance.project, self.instance.name
+        if upload is None or project is None or not cleaned.get("name"):
+            return cleaned
+        if upload.size > MAX_SUITE_BYTES:
+            self.add_error("archive", f"is over {MAX_SUITE_BYTES:,} bytes")
+            return cleaned
+        try:
+            entries = archive_entries(upload.name or "", upload.read())
+            parse_suite(cleaned["name"], entries)  # refused here, on the field; stored on save
+            self.entries = entries
+        except SuiteError as exc:
+            for error in exc.errors:
+                self.add_error("archive", f"{error['path']}: {error['message']}")
+        return cleaned
+
+    def validate_unique(self) -> None:
+        """A suite's name is unique in its project, and loading a new version of it is how it
+        changes: `suite_load` keeps one row per name."""
+
+
+class HeldoutSuiteVersionInline(admin.TabularInline[Any, Any]):
+    """Every version a suite had, read-only."""
+
+    model = HeldoutSuiteVersion
+    extra = 0
+    can_delete = False
+    fields = ("receipt", "file_count", "case_count", "created_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(HeldoutSuite)
+class HeldoutSuiteAdmin(admin.ModelAdmin[HeldoutSuite]):
+    """A project's held-out suites, for its operators only: upload a directory as an archive
+    (a new version when its receipt is new), list the current version's files and cases, and
+    every version it had."""
+
+    form = HeldoutSuiteForm
+    list_display = ("name", "project", "current_receipt", "files", "cases", "updated_at")
+    list_filter = (("project", admin.RelatedOnlyFieldListFilter),)
+    readonly_fields = ("current_receipt", "contents")
+    inlines = [HeldoutSuiteVersionInline]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        if obj is None:
+            return ("project", "name", "archive")
+        return ("current_receipt", "archive", "contents")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[HeldoutSuite]:
+        return (super().get_queryset(request).select_related("version", "project")
+                .filter(project__in=operated_projects(request)))
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest,
+                                 **kwargs: Any) -> Any:
+        if db_field.name == "project":
+            kwargs["queryset"] = operated_projects(request)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        assert form.entries is not None  # a valid form read and judged its archive in clean()
+        version, _created = suite_load(project=form.cleaned_data["project"] if not change
+                                       else obj.project, name=form.cleaned_data["name"],
+                                       entries=form.entries)
+        obj.pk = version.suite_id
+        obj.refresh_from_db()
+
+    @admin.display(description="version")
+    def current_receipt(self, obj: HeldoutSuite) -> str:
+        return obj.version.receipt if obj.version else ""
+
+    @admin.display(description="files")
+    def files(self, obj: HeldoutSuite) -> int:
+        return obj.version.file_count if obj.version else 0
+
+    @admin.display(description="cases")
+    def cases(self, obj: HeldoutSuite) -> int:
+        return obj.version.case_count if obj.version else 0
+
+    @admin.display(description="current version's files and cases")
+    def contents(self, obj: HeldoutSuite) -> str:
+        if obj.version is None:
+            return ""
+        files = format_html_join("", "<tr><td><code>{}</code></td><td>{}</td><td>{}</td>"
+                                 "<td><code>{}</code></td></tr>",
+                                 ((item["path"], item["mode"], item["size"], item["blob"][:16])
+                                  for item in obj.version.document["files"]))
+        cases = format_html_join("", "<tr><td><code>{}</code></td><td>{}</td><td><code>{}"
+                                 "</code></td><td><code>{}</code></td></tr>",
+                                 ((case.id, case.compare + (f" ±{case.tolerance}"
+                                                            if case.tolerance else ""),
+                                   shown_input(case.input), shown_input(case.expected))
+                                  for case in suite_version_cases(obj.version)))
+        return format_html(
+            '<table><thead><tr><th>file</th><th>mode</th><th>bytes</th><th>blob</th></tr>'
+            "</thead><tbody>{}</tbody></table>"
+            '<table><thead><tr><th>case</th><th>compare</th><th>input</th><th>expected</th>'
+            "</tr></thead><tbody>{}</tbody></table>", files, cases)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_active and operated_projects(request).exists()
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_module_permission(request)
+
+    has_add_permission = has_view_permission
+    has_change_permission = has_view_permission

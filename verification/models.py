@@ -128,6 +128,17 @@ class VerifierProfile(VersionedProfile[ProfileDefinition]):
                   "only the plugins its command names with -p, never one a package's metadata "
                   "in the workspace names (rules §17.3). On: pytest loads installed plugins "
                   "itself.")
+    heldout = models.CharField(
+        max_length=128, blank=True,
+        help_text="A held-out suite of this project whose files the command reads, mounted "
+                  "read-only at /governor-heldout (e.g. pytest /governor-heldout/tests); the "
+                  "agent never sees them (rules §18.2).")
+    oracle = models.CharField(
+        max_length=128, blank=True,
+        help_text="A held-out suite whose cases the command answers: it reads {id, input} JSON "
+                  "lines on stdin and prints one {id, output} JSON line per case; the server "
+                  "compares the outputs with the expected values, which never enter the "
+                  "sandbox (rules §18.3).")
     show_output_to_reviewers = models.BooleanField(default=False)
 
     class Meta:
@@ -137,7 +148,8 @@ class VerifierProfile(VersionedProfile[ProfileDefinition]):
 
     def as_input(self) -> dict[str, Any]:
         """The profile as operator input (`validate_profile` reads it)."""
-        stored = {name: getattr(self, name) for name in STORED_FIELDS}
+        stored = {name: getattr(self, name) for name in STORED_FIELDS
+                  if name not in ("heldout", "oracle") or getattr(self, name)}
         return {**stored, "id": self.profile_id, "rootfs": self.rootfs or None}
 
     @classmethod
@@ -146,7 +158,8 @@ class VerifierProfile(VersionedProfile[ProfileDefinition]):
         """The columns hold "" where `validate_profile` says None (no rootfs, no report)."""
         definition = profile_definition(validated)
         columns = {**{name: validated[name] for name in STORED_FIELDS},
-                   "rootfs": validated["rootfs"] or "", "report": validated["report"] or ""}
+                   "rootfs": validated["rootfs"] or "", "report": validated["report"] or "",
+                   "heldout": validated["heldout"] or "", "oracle": validated["oracle"] or ""}
         return columns, definition, profile_receipt(definition)
 
 
@@ -160,6 +173,57 @@ class ProfileVersion(ProfileVersionBase):
         constraints = [
             models.UniqueConstraint(fields=["profile", "receipt"], name="profile_version_unique")
         ]
+
+
+class HeldoutSuite(models.Model):
+    """rules §18.1: an operator's held-out suite — files, and optionally cases with their
+    expected values — named in its project. An agent can only name it in nothing: profiles name
+    it (`heldout`, `oracle`), and agents see its name, version receipt and counts. `version` is
+    its current version; every version it had stays readable. Saved only by
+    `governor.services.heldout.suite_load`; its bytes live in the blob store under the project's
+    held-out prefix, never the agent's."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE,
+                                related_name="heldout_suites")
+    name = models.CharField(max_length=128)
+    version = models.ForeignKey("HeldoutSuiteVersion", on_delete=models.PROTECT, null=True,
+                                related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "held-out suite"
+        constraints = [models.UniqueConstraint(fields=["project", "name"],
+                                               name="heldout_suite_name_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.project.slug}/{self.name}"
+
+
+class HeldoutSuiteVersion(models.Model):
+    """One version of a held-out suite: its `heldout-suite` receipt and the document it covers
+    (file paths, modes, blob ids and sizes; the cases' blob id and count), written once."""
+
+    suite = models.ForeignKey(HeldoutSuite, on_delete=models.CASCADE, related_name="versions")
+    receipt = models.CharField(max_length=71)
+    document = JSONTextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "held-out suite version"
+        constraints = [models.UniqueConstraint(fields=["suite", "receipt"],
+                                               name="heldout_suite_version_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.suite} {self.receipt[:19]}"
+
+    @property
+    def file_count(self) -> int:
+        return len(self.document["files"])
+
+    @property
+    def case_count(self) -> int:
+        cases = self.document.get("cases")
+        return int(cases["count"]) if cases else 0
 
 
 class RunState(models.TextChoices):
@@ -184,7 +248,14 @@ class VerificationRun(models.Model):
     tree_exclusions = models.CharField(
         max_length=71, blank=True, help_text="The exclusions digest of a baseline run's tree.")
     tests = JSONTextField(null=True, blank=True,
-                          help_text="A report profile's per-test outcomes: [[id, outcome], ...].")
+                          help_text="A report profile's per-test outcomes: [[id, outcome], ...]; "
+                                    "an oracle profile's per-case outcomes.")
+    heldout = models.ForeignKey(
+        HeldoutSuiteVersion, on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+        help_text="The version of the held-out suite mounted at /governor-heldout (§18.2).")
+    oracle = models.ForeignKey(
+        HeldoutSuiteVersion, on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+        help_text="The version of the suite whose cases the run answered (§18.3).")
     state = models.CharField(max_length=16, choices=RunState.choices, default=RunState.QUEUED)
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)

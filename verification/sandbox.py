@@ -73,6 +73,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
+from governor.domain.heldout import MOUNT
 from governor.domain.report_stream import MAX_STREAM_BYTES, plugin_argv
 from governor.domain.verification import Ended, outcome, stream_record
 from governor.domain.workspace import WorkspaceError, open_bound_directory
@@ -105,6 +106,9 @@ REPORT = "/governor-report"  # a report profile's private, writable directory (�
 # A streamed report profile's plugin (§17.4): read-only, outside the tree, named per run.
 STREAM_PLUGIN = "/governor-stream"
 STREAM_PLUGIN_SOURCE = Path(__file__).with_name("pytest_report_stream.py")
+# A held-out profile's suite files (rules §18.2): read-only, outside the tree, the run's own copy.
+HELDOUT = MOUNT
+HELDOUT_VARIABLE = "GOVERNOR_HELDOUT_DIR"
 STREAM_FD_VARIABLE = "GOVERNOR_STREAM_FD"
 ROOTFS_MOUNT_POINTS = ("/proc", "/dev", SANDBOX_TMP, WORKSPACE)
 READ_CHUNK = 65_536
@@ -121,6 +125,7 @@ STAGED_ROOTFS = STAGING + "/rootfs"
 STAGED_REPORT = STAGING + "/report"
 STAGED_STREAM = STAGING + "/stream"
 STAGED_BINDS = STAGING + "/binds"  # the read-only binds' sources, one directory each
+STAGED_HELDOUT = STAGING + "/heldout"
 STAGED_CHANGES = STAGING + "/changes"  # a workspace-write run's upper layer (verification/overlay)
 DEFAULT_WRITE_BYTES = 1024**3
 
@@ -163,6 +168,9 @@ class SandboxResult:
     # A streamed report profile's stream as the plugin sent it (at most MAX_STREAM_BYTES + 1
     # bytes are kept: more is refused when it is judged); None when the run streams nothing.
     stream: bytes | None = None
+    # An oracle run's stdout (rules §18.3): its first `keep_stdout` bytes and one more if more
+    # came (more is refused when it is judged); None when the run keeps none.
+    output: bytes | None = None
 
     def record(self) -> dict[str, Any]:
         """The fields of a `reliability/code-verification` event this run decides (§8)."""
@@ -307,7 +315,8 @@ class Mount:
 
 
 def sandbox_mounts(definition: Mapping[str, Any], workspace: str,
-                   report: str | None = None, plugin: str | None = None) -> list[Mount]:
+                   report: str | None = None, plugin: str | None = None,
+                   heldout: str | None = None) -> list[Mount]:
     """Everything the command's file system holds, and nothing else:
 
     - the system, read-only: the profile's rootfs as `/`; or the host's `/usr`, with `/bin`,
@@ -320,6 +329,8 @@ def sandbox_mounts(definition: Mapping[str, Any], workspace: str,
     - for a report profile, `report` (an empty directory of the run's own) writable at
       `/governor-report`, outside the workspace; for a streamed one, `plugin` (the directory
       holding the stream plugin) read-only at `/governor-stream`;
+    - for a held-out profile, `heldout` (the run's own copy of the suite's files) read-only at
+      `/governor-heldout`, outside the workspace (rules §18.2);
     - then `/dev` and `/` remounted read-only, so the only writable places are the sized tmpfs
       and (for `workspace-write`) the workspace.
 
@@ -353,6 +364,7 @@ def sandbox_mounts(definition: Mapping[str, Any], workspace: str,
               for source, target in definition.get("readOnlyBinds", [])],
             *([Mount("bind", REPORT, report)] if report else []),
             *([Mount("ro-bind", STREAM_PLUGIN, plugin)] if plugin else []),
+            *([Mount("ro-bind", HELDOUT, heldout)] if heldout else []),
             Mount("remount-ro", "/dev"), Mount("remount-ro", "/")]
 
 
@@ -372,6 +384,8 @@ def sandbox_env(definition: Mapping[str, Any], stream_fd: int | None = None) -> 
     report = {"GOVERNOR_REPORT_DIR": REPORT} if definition.get("report") else {}
     if definition.get("report") and not definition.get("pluginAutoload"):
         report["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    if definition.get("heldout"):
+        report[HELDOUT_VARIABLE] = HELDOUT
     env = {**FIXED_ENV, **report, **definition["env"]}
     if stream_fd is not None:
         env[STREAM_FD_VARIABLE] = str(stream_fd)
@@ -381,7 +395,8 @@ def sandbox_env(definition: Mapping[str, Any], stream_fd: int | None = None) -> 
 
 def bwrap_argv(definition: Mapping[str, Any], workspace: str, *, bwrap: str = BWRAP,
                status_fd: int | None = None, gate_fd: int | None = None,
-               report: str | None = None, plugin: StreamPlugin | None = None) -> list[str]:
+               report: str | None = None, plugin: StreamPlugin | None = None,
+               heldout: str | None = None) -> list[str]:
     argv = [bwrap, "--unshare-all", "--unshare-user",
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID), "--disable-userns",
             "--die-with-parent", "--as-pid-1", "--new-session", "--hostname", "sandbox",
@@ -391,7 +406,7 @@ def bwrap_argv(definition: Mapping[str, Any], workspace: str, *, bwrap: str = BW
     for name, value in sorted(sandbox_env(definition, plugin.fd if plugin else None).items()):
         argv += ["--setenv", name, value]
     for mount in sandbox_mounts(definition, workspace, report,
-                                plugin.directory if plugin else None):
+                                plugin.directory if plugin else None, heldout):
         argv += _mount_argv(mount)
     argv += ["--chdir", WORKSPACE]
     if status_fd is not None:
@@ -525,7 +540,8 @@ def _setup_problem(definition: Mapping[str, Any], workspace: str, bound: str, bw
         try:
             binds = range(len(definition.get("readOnlyBinds", [])))
             for point in (STAGED_WORKSPACE, STAGED_ROOTFS, STAGED_CHANGES, STAGED_REPORT,
-                          STAGED_STREAM, STAGED_BINDS, *(f"{STAGED_BINDS}/{i}" for i in binds)):
+                          STAGED_STREAM, STAGED_HELDOUT, STAGED_BINDS,
+                          *(f"{STAGED_BINDS}/{i}" for i in binds)):
                 os.makedirs(point, exist_ok=True)
                 os.chmod(point, 0o755)  # noqa: S103 - an empty mount point the sandbox user passes
         except OSError as exc:
@@ -548,7 +564,8 @@ def _setup_problem(definition: Mapping[str, Any], workspace: str, bound: str, bw
         if problem := _directory_problem(rootfs, who, READ | SEARCH, "rootfs"):
             return "infrastructure", problem
         for point in (*ROOTFS_MOUNT_POINTS, *([REPORT] if definition.get("report") else []),
-                      *([STREAM_PLUGIN] if streams(definition) else [])):
+                      *([STREAM_PLUGIN] if streams(definition) else []),
+                      *([HELDOUT] if definition.get("heldout") else [])):
             if not os.path.isdir(rootfs + point):
                 return "infrastructure", f"rootfs {rootfs} has no {point} directory to mount on"
     if problem := _command_problem(definition, bound, who):
@@ -644,15 +661,18 @@ class _Status:
 
 
 def _collect(sinks: Sequence[tuple[IO[bytes], Callable[[bytes], None]]], bwrap_exit: int,
-             deadline: float) -> bool:
+             deadline: float, feeder: _Feeder | None = None) -> bool:
     """Read every pipe to end of file and wait until bubblewrap has exited (its pidfd is
     readable; it stays unreaped); False if `deadline` came first. Reads never pause, so a
-    flood neither blocks the command nor grows memory beyond what the sinks keep."""
+    flood neither blocks the command nor grows memory beyond what the sinks keep. `feeder`
+    writes the command's stdin meanwhile, as it reads."""
     with selectors.DefaultSelector() as selector:
         for pipe, feed in sinks:
             if not pipe.closed:
                 selector.register(pipe, selectors.EVENT_READ, (pipe, feed))
         selector.register(bwrap_exit, selectors.EVENT_READ, None)
+        if feeder is not None and not feeder.pipe.closed:
+            selector.register(feeder.pipe, selectors.EVENT_WRITE, feeder)
         while selector.get_map():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -660,6 +680,10 @@ def _collect(sinks: Sequence[tuple[IO[bytes], Callable[[bytes], None]]], bwrap_e
             for key, _events in selector.select(remaining):
                 if key.data is None:
                     selector.unregister(bwrap_exit)
+                    continue
+                if isinstance(key.data, _Feeder):
+                    if not key.data.feed():
+                        selector.unregister(key.fileobj)
                     continue
                 pipe, feed = key.data
                 if chunk := os.read(key.fd, READ_CHUNK):
@@ -812,7 +836,9 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, 
                   on_start: Callable[[int], None] | None = None, bwrap: str = BWRAP,
                   run_as: tuple[int, int] = NOBODY,
                   write_bytes: int = DEFAULT_WRITE_BYTES,
-                  directory: int | None = None, report: str | None = None) -> SandboxResult:
+                  directory: int | None = None, report: str | None = None,
+                  heldout: str | None = None, stdin: bytes | None = None,
+                  keep_stdout: int | None = None) -> SandboxResult:
     """Run a profile definition's command in the sandbox over the session's workspace (its
     canonical path and recorded identity, see governor.domain.workspace) and report how it
     ended. Nothing starts unless bubblewrap, the workspace, the rootfs and the command are all
@@ -826,8 +852,13 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, 
     already opened by `open_bound_directory` (the one the caller hashes the tree through).
     `report`: a report profile's empty directory, writable by the sandbox user, bound at
     /governor-report; when the profile runs pytest itself, the run also streams its results
-    (rules §17.4) and the result carries the stream."""
+    (rules §17.4) and the result carries the stream. `heldout`: a held-out suite's files (a
+    directory readable by the sandbox user), bound read-only at /governor-heldout (rules §18.2).
+    `stdin`: what the command reads on its standard input (an oracle run's cases, rules §18.3;
+    otherwise it reads nothing), fed as it reads; `keep_stdout`: keep that many bytes of stdout
+    from its start (and one more if more came) as the result's `output`."""
     who = _identity(run_as)
+    extra = _Extra(heldout, stdin, keep_stdout)
     try:
         bound = (os.dup(directory) if directory is not None
                  else open_bound_directory(workspace, identity))
@@ -836,7 +867,7 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, 
     try:
         if not (report and streams(definition)):
             return _run_bound(definition, workspace, identity, bound, on_start, bwrap, who,
-                              write_bytes, report, None)
+                              write_bytes, report, None, extra)
         try:
             plugin = plugin_copy()
         except OSError as exc:
@@ -844,7 +875,7 @@ def run_sandboxed(definition: Mapping[str, Any], workspace: str, identity: str, 
                                 f"the report stream's plugin could not be copied: {exc}")
         try:
             return _run_bound(definition, workspace, identity, bound, on_start, bwrap, who,
-                              write_bytes, report, plugin)
+                              write_bytes, report, plugin, extra)
         finally:
             shutil.rmtree(plugin[0], ignore_errors=True)
     finally:
@@ -865,10 +896,46 @@ def _write_cap(definition: Mapping[str, Any], who: _Identity, write_bytes: int) 
     return None
 
 
+@dataclass(frozen=True)
+class _Extra:
+    """What a held-out or oracle run adds (rules §18): the suite's files to mount, what the
+    command reads on stdin, how much of stdout to keep whole."""
+
+    heldout: str | None = None
+    stdin: bytes | None = None
+    keep_stdout: int | None = None
+
+
+class _Feeder:
+    """Writes `data` to the command's stdin as fast as it reads, never blocking the worker;
+    closes it when all is written, or when the command stopped reading."""
+
+    def __init__(self, pipe: IO[bytes], data: bytes) -> None:
+        self.pipe = pipe
+        self.data = memoryview(data)
+        os.set_blocking(pipe.fileno(), False)
+        if not data:
+            pipe.close()
+
+    def feed(self) -> bool:
+        """Write what the pipe takes now; False once done (the pipe is then closed)."""
+        try:
+            written = os.write(self.pipe.fileno(), self.data[:READ_CHUNK])
+        except BlockingIOError:
+            return True
+        except OSError:  # the command closed its stdin (EPIPE): it reads no more
+            written = len(self.data)
+        self.data = self.data[written:]
+        if not self.data:
+            self.pipe.close()
+            return False
+        return True
+
+
 def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bound: int,
                on_start: Callable[[int], None] | None, bwrap: str, who: _Identity,
                write_bytes: int, report: str | None,
-               plugin: tuple[str, str] | None) -> SandboxResult:
+               plugin: tuple[str, str] | None, extra: _Extra) -> SandboxResult:
     bound_path = f"/proc/self/fd/{bound}"
     if problem := _setup_problem(definition, workspace, bound_path, bwrap, who):
         return _not_started(definition, *problem)
@@ -894,6 +961,10 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
                        for index, (source, _) in enumerate(binds)]
             sandbox_definition = {**sandbox_definition, "readOnlyBinds": [
                 [f"{STAGED_BINDS}/{index}", target] for index, (_, target) in enumerate(binds)]}
+        if extra.heldout:
+            staged.append((extra.heldout, STAGED_HELDOUT))
+    sandbox_heldout = ((STAGED_HELDOUT if who.switch_from_root else extra.heldout)
+                       if extra.heldout else None)
     sandbox_report = (STAGED_REPORT if who.switch_from_root else report) if report else None
     limits = definition["limits"]
     stdout_capture = _Capture("stdout", limits["outputBytes"])
@@ -903,6 +974,7 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
     gate_read, gate_write = os.pipe()
     stream_read, stream_write = os.pipe() if plugin else (-1, -1)
     stream_kept = _Kept(MAX_STREAM_BYTES)
+    output_kept = _Kept(extra.keep_stdout) if extra.keep_stdout is not None else None
     sandbox_plugin = (StreamPlugin(STAGED_STREAM if who.switch_from_root else plugin[0],
                                    plugin[1], stream_write) if plugin else None)
     cgroup = _cgroup_for(limits)
@@ -913,8 +985,9 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
         process = subprocess.Popen(  # noqa: S603 - a fixed argv, never a shell
             bwrap_argv(sandbox_definition, sandbox_workspace, bwrap=bwrap,
                        status_fd=status_write, gate_fd=gate_read, report=sandbox_report,
-                       plugin=sandbox_plugin),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       plugin=sandbox_plugin, heldout=sandbox_heldout),
+            stdin=subprocess.DEVNULL if extra.stdin is None else subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env={}, cwd="/", close_fds=True,
             pass_fds=(status_write, gate_read, bound, *([stream_write] if plugin else [])),
             start_new_session=True,
@@ -944,10 +1017,17 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
 
     assert process.stdout is not None and process.stderr is not None
     status_pipe = os.fdopen(status_read, "rb", buffering=0)
-    sinks = [(process.stdout, stdout_capture.feed), (process.stderr, stderr_capture.feed),
+    stdout_feed = stdout_capture.feed
+    if output_kept is not None:
+        def stdout_feed(chunk: bytes) -> None:
+            stdout_capture.feed(chunk)
+            output_kept.feed(chunk)
+    sinks = [(process.stdout, stdout_feed), (process.stderr, stderr_capture.feed),
              (status_pipe, status.feed)]
     if plugin:
         sinks.append((os.fdopen(stream_read, "rb", buffering=0), stream_kept.feed))
+    feeder = (_Feeder(process.stdin, extra.stdin)
+              if process.stdin is not None and extra.stdin is not None else None)
     bwrap_exit = upper = -1
     refused = None
     try:
@@ -974,7 +1054,7 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
                 _kill_command(status.fields())
         os.close(gate_write)  # unless the program was written, bubblewrap stops at the gate
         gate_write = -1
-        finished = _collect(sinks, bwrap_exit, deadline)
+        finished = _collect(sinks, bwrap_exit, deadline, feeder)
         if not finished:
             if not _kill_command(status.fields()):
                 _kill_bwrap(process)
@@ -995,6 +1075,8 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
             os.close(bwrap_exit)
         for pipe, _feed in sinks:
             pipe.close()
+        if process.stdin is not None:
+            process.stdin.close()
         if cgroup is not None:
             cgroup.remove()
 
@@ -1002,6 +1084,8 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
                       stdout_capture.result(), stderr_capture.result(), process.returncode)
     if plugin:
         result = replace(result, stream=bytes(stream_kept.data))
+    if output_kept is not None:
+        result = replace(result, output=bytes(output_kept.data))
     if upper < 0:
         return result
     try:

@@ -429,6 +429,15 @@ class TurnStopOut(TypedDict):
     terminal: NotRequired[Annotated[TerminalDocument, DescribedBy()]]
 
 
+class HeldoutSuiteOut(Out):
+    """All an agent is shown of a held-out suite (rules §18.1)."""
+
+    name: str
+    version: str = Field(description="the suite version's heldout-suite receipt")
+    files: int
+    cases: int
+
+
 class ProfileOut(Out):
     id: str
     description: str
@@ -439,6 +448,12 @@ class ProfileOut(Out):
                                                    "change (rules §14.3)")
     report: Literal["junit"] | None = Field(description="junit: its runs are judged by their "
                                                         "test report and against the baseline")
+    heldout: HeldoutSuiteOut | None = Field(
+        description="the held-out suite its runs read at /governor-heldout "
+                                  "(rules §18.2): never its files")
+    oracle: HeldoutSuiteOut | None = Field(
+        description="the held-out suite whose cases its runs answer (rules "
+                                  "§18.3): never a case or an expected value")
     receipt: str
 
 

@@ -41,8 +41,42 @@ def _check_string(text: str, path: str) -> None:
         raise JSONValueError(path, "string contains a lone surrogate") from None
 
 
+def _lossless(value: Any, depth: int) -> bool:
+    """Whether `check_json_value` accepts `value`, without building the path of every value
+    on the way (it names the place only once something is refused)."""
+    if depth > MAX_DEPTH:
+        return False
+    kind = type(value)
+    if value is None or kind is bool:
+        return True
+    if kind is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if kind is int:
+        return bool(-MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
+    if kind is float:
+        return (math.isfinite(value)
+                and not (value == 0.0 and math.copysign(1.0, value) < 0)
+                and not (value.is_integer() and MAX_SAFE_INTEGER < abs(value) < 1e21))
+    if kind is list:
+        return all(_lossless(item, depth + 1) for item in value)
+    if kind is dict:
+        return all(type(key) is str and _lossless(key, depth)
+                   and _lossless(item, depth + 1) for key, item in value.items())
+    return False
+
+
 def check_json_value(value: Any, path: str = "", depth: int = 0) -> None:
     """Rule 1.2: refuse anything that would not survive a JSON round trip exactly."""
+    if _lossless(value, depth):
+        return
+    _check_json_value(value, path, depth)
+
+
+def _check_json_value(value: Any, path: str, depth: int) -> None:
     if depth > MAX_DEPTH:
         raise JSONValueError(path, f"nested deeper than {MAX_DEPTH} levels")
     if value is None or value is True or value is False:
@@ -64,13 +98,13 @@ def check_json_value(value: Any, path: str = "", depth: int = 0) -> None:
             raise JSONValueError(path, "integer beyond ±(2^53−1)")
     elif kind is list:
         for index, item in enumerate(value):
-            check_json_value(item, f"{path}/{index}", depth + 1)
+            _check_json_value(item, f"{path}/{index}", depth + 1)
     elif kind is dict:
         for key, item in value.items():
             if type(key) is not str:
                 raise JSONValueError(path, f"object key {key!r} is not a string")
             _check_string(key, f"{path}/{_escape(key)}")
-            check_json_value(item, f"{path}/{_escape(key)}", depth + 1)
+            _check_json_value(item, f"{path}/{_escape(key)}", depth + 1)
     else:
         raise JSONValueError(path, f"{kind.__name__} is not a JSON value")
 
@@ -109,6 +143,12 @@ def _no_duplicate_keys(pairs: list[tuple[str, JSONValue]]) -> JSONObject:
     return result
 
 
+# One decoder for every strict read: `json.loads` with hooks builds a new one per call, which
+# costs more than decoding a short line (an oracle run reads one per case).
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=_parse_int,
+                                   parse_float=_parse_float, object_pairs_hook=_no_duplicate_keys)
+
+
 def loads_strict(text: str | bytes) -> Any:
     """Parse JSON text, refusing NaN/Infinity, -0, unsafe integers, duplicate keys, lone
     surrogates and invalid UTF-8. Raises JSONValueError naming the place."""
@@ -118,13 +158,7 @@ def loads_strict(text: str | bytes) -> Any:
         except UnicodeDecodeError as exc:
             raise JSONValueError("", f"body is not valid UTF-8 ({exc.reason})") from None
     try:
-        value = json.loads(
-            text,
-            parse_constant=_refuse_constant,
-            parse_int=_parse_int,
-            parse_float=_parse_float,
-            object_pairs_hook=_no_duplicate_keys,
-        )
+        value = _STRICT_DECODER.decode(text)
     except json.JSONDecodeError as exc:
         raise JSONValueError(
             "", f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, NotRequired, Protocol, TypedDict
 
 from governor.domain.canonical import (
@@ -29,6 +29,7 @@ from governor.domain.canonical import (
 from governor.domain.changes import PROTECTED_CHECK_ID, WorkspaceChange, scope_result
 from governor.domain.documents import Check
 from governor.domain.harness import is_workspace_mutation, tool_result_info
+from governor.domain.heldout import oracle_evidence
 from governor.domain.reports import against_baseline, named
 from governor.domain.tamper import (
     MAX_FILE_BYTES,
@@ -83,6 +84,9 @@ class VerificationRecord:
     baseline: bool = False  # a run on the contract-start tree: never evidence (§14.7)
     report: Mapping[str, Any] | None = None  # a report profile's counts and receipt (§14.6)
     stream_problem: str | None = None  # what its report stream disagreed with (§17.4)
+    oracle: Mapping[str, Any] | None = None  # an oracle profile's verdict (§18.3)
+    # the held-out suite versions it used, by field ("heldout", "oracle"; rules §18)
+    suites: Mapping[str, str] = field(default_factory=dict)
 
 
 class Evidence(Protocol):
@@ -252,6 +256,9 @@ def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord
         baseline=data.get("baseline") is True,
         report=data.get("report") if isinstance(data.get("report"), Mapping) else None,
         stream_problem=_stream_problem(data.get("stream")),
+        oracle=data.get("oracle") if isinstance(data.get("oracle"), Mapping) else None,
+        suites={name: str(data[name].get("version")) for name in ("heldout", "oracle")
+                if isinstance(data.get(name), Mapping)},
     )
 
 
@@ -324,6 +331,8 @@ class _Context:
     # rules §17.2: since the session's reference, which the injected protected-paths check
     # judges (None: the session has none, and it judges `changes`)
     reference_changes: Sequence[WorkspaceChange] | None = None
+    # rules §18: the current version of each held-out suite a profile names, by profile id
+    suite_versions: Mapping[str, Mapping[str, str]] | None = None
 
 
 def _file_exists(check: Check, ctx: _Context) -> tuple[bool, str]:
@@ -426,23 +435,30 @@ class _Window(NamedTuple):
     other_trees: int  # how many results ran on another tree
     other_environment: VerificationRecord | None  # the latest on this tree, another environment
     boundary: int
+    older_suites: int = 0  # results of an earlier version of a held-out suite (rules §18)
 
 
 def _counted_runs(
     check: Check, evidence: Evidence, after_seq: int, current: str,
     tree: TreeKey | None, environments: Mapping[str, str | None],
+    suite_versions: Mapping[str, Mapping[str, str]] | None = None,
 ) -> _Window:
     """Rules 4.10 and 10.3: the last `minCount` fresh runs of the check's profile — started
-    after the mutation boundary, of the profile's current receipt, on the tree judged and, for a
-    profile with an environment, with the environment as it hashes now (`environments`: the
-    digest by profile id, None when it could not be hashed; absent: the profile has none)."""
+    after the mutation boundary, of the profile's current receipt (and, for a profile judged by
+    held-out suites, of their current versions: `suite_versions`, rules §18), on the tree
+    judged and, for a profile with an environment, with the environment as it hashes now
+    (`environments`: the digest by profile id, None when it could not be hashed; absent: the
+    profile has none)."""
     profile, need = check["profile"], _min_count(check)
     boundary = evidence.mutation_boundary(after_seq, profile)
     # A run counts only if it STARTED after the boundary: one that was already running when
     # the workspace changed may have tested the old files, however late it finished.
     runs = [run for run in evidence.verifications_after(profile, boundary)
             if run.started_after_seq >= boundary and not run.baseline]
-    current_runs = [run for run in runs if run.profile_receipt == current]
+    suites = (suite_versions or {}).get(profile)
+    of_receipt = [run for run in runs if run.profile_receipt == current]
+    current_runs = [run for run in of_receipt
+                    if suites is None or dict(run.suites) == dict(suites)]
     # §10.3: a result counts only for the tree it ran on — whatever the log says changed.
     on_tree = [run for run in current_runs if tree is not None and run.tree == tree]
     other = [run for run in current_runs if tree is None or run.tree != tree]
@@ -450,8 +466,9 @@ def _counted_runs(
     fresh = [run for run in on_tree if run.environment == environment
              and (environment is not None or profile not in environments)]
     elsewhere = [run for run in on_tree if run not in fresh]
-    return _Window(fresh[-need:], len(runs) - len(current_runs), other[-1] if other else None,
-                   len(other), elsewhere[-1] if elsewhere else None, boundary)
+    return _Window(fresh[-need:], len(runs) - len(of_receipt), other[-1] if other else None,
+                   len(other), elsewhere[-1] if elsewhere else None, boundary,
+                   len(of_receipt) - len(current_runs))
 
 
 def _short_hex(text: str) -> str:
@@ -487,11 +504,15 @@ def _code_verification_succeeded(check: Check, ctx: _Context) -> tuple[bool, str
     if current is None:
         return False, f"Profile {profile!r} is not configured in this project."
     window = _counted_runs(check, ctx.evidence, ctx.after_seq, current, ctx.tree,
-                           ctx.environments)
+                           ctx.environments, ctx.suite_versions)
     passed_count = sum(1 for run in window.runs if run.passed)
     stale = window.stale
     notes = (f"; {stale} stale result{'s' if stale != 1 else ''} of an edited profile ignored"
              if stale else "")
+    if window.older_suites:
+        count = window.older_suites
+        notes += (f"; {count} result{'s' if count != 1 else ''} of an earlier version of its "
+                  "held-out suite ignored")
     if window.other_tree is not None:
         count = window.other_trees
         notes += (f"; {count} result{'s' if count != 1 else ''} of another tree ignored "
@@ -514,7 +535,9 @@ def _code_verification_succeeded(check: Check, ctx: _Context) -> tuple[bool, str
     held = count == need and passed_count == need
     if not held and (why := _why_failed(window.runs[-1], ctx)):
         summary = summary[:-1] + f"; {why}."
-    if held and any(run.report is not None for run in window.runs):
+    if held and (last := window.runs[-1]).oracle is not None:
+        summary = summary[:-1] + f"; {oracle_evidence(last.oracle)}."
+    if held and any(run.report is not None or run.oracle is not None for run in window.runs):
         held, against = _against_baseline(profile, window.runs, ctx)
         summary = summary[:-1] + f"; {against}."
     return held, summary
@@ -535,6 +558,8 @@ def _why_failed(run: VerificationRecord, ctx: _Context) -> str:
                 f"(bad-report: {run.stream_problem}): code in the runner's process ended it "
                 "early or changed the report or the runner — remove that and make the real "
                 "fix, or abstain")
+    if run.oracle is not None and kind in ("bad-output", "outputs-differ", "exit", "timeout"):
+        return oracle_evidence(run.oracle, inputs=True)
     if kind in ("no-report", "bad-report"):
         return (f"the last run left {'no' if kind == 'no-report' else 'no usable'} test report "
                 f"({kind}): the test runner ended before it reported (code that exits the "
@@ -635,6 +660,7 @@ def evaluate_check(
     require_discriminating: bool = False,
     scanned: Sequence[WorkspaceChange] | None = None,
     reference_changes: Sequence[WorkspaceChange] | None = None,
+    suite_versions: Mapping[str, Mapping[str, str]] | None = None,
 ) -> CheckResult:
     """One stored check's result on the tree `workspace` was hashed to (`tree`, its
     reference; `environments`: the environment digests of the profiles that declare one, see
@@ -644,7 +670,7 @@ def evaluate_check(
     check_id, kind = str(check.get("id")), str(check.get("kind"))
     ctx = _Context(after_seq, evidence, workspace, tree_key(tree), current_profile_receipts,
                    max_file_bytes, environments or {}, changes, require_discriminating,
-                   scanned, reference_changes)
+                   scanned, reference_changes, suite_versions)
     findings: list[dict[str, object]] | None = None
     try:
         evaluator = _EVALUATORS.get(kind)
@@ -672,6 +698,7 @@ def runs_counted(
     current_profile_receipts: Mapping[str, str],
     tree: Mapping[str, str] | None,
     environments: Mapping[str, str | None] | None = None,
+    suite_versions: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[VerificationRecord]:
     """The runs an attempt on `tree` evaluated now counts for the contract's code checks
     (rules 4.10 and 10.3), in check order: what a terminal's attestation lists."""
@@ -681,7 +708,7 @@ def runs_counted(
         current = current_profile_receipts.get(str(check.get("profile")))
         if check.get("kind") == "code_verification_succeeded" and current is not None:
             counted += _counted_runs(check, evidence, after_seq, current, tree_key(tree),
-                                     environments or {}).runs
+                                     environments or {}, suite_versions).runs
     return counted
 
 
@@ -698,6 +725,7 @@ def evaluate_checks(
     require_discriminating: bool = False,
     scanned: Sequence[WorkspaceChange] | None = None,
     reference_changes: Sequence[WorkspaceChange] | None = None,
+    suite_versions: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[CheckResult]:
     """Every check of a stored contract (any version), in declaration order, on `tree`
     (`changes`: since the contract start; `reference_changes`: since the session's reference,
@@ -717,6 +745,7 @@ def evaluate_checks(
             require_discriminating=require_discriminating,
             scanned=scanned,
             reference_changes=reference_changes,
+            suite_versions=suite_versions,
         )
         for check in contract["checks"]
     ]

@@ -84,15 +84,18 @@ class ClaimCoverage(TypedDict):
     requiredSources: int
 
 
-def evidence_source(check: Check) -> str:
-    """Where a check's evidence comes from: one file, the session trajectory or a profile."""
+def evidence_source(check: Check, heldout: Mapping[str, str] | None = None) -> str:
+    """Where a check's evidence comes from: one file, the session trajectory, a profile — or,
+    for a profile judged by a held-out suite (`heldout`: the suite's name by profile id), the
+    suite: every profile judged by one suite is one source (rules §18.4)."""
     kind = check["kind"]
     if kind in FILE_CHECK_KINDS:
         return f"workspace-file:{normalise_path(check['path'])}"
     if kind in TOOL_CHECK_KINDS:
         return TRAJECTORY_SOURCE
     if kind == "code_verification_succeeded":
-        return f"trusted-profile:{check['profile']}"
+        suite = (heldout or {}).get(str(check["profile"]))
+        return f"heldout:{suite}" if suite else f"trusted-profile:{check['profile']}"
     if kind in SCOPE_CHECK_KINDS or kind == TAMPER_CHECK_KIND:  # both read the changes
         return CHANGES_SOURCE
     raise ValueError(f"unknown check kind {kind!r}")
@@ -106,14 +109,15 @@ def _score(covered: int, total: int) -> Score:
 def assess(
     objective: str, claims: Sequence[Claim], checks: Sequence[Check], *,
     baselines: Mapping[str, str] | None = None, require_discriminating: bool = False,
+    heldout: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The coverage assessment of §5, with its receipt. With `baselines` (each check's result on
     the contract-start state, §14.5: `fails`, `passes` or `unknown`), a critical claim none of
     whose checks fails there does not tell done from not done: a warning, or an error when the
     project requires discriminating evidence. The baselines are part of the assessment (and so
-    of its receipt)."""
+    of its receipt). `heldout`: the held-out suite judging each profile that has one (§18.4)."""
     checks_by_id = {check["id"]: check for check in checks}
-    sources = {check["id"]: evidence_source(check) for check in checks}
+    sources = {check["id"]: evidence_source(check, heldout) for check in checks}
     users: dict[str, list[str]] = {check["id"]: [] for check in checks}
     for claim in claims:
         for check_id in claim["checkIds"]:

@@ -17,6 +17,10 @@ Input (snake_case, as an operator form or API sends it)::
       "report": "junit",                 # optional; the command writes a JUnit report
       "plugin_autoload": false,          # optional; a report profile's pytest loads installed
                                          #   plugins itself (off: PYTEST_DISABLE_PLUGIN_AUTOLOAD)
+      "heldout": "hidden-tests",         # optional; a held-out suite mounted read-only at
+                                         #   /governor-heldout (rules §18.2)
+      "oracle": "golden-outputs",        # optional; a held-out suite whose cases the command
+                                         #   answers on stdout (rules §18.3)
       "show_output_to_reviewers": false  # optional; output policy, does not change how it runs
     }
 
@@ -45,8 +49,9 @@ when a run starts, as exclusions are the project's): ≤ 16 of them, none inside
 
 The definition (camelCase) holds exactly what changes how the command runs; its receipt is the
 profile receipt. Description, `required` and the output policy are not part of it. Fields added
-after the first version (`environment`, `protectedPaths`, `report`, `pluginAutoload`) enter the
-definition only when set, so the receipts of profiles that do not use them never changed.
+after the first version (`environment`, `protectedPaths`, `report`, `pluginAutoload`, `heldout`,
+`oracle`) enter the definition only when set, so the receipts of profiles that do not use them
+never changed.
 
 Plugin autoload (rules §17.3): a report profile runs with `PYTEST_DISABLE_PLUGIN_AUTOLOAD=1`,
 so pytest loads no plugin merely because an installed package's metadata (a `*.dist-info`
@@ -63,6 +68,7 @@ from typing import Any, NotRequired, TypedDict
 from governor.domain.canonical import receipt
 from governor.domain.contracts import PROFILE_ID_RE, patterns_problem
 from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
+from governor.domain.heldout import suite_name_problem
 from governor.domain.reports import FORMATS as REPORT_FORMATS
 
 MAX_ID_CHARS = 128
@@ -110,6 +116,8 @@ FIELDS = frozenset(
         "protected_paths",
         "report",
         "plugin_autoload",
+        "heldout",
+        "oracle",
         "show_output_to_reviewers",
     }
 )
@@ -143,6 +151,8 @@ class ProfileDefinition(TypedDict):
     protectedPaths: NotRequired[list[str]]
     report: NotRequired[str]
     pluginAutoload: NotRequired[bool]
+    heldout: NotRequired[str]
+    oracle: NotRequired[str]
 
 
 class ProfileError(FieldsInvalid):
@@ -361,6 +371,17 @@ def _report(errors: FieldErrors, value: Any) -> str | None:
     return value if value in REPORT_FORMATS else None
 
 
+def _suite(errors: FieldErrors, path: str, value: object) -> str | None:
+    """A held-out suite's name (rules §18.2, §18.3); whether the project has it is checked
+    where the profile is stored."""
+    if value in (None, ""):
+        return None
+    if (problem := suite_name_problem(value)) is not None:
+        errors.add(path, problem)
+        return None
+    return str(value)
+
+
 def validate_profile(raw: object) -> dict[str, Any]:
     """§8: the profile `raw` describes, with every default filled in (snake_case), or
     ProfileError listing every failing field."""
@@ -384,6 +405,8 @@ def validate_profile(raw: object) -> dict[str, Any]:
         "protected_paths": _protected_paths(errors, raw.get("protected_paths", [])),
         "report": _report(errors, raw.get("report")),
         "plugin_autoload": _boolean(errors, "plugin_autoload", raw.get("plugin_autoload", False)),
+        "heldout": _suite(errors, "heldout", raw.get("heldout")),
+        "oracle": _suite(errors, "oracle", raw.get("oracle")),
         "show_output_to_reviewers": _boolean(
             errors, "show_output_to_reviewers", raw.get("show_output_to_reviewers", False)
         ),
@@ -393,6 +416,11 @@ def validate_profile(raw: object) -> dict[str, Any]:
     if profile["plugin_autoload"] and raw.get("report") in (None, ""):
         errors.add("plugin_autoload", "applies only to a report profile (rules §17.3: only "
                                       "those run with plugin autoload off)")
+    if profile["oracle"] and raw.get("report") not in (None, ""):
+        errors.add("oracle", "an oracle profile is judged by its outputs, not a test report: "
+                             "leave report out (rules §18.3)")
+    if profile["oracle"] and profile["sandbox_mode"] == "workspace-write":
+        errors.add("oracle", "an oracle profile only reads: its sandbox_mode must be read-only")
     if errors.items:
         raise ProfileError(errors.items)
     return profile
@@ -420,6 +448,10 @@ def profile_definition(validated: dict[str, Any]) -> ProfileDefinition:
         definition["report"] = validated["report"]
     if validated["plugin_autoload"]:
         definition["pluginAutoload"] = True
+    if validated["heldout"]:
+        definition["heldout"] = validated["heldout"]
+    if validated["oracle"]:
+        definition["oracle"] = validated["oracle"]
     return definition
 
 

@@ -64,11 +64,20 @@ def store_spooled(project: Project, blob: str, path: str) -> None:
         store().save(blob_name(project, blob), Spooled(handle, name=path))
 
 
-def blob_read(project: Project | int, blob: str) -> bytes:
-    """The bytes of a blob the project holds, checked against its id; Unavailable when the store
-    fails or returns other bytes."""
+def heldout_blob_name(project: Project | int, blob: str) -> str:
+    """Where a held-out suite's file lives (rules §18.1): a prefix of its own, apart from the
+    blobs agents upload and name (`blob_name`), so no agent route can ask whether it is there,
+    and garbage collection, which walks `Blob` rows, never sees it."""
+    project_id = project if isinstance(project, int) else project.pk
+    return f"heldout/{project_id}/{blob[:2]}/{blob}"
+
+
+def blob_read(project: Project | int, blob: str, *, heldout: bool = False) -> bytes:
+    """The bytes of a blob the project holds (a held-out one under its own prefix), checked
+    against its id; Unavailable when the store fails or returns other bytes."""
+    name = heldout_blob_name(project, blob) if heldout else blob_name(project, blob)
     try:
-        with store().open(blob_name(project, blob), "rb") as handle:
+        with store().open(name, "rb") as handle:
             data: bytes = handle.read()
     except Exception as exc:
         raise store_outage(f"read of {blob}", exc) from None

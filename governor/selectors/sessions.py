@@ -7,6 +7,7 @@ from typing import Any
 
 from governor.domain import attempts, lifecycle
 from governor.models import Event, Project, Session, SessionState
+from governor.selectors.heldout import suite_agent_view
 from governor.selectors.reviews import (
     decision_message,
     request_message,
@@ -17,7 +18,7 @@ from governor.selectors.reviews import (
     terminal_decision,
 )
 from reviews.models import Review, Stage, Status
-from verification.models import VerifierProfile
+from verification.models import HeldoutSuite, VerifierProfile
 
 EVENTS_MAX_LIMIT = 5000
 
@@ -117,9 +118,16 @@ def events_page(session: Session, *, after: int, limit: int) -> dict[str, object
 
 
 def code_profiles(project: Project) -> list[dict[str, object]]:
-    """What an agent may run, by name. Never the command or its environment."""
+    """What an agent may run, by name. Never the command or its environment; of a held-out
+    suite it names (rules §18.1), only the suite's name, version receipt and counts."""
+    suites = {suite.name: suite_agent_view(suite.version) for suite in
+              HeldoutSuite.objects.filter(project=project, version__isnull=False)
+              .select_related("version")
+              if suite.version is not None}
     return [{"id": p.profile_id, "description": p.description, "required": p.required,
              "timeout_ms": p.timeout_ms, "sandbox_mode": p.sandbox_mode,
              "protected_paths": list(p.protected_paths), "report": p.report or None,
+             "heldout": suites.get(p.heldout) if p.heldout else None,
+             "oracle": suites.get(p.oracle) if p.oracle else None,
              "receipt": p.receipt}
             for p in VerifierProfile.objects.filter(project=project).order_by("profile_id")]

@@ -34,6 +34,7 @@ from governor.models import (
 )
 from governor.selectors.drafts import draft_receipt_used
 from governor.selectors.evidence import DatabaseEvidence
+from governor.selectors.heldout import heldout_sources, suite_versions
 from governor.selectors.outcomes import outcome_binding, outcome_words
 from governor.selectors.profiles import (
     profile_protected_paths,
@@ -181,8 +182,8 @@ def _assessment(session: Session, state: SessionState, proposal: domain.Proposal
     baselines, judged = _baselines(session, state, proposal, tree)
     return coverage.assess(proposal.objective, proposal.claims, proposal.checks,
                            baselines=baselines,
-                           require_discriminating=session.project.require_discriminating_evidence
-                           ), judged
+                           require_discriminating=session.project.require_discriminating_evidence,
+                           heldout=heldout_sources(session.project)), judged
 
 
 def _refuse_imported(session: Session) -> None:
@@ -368,6 +369,7 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
     current_profiles, declared = profiles_judging(project, {
         str(check.get("profile")) for check in contract["checks"]
         if check.get("kind") == "code_verification_succeeded"})
+    suites = suite_versions(project)
     environments: dict[str, str | None] = {}
     changes: list[WorkspaceChange] | None = None
     try:
@@ -402,7 +404,7 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
                     max_file_bytes=project.max_file_bytes, environments=environments,
                     changes=changes, scanned=scanned,
                     require_discriminating=project.require_discriminating_evidence,
-                    reference_changes=since_reference,
+                    reference_changes=since_reference, suite_versions=suites,
                 ))
     except TreeUnavailable as exc:  # §10: nothing is judged on part of a workspace
         judged, results = None, unjudged_results(contract, str(exc))
@@ -421,7 +423,7 @@ def _attempt(session: Session, state: SessionState, *, token: AgentToken, trigge
                                      project.delivery_review)),
                              results=list(results))
     runs = runs_counted(contract, evidence=evidence, current_profile_receipts=current_profiles,
-                        tree=judged, environments=environments)
+                        tree=judged, environments=environments, suite_versions=suites)
     evidence_used = TerminalEvidence(
         attempt_receipt=attempt["receipt"], tree=judged,
         profile_receipts=[run.profile_receipt for run in runs],

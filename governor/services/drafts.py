@@ -28,6 +28,7 @@ from governor.lib.errors import Invalid, Unavailable
 from governor.lib.provider_streams import SSEDecoder, StreamResult, stream_reader
 from governor.models import DraftRoute, Project, Session
 from governor.selectors.drafts import drafting_required
+from governor.selectors.heldout import heldout_sources
 from governor.services.events import (
     governor_event_append,
     session_locked,
@@ -203,7 +204,8 @@ def draft_create(*, session: Session, body: object) -> DraftCreated:
         log.warning("draft refused: session=%s provider=%s model=%s code=%s reason=%s",
                     session.pk, route.provider, route.model, exc.code, exc.reason)
         raise
-    assessment = coverage.assess(proposal.objective, proposal.claims, proposal.checks)
+    assessment = coverage.assess(proposal.objective, proposal.claims, proposal.checks,
+                                 heldout=heldout_sources(project))
     with session_locked(session) as state:
         document = domain.draft_document(
             draft_id=f"draft-{uuid.uuid4()}", session_id=str(session.pk), proposal=proposal,

@@ -7,8 +7,10 @@ from typing import Any, TypeVar
 
 from django.db import transaction
 
+from governor.domain.profiles import ProfileError
 from governor.models import Project
-from verification.models import VersionedProfile
+from governor.selectors.heldout import suites_unknown
+from verification.models import VerifierProfile, VersionedProfile
 
 P = TypeVar("P", bound=VersionedProfile[Any])
 
@@ -19,7 +21,11 @@ def profile_store(*, model: type[P], project: Project, validated: dict[str, Any]
     validator's output, validated once where the input arrived (the admin's form, a file);
     (profile, changed). Its definition is stored with its receipt in its `versions`, where runs
     and bindings copy it from: it is never validated again. A receipt it already had makes no
-    new version, so every receipt it ever had stays readable with the definition it covered."""
+    new version, so every receipt it ever had stays readable with the definition it covered.
+    A verifier profile naming a held-out suite the project does not have is refused
+    (ProfileError naming `heldout` or `oracle`)."""
+    if model is VerifierProfile and (unknown := suites_unknown(project, validated)):
+        raise ProfileError(unknown)  # rules §18.2, §18.3: a suite the project does not have
     columns, definition, receipt = model.stored(validated)
     fields = {**columns, "receipt": receipt}
     with transaction.atomic():

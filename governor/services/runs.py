@@ -10,6 +10,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,6 +22,14 @@ from django.utils import timezone
 from governor.domain import lifecycle
 from governor.domain.changes import PROTECTED_CHECK_ID, protected_check
 from governor.domain.documents import ContractDocument
+from governor.domain.heldout import (
+    MAX_ORACLE_OUTPUT_BYTES,
+    Case,
+    SuiteError,
+    oracle_judged,
+    oracle_stdin,
+)
+from governor.domain.profiles import ProfileDefinition
 from governor.domain.runner_control import in_force
 from governor.domain.tree import tree_reference
 from governor.domain.verification import infrastructure_record, run_result
@@ -31,11 +40,18 @@ from governor.domain.workspace import (
 )
 from governor.lib import metrics
 from governor.lib.errors import Conflict, NotFound, Unavailable
+from governor.lib.heldout import heldout_directory
 from governor.lib.materialise import tree_changes_apply
 from governor.lib.notify import announce_on_commit, run_topic, session_topic
 from governor.lib.queue import task_send_on_commit
 from governor.lib.reports import report_directory, report_judged
 from governor.models import Session, SessionState, WorkspaceKind
+from governor.selectors.heldout import (
+    suite_agent_view,
+    suite_current,
+    suite_version_cases,
+    suite_version_files,
+)
 from governor.selectors.snapshots import tree_named
 from governor.services.events import (
     governor_event_append,
@@ -48,7 +64,12 @@ from governor.services.trees import (
     run_tree,
     tree_written,
 )
-from verification.models import RunState, VerificationRun, VerifierProfile
+from verification.models import (
+    HeldoutSuiteVersion,
+    RunState,
+    VerificationRun,
+    VerifierProfile,
+)
 from verification.sandbox import run_sandboxed
 
 log = logging.getLogger(__name__)
@@ -69,9 +90,11 @@ def run_request(*, session: Session, profile_id: str, tree: str | None = None) -
                                              profile_id=profile_id).first()
     if profile is None:
         raise NotFound(f"no verifier profile {profile_id!r} in project {session.project.slug}")
+    definition = profile.definition()
     run = VerificationRun.objects.create(session=session, profile=profile,
                                          profile_receipt=profile.receipt,
-                                         definition=profile.definition(), tree=tree or "")
+                                         definition=definition, tree=tree or "",
+                                         **_suites(session, definition))
 
     def unqueued(exc: Exception) -> None:
         run.delete()  # it never started: nothing to record
@@ -95,17 +118,29 @@ def runs_request_baseline(*, session: Session, contract: ContractDocument) -> li
     named = {str(check["profile"]) for check in contract["checks"]
              if check.get("kind") == "code_verification_succeeded"}
     queued = []
-    for profile in VerifierProfile.objects.filter(project=session.project, profile_id__in=named,
-                                                  ).exclude(report="").order_by("profile_id"):
+    judged = Q(report__gt="") | Q(oracle__gt="")  # a report (§14.7) or per-case verdicts (§18.3)
+    for profile in VerifierProfile.objects.filter(judged, project=session.project,
+                                                  profile_id__in=named).order_by("profile_id"):
+        definition = profile.definition()
         run = VerificationRun.objects.create(
             session=session, profile=profile, profile_receipt=profile.receipt,
-            definition=profile.definition(), tree=start["id"],
-            tree_exclusions=start["exclusions"], baseline=True)
+            definition=definition, tree=start["id"],
+            tree_exclusions=start["exclusions"], baseline=True,
+            **_suites(session, definition))
         task_send_on_commit(RUN_TASK, str(run.pk), on_failure=_baseline_unqueued(run))
         queued.append(run)
     if queued:
         announce_on_commit(session_topic(session.pk))
     return queued
+
+
+def _suites(session: Session, definition: ProfileDefinition
+            ) -> dict[str, HeldoutSuiteVersion | None]:
+    """Rules §18.2, §18.3: the current versions of the held-out suites a profile names, which
+    its run mounts or answers (None when the profile names none, or the suite is gone: the run
+    then fails as `infrastructure`, saying so)."""
+    return {field: suite_current(session.project, str(definition.get(field)))
+            if definition.get(field) else None for field in ("heldout", "oracle")}
 
 
 def _baseline_unqueued(run: VerificationRun) -> Callable[[Exception], None]:
@@ -272,23 +307,38 @@ def run_execute(run: VerificationRun) -> None:
     keeps_changes = writes and not run.baseline and session.workspace_kind != WorkspaceKind.SNAPSHOT
     start = (run.tree, run.tree_exclusions) if run.baseline else None
     try:
+        suites = _suites_read(run)
+    except SuiteUnavailable as exc:
+        run_finish(run=run, record=_infrastructure(run, str(exc)), detail=str(exc))
+        return
+    try:
         with run_tree(session, run.tree or None, writable=writes, start=start,
                       environment=definition.get("environment", []),
                       overlay=_run_overlay(run)) as given, \
-                report_directory(definition) as report_dir:
+                report_directory(definition) as report_dir, \
+                heldout_directory(suites.files) as heldout_dir:
             copy = given.workspace
-            result = run_sandboxed(definition, copy.root, copy.recorded_identity,
-                                   directory=copy.directory, report=report_dir,
-                                   write_bytes=settings.GOVERNOR_RUN_WRITE_BYTES)
+            result = run_sandboxed(
+                definition, copy.root, copy.recorded_identity, directory=copy.directory,
+                report=report_dir, write_bytes=settings.GOVERNOR_RUN_WRITE_BYTES,
+                heldout=heldout_dir,
+                stdin=oracle_stdin(suites.cases) if suites.cases is not None else None,
+                keep_stdout=MAX_ORACLE_OUTPUT_BYTES if suites.cases is not None else None)
             record: dict[str, Any] = {**result.record(), "treeBefore": given.tree,
                                       "tree": given.tree, "environment": given.environment}
             if run.baseline:
                 record["baseline"] = True
             if given.overlay is not None:
                 record["overlay"] = given.overlay
+            if run.heldout is not None:
+                record["heldout"] = suite_agent_view(run.heldout)
             detail, tests = result.detail, None
             if report_dir is not None:
                 detail, tests = report_judged(record, report_dir, detail, result.stream)
+            if suites.cases is not None and run.oracle is not None:
+                judged, tests = oracle_judged(record, suites.cases,
+                                              suite_agent_view(run.oracle), result.output)
+                detail = f"{detail}; {judged}" if detail and judged else detail or judged
             if keeps_changes:
                 record["tree"], detail = _changes_kept(session, given, record["passed"], detail)
                 if record["tree"] is None and record["passed"]:
@@ -303,6 +353,35 @@ def run_execute(run: VerificationRun) -> None:
             run_finish(run=run, record=record, output_tail=tail, detail=detail, tests=tests)
     except TreeUnavailable as exc:
         run_finish(run=run, record=_infrastructure(run, str(exc)), detail=str(exc))
+
+
+class SuiteUnavailable(Exception):
+    """A held-out suite a run needs is gone, or its bytes cannot be read from the store."""
+
+
+@dataclass(frozen=True)
+class _SuitesRead:
+    files: list[tuple[str, str, bytes]] | None  # mounted at /governor-heldout (rules §18.2)
+    cases: tuple[Case, ...] | None  # answered on stdin (rules §18.3)
+
+
+def _suites_read(run: VerificationRun) -> _SuitesRead:
+    """The held-out files and cases a run needs, read from the blob store by the worker (they
+    never pass through the agent's tree)."""
+    definition = run.definition
+    for field in ("heldout", "oracle"):
+        if definition.get(field) and getattr(run, field) is None:
+            raise SuiteUnavailable(f"the held-out suite {definition[field]!r} the profile "
+                                   f"names as {field} is not loaded in this project")
+    try:
+        files = suite_version_files(run.heldout) if run.heldout is not None else None
+        cases = suite_version_cases(run.oracle) if run.oracle is not None else None
+    except (Unavailable, SuiteError) as exc:
+        raise SuiteUnavailable(f"the held-out suite could not be read: {exc}") from None
+    if cases is not None and not cases:
+        raise SuiteUnavailable(f"the held-out suite {definition['oracle']!r} has no cases "
+                               "(cases.jsonl) for the oracle to answer")
+    return _SuitesRead(files, cases)
 
 
 def _run_overlay(run: VerificationRun) -> Overlay | None:

@@ -52,7 +52,7 @@ def test_profiles_list_never_shows_argv_or_env(
     add_profile(project, "lint", ["ruff", "check"], env={"CI": "1"})
     [listed] = worker.client.get("/code-profiles").json()["profiles"]
     assert set(listed) == {"id", "description", "required", "timeout_ms", "sandbox_mode",
-                           "protected_paths", "report", "receipt"}
+                           "protected_paths", "report", "heldout", "oracle", "receipt"}
 
 
 def test_a_run_records_its_result_without_the_output(

@@ -1,12 +1,13 @@
 """docs/operations.md, "A careful operator's configuration": its shell block and its profile
-file run as written against a served project, and the profile's real sandbox run judges the work
-— the baseline runs pytest and fails the test the task is about (never `infrastructure`), the
-fixed package passes, and the contract is certified. B13 (bench/b13_cheater.py) reads the same
-two blocks."""
+file run as written against a served project, and the profiles' real sandbox runs judge the work
+— the baselines run pytest and the held-out expected outputs and fail what the task is about
+(never `infrastructure`), the fixed package passes both, and the contract is certified. B13
+(bench/b13_cheater.py) reads the same two blocks."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -21,10 +22,15 @@ from tests.live import live_server
 pytestmark = pytest.mark.sandbox  # the profile's runs go through bubblewrap
 
 SECTION = "A careful operator's configuration"
-BUGGY = "def mul(a, b):\n    return a + b\n"
-FIXED = "def mul(a, b):\n    return a * b\n"
-TESTS = ("from calc import mul\n\n\ndef test_mul_small():\n    assert mul(2, 2) == 4\n\n\n"
-         "def test_mul():\n    assert mul(3, 4) == 12\n")
+# The worked example's package (docs/heldout.md), whose suite the block loads by default.
+PACKAGE = ROOT / "docs" / "examples" / "heldout" / "textstats"
+FIXED = (PACKAGE / "core.py").read_text()
+BUGGY = FIXED.replace("    if len(ordered) % 2:\n        return ordered[middle]\n"
+                      "    return (ordered[middle - 1] + ordered[middle]) / 2\n",
+                      "    return ordered[middle]\n")
+TESTS = ("from textstats import median\n\n\ndef test_median_odd():\n"
+         "    assert median([3, 1, 2]) == 2\n\n\n"
+         "def test_median_even():\n    assert median([4, 1, 3, 2]) == 2.5\n")
 
 
 def careful_blocks() -> tuple[Block, Block]:
@@ -42,20 +48,25 @@ def test_the_careful_configuration_sets_every_careful_choice() -> None:
     for option in ("--review-mode off", "--unattended-evidence operator",
                    "--require-discriminating on", "--protected-paths", "governor_profiles load"):
         assert option in shell.text, option
-    (profile,) = json.loads(profiles.text)["profiles"]
+    profile, outputs = json.loads(profiles.text)["profiles"]
     assert profile["report"] == "junit" and profile["required"] is True
     assert "environment" not in profile  # it would need an excluded .venv in every workspace
+    assert "governor_heldout load" in shell.text
+    assert outputs["oracle"] == outputs["heldout"] == "expected-outputs"
+    assert outputs["required"] is True
 
 
-def wait_for_baseline(client: httpx.Client, session: str, after: int) -> dict[str, Any]:
+def wait_for_baseline(client: httpx.Client, session: str, after: int,
+                      profile: str = "pytest") -> dict[str, Any]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         events = client.get(f"/sessions/{session}/events", params={"after": after}).json()
         for event in events["events"]:
-            if event["type"] == "reliability/code-verification" and event["data"]["baseline"]:
+            if (event["type"] == "reliability/code-verification" and event["data"]["baseline"]
+                    and event["data"]["profile"] == profile):
                 return dict(event["data"])
         time.sleep(0.3)
-    raise AssertionError("the baseline run never finished")
+    raise AssertionError(f"the baseline run of {profile} never finished")
 
 
 def test_rule_17_the_careful_blocks_run_as_written_and_their_profile_judges_the_work(
@@ -74,12 +85,13 @@ def test_rule_17_the_careful_blocks_run_as_written_and_their_profile_judges_the_
                               env={**live.env, "PROJECT": "careful",
                                    "PROFILES": str(profile_file)})
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "1 changed" in done.stdout
+        assert "2 changed" in done.stdout and "a new version" in done.stdout
 
-        workspace = live.workspace_root / "calc"
+        workspace = live.workspace_root / "textstats"
         (workspace / "tests").mkdir(parents=True)
-        (workspace / "calc.py").write_text(BUGGY)
-        (workspace / "tests" / "test_calc.py").write_text(TESTS)
+        shutil.copytree(PACKAGE, workspace / "textstats")
+        (workspace / "textstats" / "core.py").write_text(BUGGY)
+        (workspace / "tests" / "test_median.py").write_text(TESTS)
         with httpx.Client(base_url=live.url + "/api/v1", timeout=70,
                           headers={"Authorization": f"Bearer {token}"}) as client:
             project = client.get("/project").json()
@@ -90,24 +102,28 @@ def test_rule_17_the_careful_blocks_run_as_written_and_their_profile_judges_the_
             session = client.post("/sessions", json={"workspace": {
                 "kind": "path", "path": str(workspace)}}).json()["id"]
             begun = client.post(f"/sessions/{session}/code-contracts", json={
-                "objective": "Fix mul",
-                "claims": [{"id": "mul-fixed", "statement": "The tests pass",
+                "objective": "Fix median for an even number of values",
+                "claims": [{"id": "median-fixed", "statement": "The tests pass",
                             "importance": "critical", "verification": "deterministic",
                             "check_ids": ["tests-pass"]}],
                 "checks": [{"id": "tests-pass", "kind": "code_verification_succeeded",
                             "profile": "pytest"}]})
             assert begun.status_code == 201, begun.text
-            baseline = wait_for_baseline(client, session,
-                                         begun.json()["contract"]["startedAtSeq"])
+            started = begun.json()["contract"]["startedAtSeq"]
+            baseline = wait_for_baseline(client, session, started)
             assert baseline["failureKind"] == "exit", baseline  # pytest's 1: a test failed
             assert (baseline["report"]["passed"], baseline["report"]["failed"]) == (1, 1)
+            outputs = wait_for_baseline(client, session, started, "expected-outputs")
+            assert outputs["failureKind"] == "outputs-differ", outputs
+            assert outputs["oracle"]["matched"] == 9 and outputs["oracle"]["cases"] == 12
 
-            (workspace / "calc.py").write_text(FIXED)
-            queued = client.post(f"/sessions/{session}/code-verifications",
-                                 json={"profile": "pytest"}).json()
-            result = client.get(f"/code-verifications/{queued['id']}",
-                                params={"wait": 60}).json()["result"]
-            assert result["passed"] is True, result
-            assert (result["report"]["passed"], result["report"]["failed"]) == (2, 0)
+            (workspace / "textstats" / "core.py").write_text(FIXED)
+            for profile in ("pytest", "expected-outputs"):
+                queued = client.post(f"/sessions/{session}/code-verifications",
+                                     json={"profile": profile}).json()
+                result = client.get(f"/code-verifications/{queued['id']}",
+                                    params={"wait": 60}).json()["result"]
+                assert result["passed"] is True, result
+            assert (result["oracle"]["matched"], result["oracle"]["cases"]) == (12, 12)
             stop = client.post(f"/sessions/{session}/turn-stop").json()
             assert stop["terminal"]["status"] == "certified", stop

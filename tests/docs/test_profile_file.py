@@ -12,8 +12,11 @@ from django.core.management import call_command
 
 from governor.domain.profiles import FIELDS, LIMITS
 from governor.models import Project
+from governor.services.heldout import suite_directory_load
 from tests.docs.markdown import PAGES, ROOT, fenced_blocks
 from verification.models import VerifierProfile
+
+HELDOUT_EXAMPLE = ROOT / "docs" / "examples" / "heldout" / "suite"
 
 
 def documented_example() -> dict:
@@ -25,7 +28,9 @@ def documented_example() -> dict:
 
 def test_the_documented_example_sets_every_field_and_every_limit() -> None:
     full = documented_example()["profiles"][0]
-    assert set(full) == FIELDS
+    # `heldout` and `oracle` name a suite the project must have loaded: they are shown, loaded
+    # as written, under "Held-out suites" (tests/docs/test_careful_operator.py).
+    assert set(full) == FIELDS - {"heldout", "oracle"}
     assert set(full["limits"]) == set(LIMITS)
 
 
@@ -72,9 +77,14 @@ def profile_files_in_the_docs() -> list[tuple[str, dict]]:
 @pytest.mark.parametrize(("where", "document"), profile_files_in_the_docs(),
                          ids=[where for where, _ in profile_files_in_the_docs()])
 def test_every_profile_file_in_the_docs_loads(where: str, document: dict, project: Project,
-                                              tmp_path: Path) -> None:
+                                              tmp_path: Path, private_store: None) -> None:
     path = tmp_path / "profiles.json"
     path.write_text(json.dumps(document))
+    # A profile naming a held-out suite loads once the project has it (rules §18.2): the
+    # worked example's suite stands in for each suite the file names.
+    for name in {profile.get(field) for profile in document["profiles"]
+                 for field in ("heldout", "oracle")} - {None}:
+        suite_directory_load(project=project, name=name, directory=HELDOUT_EXAMPLE)
     out = io.StringIO()
     call_command("governor_profiles", "load", str(path), "--project", project.slug, stdout=out)
     assert f"{len(document['profiles'])} changed" in out.getvalue(), where

@@ -50,6 +50,8 @@ def test_rule_8_a_minimal_profile_gets_every_default() -> None:
         "protected_paths": [],
         "report": None,
         "plugin_autoload": False,
+        "heldout": None,
+        "oracle": None,
         "show_output_to_reviewers": False,
     }
 

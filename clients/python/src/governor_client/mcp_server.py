@@ -260,7 +260,9 @@ def build_server(agent: AgentSession, *, review_wait: int = DEFAULT_REVIEW_WAIT_
     @server.tool()
     async def reliability_code_profiles() -> dict[str, Any]:
         """The trusted verifier profiles you may run by name (id, description, required,
-        timeout, sandbox mode). Commands are configured by operators, never by you."""
+        timeout, sandbox mode, and the held-out suite a profile is judged by: its name, version
+        and counts — its tests and expected outputs are never shown). Commands are configured
+        by operators, never by you."""
         return {"profiles": await _call(agent.client.code_profiles)}
 
     @server.tool()

@@ -229,6 +229,15 @@ class ReviewAnswer(TypedDict):
     message: str | None  # what to do about the revision request or the terminal
 
 
+class HeldoutSuite(TypedDict):
+    """All an agent is shown of a held-out suite: never a file, a case or an expected value."""
+
+    name: str
+    version: str  # the suite version's receipt
+    files: int
+    cases: int
+
+
 class Profile(TypedDict):
     id: str
     description: str
@@ -237,6 +246,8 @@ class Profile(TypedDict):
     sandbox_mode: Literal["read-only", "workspace-write"]
     protected_paths: list[str]  # a contract naming the profile may not change these
     report: Literal["junit"] | None  # judged by its test report, against the baseline run
+    heldout: HeldoutSuite | None  # held-out tests its runs read at /governor-heldout
+    oracle: HeldoutSuite | None  # cases its runs answer; the server judges the outputs
     receipt: str
 
 
