@@ -1,4 +1,4 @@
-"""B15. Held-out expected outputs: what judging them outside the sandbox costs (docs/benchmarks.md).
+"""B16. Held-out expected outputs: what judging them outside the sandbox costs (docs/benchmarks.md).
 
 The worked example's adapter (docs/examples/heldout/suite/adapter.py) answers `--b15-cases`
 cases (1,000 by default: `median`, `mean`, `clamp`, `word_count` of the example's `textstats`
@@ -30,7 +30,7 @@ from typing import Any
 
 from bench.common import markdown_table, median, progress
 
-NAME = "B15"
+NAME = "B16"
 CASES = 1_000
 RUNS = 15
 WARMUP = 2
@@ -42,9 +42,9 @@ EXAMPLE = ROOT / "docs" / "examples" / "heldout"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--b15-cases", type=int, default=CASES,
-                        help=f"B15: cases the adapter answers (default {CASES:,})")
+                        help=f"B16: cases the adapter answers (default {CASES:,})")
     parser.add_argument("--b15-runs", type=int, default=RUNS,
-                        help=f"B15: runs of each arm (default {RUNS})")
+                        help=f"B16: runs of each arm (default {RUNS})")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -96,7 +96,7 @@ def measure(count: int, runs: int) -> dict[str, Any]:
     from verification.sandbox import run_sandboxed
 
     definition = profile_definition(validate_profile({
-        "id": "b15-outputs", "description": "B15: the worked example's adapter",
+        "id": "b16-outputs", "description": "B16: the worked example's adapter",
         "argv": ["/usr/bin/python3", "/governor-heldout/adapter.py", "textstats"],
         "heldout": "b15", "oracle": "b15", "timeout_ms": 120_000}))
     data = cases_text(count)
@@ -144,7 +144,7 @@ def measure(count: int, runs: int) -> dict[str, Any]:
         shutil.rmtree(suite, ignore_errors=True)
     medians = {name: round(median(values), 2) for name, values in times.items()}
     ratio = round(medians["oracle"] / medians["discarded"], 3)
-    progress(f"[B15] {count:,} cases, {runs} runs each: discarded {medians['discarded']:.0f} ms, "
+    progress(f"[B16] {count:,} cases, {runs} runs each: discarded {medians['discarded']:.0f} ms, "
              f"oracle {medians['oracle']:.0f} ms ({ratio:.2f}x)")
     return {"params": {"cases": count, "runs": runs, "warmup": WARMUP, "seed": SEED,
                        "stdin_bytes": len(stdin), "as_root": os.geteuid() == 0},
