@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -15,7 +15,7 @@ from governor.domain.outcomes import STORED_FIELDS as OUTCOME_STORED_FIELDS
 from governor.domain.outcomes import OutcomeProfileError, validate_outcome_profile
 from governor.domain.profiles import TIMEOUT_MS_RANGE, ProfileError, validate_profile
 from governor.models import Project, Role
-from governor.services.profiles import profile_store
+from governor.services.profiles import profile_environment_judged, profile_store
 from verification.models import (
     OutcomeProfile,
     OutcomeProfileVersion,
@@ -86,10 +86,12 @@ class ProfileForm(JSONFieldsForm):
                   "configuration, the scripts it runs. Added to the project's protected paths.")
     environment = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}), required=False,
-        help_text='JSON array of directories the command needs that the project excludes from '
-                  'the tree, e.g. [".venv"]. A run sees the tree and nothing else of the '
-                  'workspace: these are hashed, recorded with every run and copied in beside '
-                  'it; a change to them makes earlier results stale.')
+        help_text='JSON array of directories the command needs beside the tree. Best: an '
+                  'operator directory, an absolute path outside every workspace root (e.g. '
+                  '["/srv/governor/environments/py311"], a venv you built), mounted read-only '
+                  'at the same path. Or a workspace directory the project excludes (e.g. '
+                  '[".venv"]): hashed when the session starts and at every run; a run whose '
+                  'copy differs from the start fails as environment-changed.')
 
     class Meta:
         model = VerifierProfile
@@ -131,6 +133,8 @@ class ProfileForm(JSONFieldsForm):
                 "report": data["report"] or None, "plugin_autoload": data["plugin_autoload"],
                 "show_output_to_reviewers": data["show_output_to_reviewers"]}
 
+    environment_warnings: list[str] = []
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         if not self.errors:
@@ -138,6 +142,14 @@ class ProfileForm(JSONFieldsForm):
                 self.validated = validate_profile(self.raw())
             except ProfileError as exc:
                 self.add_rule_errors(exc.errors)
+        if self.validated is not None and cleaned.get("project") is not None:
+            # rules §17.8: where its environment lies, against the project
+            judged = profile_environment_judged(cleaned["project"], self.validated)
+            for field, message in judged.refused:
+                self.add_error("environment", f"{field}: {message}")
+            if judged.refused:
+                self.validated = None
+            self.environment_warnings = judged.warnings
         return cleaned
 
 
@@ -176,6 +188,8 @@ class OperatedProfileAdmin(admin.ModelAdmin[Any]):
         assert form.validated is not None  # a valid form validated its profile in clean()
         obj.pk = profile_store(model=self.model, project=form.cleaned_data["project"],
                                validated=form.validated)[0].pk
+        for warning in getattr(form, "environment_warnings", []):
+            messages.warning(request, f"Saved with a warning: {warning}")
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_active and operated_projects(request).exists()
