@@ -424,10 +424,14 @@ class _View:
         self.opaque = ("/proc", "/dev", SANDBOX_TMP)
 
     def host_path(self, path: str) -> str | None:
-        if any(path == o or path.startswith(o + "/") for o in self.opaque):
-            return None
+        # An opaque place hides the host below it, except where something is mounted on top
+        # (an operator environment directory under /tmp, say).
+        opaque = max((o for o in self.opaque if path == o or path.startswith(o + "/")),
+                     key=len, default="")
         for point in sorted(self.mounts, key=len, reverse=True):
             if path == point or path.startswith(point.rstrip("/") + "/"):
+                if len(point) <= len(opaque):
+                    return None
                 rest = path[len(point):].lstrip("/")
                 return posixpath.join(self.mounts[point], rest) if rest else self.mounts[point]
         return None

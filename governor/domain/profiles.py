@@ -95,10 +95,13 @@ MAX_ENVIRONMENT_PATHS = 16
 MAX_ENVIRONMENT_PATH_CHARS = 1024
 
 # Where the sandbox mounts its own file systems (verification/sandbox.py): an operator
-# environment directory, mounted at its own path, may be none of them nor hold one.
+# environment directory, mounted at its own path, may be none of them nor hold one, and may not
+# lie inside those the sandbox fills itself (SANDBOX_OWN).
 SANDBOX_PLACES = ("/proc", "/dev", "/tmp", "/workspace", "/governor-report",  # noqa: S108
                   "/governor-stream", "/outcome-data", "/etc", "/usr", "/bin", "/sbin", "/lib",
                   "/lib64")
+SANDBOX_OWN = ("/proc", "/dev", "/workspace", "/governor-report", "/governor-stream",
+               "/outcome-data")
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_NAME_RE = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
@@ -344,9 +347,10 @@ def _operator_path(errors: FieldErrors, path: str, text: str) -> str | None:
                          "segments or backslashes (e.g. /srv/governor/environments/py311)")
         return None
     for place in SANDBOX_PLACES:
-        if text == place or text.startswith(place + "/") or place.startswith(text + "/"):
-            errors.add(path, f"must not be at, under or above {place}, which the sandbox "
-                             "mounts itself")
+        if text == place or place.startswith(text + "/") or (
+                place in SANDBOX_OWN and text.startswith(place + "/")):
+            where = "under" if text.startswith(place + "/") else "at or above"
+            errors.add(path, f"must not be {where} {place}, which the sandbox mounts itself")
             return None
     return text
 

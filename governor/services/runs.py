@@ -173,8 +173,10 @@ def runs_baseline_retry_edited(*, profile: VerifierProfile) -> list[Verification
     that names it and whose baseline is due (`runs_baseline_retry`)."""
     if not profile.report:
         return []
-    sessions = Session.objects.filter(project=profile.project_id, imported=False,
-                                      state__lifecycle__open=True)
+    # Only a session with a baseline run of it can hold a contract whose baseline is due: any
+    # other contract naming it got its first one at activation.
+    sessions = Session.objects.filter(pk__in=VerificationRun.objects.filter(
+        profile=profile, baseline=True).values("session_id"), imported=False)
     return [run for session in sessions
             if (run := runs_baseline_retry(session=session, profile=profile)) is not None]
 
