@@ -15,8 +15,9 @@ sandbox reports (verification/sandbox.py only runs the command and says how it e
                      receipt("code-verification-result", it without receipt)
     operator failure `infrastructure`, `configuration` and `environment-changed` are failures
                      the work did not cause and asking again does not mend (OPERATOR_KINDS):
-                     their record says why in `failureReason` (≤ MAX_REASON_CHARS), worded for
-                     the operator, who can act; every page and the agent's answers show it
+                     their record says why in `failureReason` (≤ MAX_REASON_CHARS; never the
+                     command, which agents do not see: CONFIGURATION_REASON), worded for the
+                     operator, who can act; every page and the agent's answers show it
                      (`environment-changed` also lists `environmentChanges`, rules §17.8)
 """
 
@@ -95,8 +96,17 @@ def not_started(kind: str, sandbox_mode: str) -> dict[str, Any]:
             "durationMs": 0, "sandboxMode": sandbox_mode, **empty}
 
 
-def failure_reason(detail: str) -> str:
-    """An operator failure's `failureReason`: its detail, cut to MAX_REASON_CHARS."""
+# The agent never sees a profile's command (rules §8), so a command that cannot be executed is
+# said without naming it; the run's detail (the timeline, the admin, the log) names it.
+CONFIGURATION_REASON = ("the profile's command cannot be executed in the sandbox (not found, or "
+                        "not executable there)")
+
+
+def failure_reason(detail: str, kind: str = "infrastructure") -> str:
+    """An operator failure's `failureReason`: its detail, cut to MAX_REASON_CHARS — for a
+    `configuration` failure, CONFIGURATION_REASON."""
+    if kind == "configuration":
+        return CONFIGURATION_REASON
     text = " ".join(detail.split())
     return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 1] + "…"
 

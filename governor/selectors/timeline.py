@@ -79,10 +79,11 @@ def session_runs(session: Session) -> dict[str, object]:
             "baseline": run.baseline, "report": result.get("report"),
             "stream": result.get("stream"), "overlay": result.get("overlay"),
             # Who can act on a failure the work did not cause (domain/verification.py): the
-            # operator, told why; a run from before the reason was recorded gives its detail.
+            # operator, told why — the run's detail, which names the command the agent's
+            # `failureReason` does not.
             "operator_failure": result.get("failureKind") in OPERATOR_KINDS,
-            "failure_reason": result.get("failureReason") or (
-                run.detail if result.get("failureKind") in OPERATOR_KINDS else ""),
+            "failure_reason": (run.detail or result.get("failureReason") or "")
+            if result.get("failureKind") in OPERATOR_KINDS else "",
             "output_tail": run.output_tail if run.profile.show_output_to_reviewers else None,
         })
     live = any(run.state in (RunState.QUEUED, RunState.RUNNING) for run in runs)

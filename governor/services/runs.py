@@ -375,7 +375,8 @@ def run_execute(run: VerificationRun) -> None:
             if detail:
                 log.warning("run %s (%s): %s", run.pk, run.profile.profile_id, detail)
             if not record["passed"] and record.get("failureKind") in OPERATOR_KINDS:
-                record["failureReason"] = failure_reason(detail or record["failureKind"])
+                record["failureReason"] = failure_reason(detail or record["failureKind"],
+                                                         record["failureKind"])
             tail = ""
             if run.profile.show_output_to_reviewers:
                 tail = "\n".join(part for part in (result.stdout.tail, result.stderr.tail)

@@ -13,6 +13,7 @@ import pytest
 from django.test import Client
 
 from governor.domain.profiles import validate_profile
+from governor.domain.verification import CONFIGURATION_REASON
 from governor.models import Project
 from governor.services.profiles import profile_store
 from tests.api.test_code_verification import run
@@ -64,14 +65,17 @@ def test_issue_40_a_baseline_that_could_not_run_is_said_to_the_agent_as_the_oper
         broken: Agent) -> None:
     (baseline,) = baselines(broken)
     assert baseline.result["failureKind"] == "configuration"
-    assert f"{MISSING} does not exist in the sandbox" in baseline.result["failureReason"]
+    # The agent never sees the profile's command (rules §8): the reason does not name it.
+    assert baseline.result["failureReason"] == CONFIGURATION_REASON
+    assert MISSING in baseline.detail  # the operator's detail does
     stop = broken.client.post(f"/sessions/{broken.id}/turn-stop", {}).json()
     assert stop["action"] == "steer"
     message = stop["message"]
     evidence = evidence_of(stop, "code-profile-unit-tests")
     assert evidence.startswith("Its baseline run on the contract-start tree of profile "
                                "'unit-tests' could not run (configuration: ")
-    assert MISSING in evidence and "This is the operator's to fix" in evidence
+    assert CONFIGURATION_REASON in evidence and "This is the operator's to fix" in evidence
+    assert MISSING not in message
     assert "Tell the user exactly what the operator must fix" in message
     assert "ask for one with reliability_code_verify" not in message
     assert "Then verify again" not in message
