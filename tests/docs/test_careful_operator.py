@@ -1,5 +1,7 @@
 """docs/operations.md, "A careful operator's configuration": its shell block and its profile
-file run as written against a served project, and the profile's real sandbox run judges the work
+file run as written against a served project (the operator's venv, which the shell block makes,
+moved under the test's own directory: `ENVIRONMENT` and the one path in the profile), and the
+profile's real sandbox run — pytest from that venv, mounted read-only — judges the work
 — the baseline runs pytest and fails the test the task is about (never `infrastructure`), the
 fixed package passes, and the contract is certified. B13 (bench/b13_cheater.py) reads the same
 two blocks."""
@@ -15,7 +17,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.docs.markdown import ROOT, Block, fenced_blocks
+from tests.docs.markdown import (
+    OPERATOR_ENVIRONMENT,
+    ROOT,
+    Block,
+    fenced_blocks,
+    operator_environment_moved,
+)
 from tests.live import live_server
 
 pytestmark = pytest.mark.sandbox  # the profile's runs go through bubblewrap
@@ -44,7 +52,11 @@ def test_the_careful_configuration_sets_every_careful_choice() -> None:
         assert option in shell.text, option
     (profile,) = json.loads(profiles.text)["profiles"]
     assert profile["report"] == "junit" and profile["required"] is True
-    assert "environment" not in profile  # it would need an excluded .venv in every workspace
+    # rules §17.8: the tests' dependencies are an operator directory the shell block makes,
+    # mounted read-only, and the command starts from it — never a workspace's .venv
+    assert profile["environment"] == [OPERATOR_ENVIRONMENT]
+    assert profile["argv"][0] == f"{OPERATOR_ENVIRONMENT}/bin/python"
+    assert f"ENVIRONMENT=${{ENVIRONMENT:-{OPERATOR_ENVIRONMENT}}}" in shell.text
 
 
 def wait_for_baseline(client: httpx.Client, session: str, after: int) -> dict[str, Any]:
@@ -62,8 +74,9 @@ def test_rule_17_the_careful_blocks_run_as_written_and_their_profile_judges_the_
     tmp_path: Path,
 ) -> None:
     shell, profiles = careful_blocks()
+    environment = tmp_path / "environments" / "py311"  # outside the served workspace root
     profile_file = tmp_path / "governor-profiles.json"
-    profile_file.write_text(profiles.text)
+    profile_file.write_text(operator_environment_moved(profiles.text, environment))
     with live_server(tmp_path / "server", worker=True) as live:
         live.manage("governor_project", "create", "careful", "--workspace-root",
                     str(live.workspace_root))
@@ -72,9 +85,11 @@ def test_rule_17_the_careful_blocks_run_as_written_and_their_profile_judges_the_
         done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", shell.text],  # noqa: S603, S607
                               cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
                               env={**live.env, "PROJECT": "careful",
-                                   "PROFILES": str(profile_file)})
+                                   "PROFILES": str(profile_file),
+                                   "ENVIRONMENT": str(environment)})
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "1 changed" in done.stdout
+        assert "1 changed" in done.stdout and "warning" not in done.stdout + done.stderr
+        assert (environment / "pyvenv.cfg").is_file()
 
         workspace = live.workspace_root / "calc"
         (workspace / "tests").mkdir(parents=True)
@@ -100,6 +115,7 @@ def test_rule_17_the_careful_blocks_run_as_written_and_their_profile_judges_the_
             baseline = wait_for_baseline(client, session,
                                          begun.json()["contract"]["startedAtSeq"])
             assert baseline["failureKind"] == "exit", baseline  # pytest's 1: a test failed
+            assert baseline["environment"] is None  # an operator directory: never hashed
             assert (baseline["report"]["passed"], baseline["report"]["failed"]) == (1, 1)
 
             (workspace / "calc.py").write_text(FIXED)
