@@ -267,8 +267,7 @@ class EnvironmentChange:
         shown = ", ".join(f"{change['path']} ({change['kind']})" for change in self.changes)
         more = f" and {self.count - len(self.changes)} more" if self.count > len(
             self.changes) else ""
-        return (f"the environment differs from the session's reference: {shown}{more}; "
-                "it did not run")
+        return f"the environment differs from the session's reference: {shown}{more}"
 
 
 class EnvironmentChanged(Exception):
