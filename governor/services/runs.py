@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from governor.domain import lifecycle
 from governor.domain.changes import PROTECTED_CHECK_ID, protected_check
-from governor.domain.documents import ContractDocument
+from governor.domain.documents import Check, ContractDocument
 from governor.domain.profiles import operator_environment, workspace_environment
 from governor.domain.runner_control import in_force
 from governor.domain.tree import tree_reference
@@ -405,8 +405,8 @@ def _run_overlay(run: VerificationRun) -> Overlay | None:
     if reference is None:
         return None
     contract = _open_contract(run.session_id)
-    check = next((check for check in (contract or {}).get("checks", [])
-                  if check.get("id") == PROTECTED_CHECK_ID), None)
+    check = cast(Check | None, next((check for check in (contract["checks"] if contract else [])
+                                     if check.get("id") == PROTECTED_CHECK_ID), None))
     if check is None:
         project = run.session.project
         control = in_force(project.runner_control_exempt)
