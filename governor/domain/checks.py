@@ -505,13 +505,17 @@ def operator_failure_text(run: VerificationRecord, *, baseline: bool = False) ->
 
 
 def _operator_failed(check: Check, ctx: _Context) -> VerificationRecord | None:
-    """The latest run of the check's profile (current receipt, after the contract start),
-    baseline runs included, when it failed for the operator's reason and no later run of the
-    same kind (baseline or not) has finished since: what an operator must mend first."""
-    profile = check.get("profile")
-    current = ctx.current_profile_receipts.get(str(profile))
-    runs = [run for run in ctx.evidence.verifications_after(str(profile), ctx.after_seq)
-            if run.profile_receipt == current]
+    """The latest run of the check's profile (current receipt, after the contract start; an
+    agent's run only when it started after the last workspace change, so a workspace the agent
+    has changed since gets a new run), or its latest baseline run, when it failed for the
+    operator's reason and no later one of the same kind has finished since: what an operator
+    must mend first."""
+    profile = str(check.get("profile"))
+    current = ctx.current_profile_receipts.get(profile)
+    boundary = ctx.evidence.mutation_boundary(ctx.after_seq, profile)
+    runs = [run for run in ctx.evidence.verifications_after(profile, ctx.after_seq)
+            if run.profile_receipt == current
+            and (run.baseline or run.started_after_seq >= boundary)]
     for baseline in (False, True):
         latest = [run for run in runs if run.baseline is baseline][-1:]
         if latest and not latest[0].passed and latest[0].failure_kind in OPERATOR_FAILURES:
