@@ -353,7 +353,8 @@ def run_execute(run: VerificationRun) -> None:
     try:
         with run_tree(session, run.tree or None, writable=writes, start=start,
                       environment=workspace_environment(declared),
-                      overlay=_run_overlay(run)) as given, \
+                      overlay=_run_overlay(run),
+                      environment_opened=_environment_opened(run)) as given, \
                 report_directory(definition) as report_dir:
             copy = given.workspace
             result = run_sandboxed(definition, copy.root, copy.recorded_identity,
@@ -392,6 +393,15 @@ def run_execute(run: VerificationRun) -> None:
             definition["sandboxMode"], baseline=run.baseline, tree=change.tree,
             environment=change.environment, changes=change.changes, count=change.count,
             reason=str(exc)))
+
+
+def _environment_opened(run: VerificationRun) -> list[str]:
+    """Rules §17.8: the workspace environment paths a person opened for the session's open
+    contract (its `environmentChanges`, in a reviewed contract only)."""
+    contract = _open_contract(run.session_id)
+    if contract is None or not contract["review"].get("reviewed"):
+        return []
+    return list(contract.get("environmentChanges") or [])
 
 
 def _run_overlay(run: VerificationRun) -> Overlay | None:

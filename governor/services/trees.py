@@ -29,6 +29,7 @@ from governor.domain.documents import Check
 from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import (
     ManifestEntry,
+    PathMatcher,
     StatCache,
     Tree,
     TreeError,
@@ -276,14 +277,17 @@ class EnvironmentChanged(Exception):
         self.change = change
 
 
-def _environment_changes(session: Session,
-                         below: Mapping[str, WorkspaceTree]) -> list[dict[str, str]]:
+def _environment_changes(session: Session, below: Mapping[str, WorkspaceTree],
+                         opened: Sequence[str] = ()) -> list[dict[str, str]]:
     """Every path of the environment directories `below` (as a run found them) that differs
-    from the session's reference, in path order: `[]` when they are the reference's, or when
-    the session predates the rule (its reference records no environment)."""
+    from the session's reference, in path order, less those a person opened (`opened`: the
+    reviewed contract's `environmentChanges` patterns, matched as exclusions are): `[]` when
+    they are the reference's, or when the session predates the rule (its reference records no
+    environment)."""
     recorded = (session.reference or {}).get("environment")
     if not isinstance(recorded, dict) or not below:
         return []
+    allowed = PathMatcher(opened) if opened else None
     empty = exclusions_digest([])
     changes: list[dict[str, str]] = []
     for path, record in sorted(below.items()):
@@ -296,7 +300,8 @@ def _environment_changes(session: Session,
                                             exclusions_digest=empty).first()
         changes += [{"path": f"{path}/{change.path}", "kind": change.kind}
                     for change in workspace_changes(base.manifest if base else [],
-                                                    record.manifest)]
+                                                    record.manifest)
+                    if allowed is None or not allowed.matches(f"{path}/{change.path}")]
     return changes
 
 
@@ -549,8 +554,8 @@ def _overlaid(session: Session, kept: WorkspaceTree,
 
 @contextmanager
 def run_tree(session: Session, snapshot: Any, *, writable: bool, environment: Sequence[str],
-             start: tuple[str, str] | None = None,
-             overlay: Overlay | None = None) -> Iterator[RunTree]:
+             start: tuple[str, str] | None = None, overlay: Overlay | None = None,
+             environment_opened: Sequence[str] = ()) -> Iterator[RunTree]:
     """The private copy a run of `session` executes on: a path session's workspace hashed now
     (the live directory is read for this and never again) with the profile's `environment`
     directories, or the snapshot `snapshot` names (a run queued before a newer upload still
@@ -558,7 +563,8 @@ def run_tree(session: Session, snapshot: Any, *, writable: bool, environment: Se
     contract-start tree), materialised from the kept blobs — with `overlay`'s protected content
     laid over it (rules §17.2; the run is still credited with the tree it was given). Raises
     TreeUnavailable; EnvironmentChanged when the `environment` directories are not the
-    session's reference's (rules §17.8), before anything is materialised."""
+    session's reference's (rules §17.8) outside what a person opened (`environment_opened`),
+    before anything is materialised."""
     snapshots = session.workspace_kind == WorkspaceKind.SNAPSHOT
     if snapshots and environment:
         raise TreeUnavailable("the profile declares environment directories "
@@ -580,7 +586,7 @@ def run_tree(session: Session, snapshot: Any, *, writable: bool, environment: Se
             below = {path: _recorded(session, tree)
                      for path, tree in environment_trees(session, live, environment).items()}
     assert kept is not None
-    if changes := _environment_changes(session, below):
+    if changes := _environment_changes(session, below, environment_opened):
         raise EnvironmentChanged(EnvironmentChange(
             {"id": kept.tree_id, "exclusions": kept.exclusions_digest},
             environment_reference({path: rec.tree_id for path, rec in below.items()}),

@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 
 from governor.domain.tree import environment_reference
-from governor.models import Project, Session
+from governor.models import Event, Project, Session
 from governor.services.projects import project_set
+from governor.services.reviews import review_decide
 from governor.services.runs import run_finish
 from governor.verify import verify_export
+from reviews.models import Review
 from tests.api.test_code_verification import add_profile, run
 from tests.api.test_contracts import Agent
 from tests.api.test_evidence_the_agent_cannot_shape import (
@@ -31,7 +33,8 @@ from tests.api.test_evidence_the_agent_cannot_shape import (
 )
 from tests.api.test_export_and_verify import export_text
 from tests.api.test_workspace_trees import verify
-from tests.conftest import AgentClient
+from tests.conftest import INTENT, AgentClient
+from tests.pages import reviewer_client
 from verification.models import VerificationRun, VerifierProfile
 
 pytestmark = pytest.mark.sandbox
@@ -199,3 +202,46 @@ def test_rule_17_8_an_operator_environment_that_is_gone_fails_the_run_for_the_op
     assert "This is the operator's to fix" in verdict["message"]
     assert "asking for another run does not help" in verdict["message"]
     assert "ask for one with reliability_code_verify" not in verdict["message"]
+
+
+def test_rule_17_8_environment_changes_a_person_approved_run_as_the_workspace_has_them(
+        agent: AgentClient, task: Project, workspace: Path, reviewer: Any) -> None:
+    """`environment_changes` (as `protected_changes`, §14.4): shown first on the evidence
+    page, bound by the approval's receipt, and a run's environment may then differ from the
+    reference there — nowhere else."""
+    project_set(project=task, review_mode="required")
+    worker = Agent(agent, workspace)
+    begun = worker.client.post(f"/sessions/{worker.id}/code-contracts", {
+        "objective": "Fix mul in calc.py", "claims": [], "checks": [], "intent": INTENT,
+        "environment_changes": [f"{SITE}/mulfix.py"]})
+    assert begun.status_code == 202, begun.content
+    for stage in ("intent", "evidence"):
+        review = Review.objects.get(session_id=worker.id, stage=stage)
+        if stage == "evidence":
+            assert review.proposal["environmentChanges"] == [f"{SITE}/mulfix.py"]
+            page = reviewer_client("rita", "rita-password-1").get(f"/reviews/{review.pk}/")
+            assert "This plan opens the environment" in page.content.decode()
+        review_decide(user=reviewer, review=review, receipt=review.receipt, decision="approved")
+    contract = Event.objects.get(session_id=worker.id, type="reliability/contract").data
+    assert contract["environmentChanges"] == [f"{SITE}/mulfix.py"]
+    settle_baseline(worker)
+
+    (workspace / SITE / "mulfix.py").write_text("FACTOR = 1\n")  # opened: it runs
+    assert run(worker, "unit-tests")["result"]["failureKind"] == "exit"  # it ran: mul is wrong
+    (workspace / SITE / "sitecustomize.py").write_text(SITECUSTOMIZE)  # not opened
+    result = run(worker, "unit-tests")["result"]
+    assert result["failureKind"] == "environment-changed"
+    assert result["environmentChanges"] == [
+        {"path": ".venv/site-packages/sitecustomize.py", "kind": "added"}]
+
+
+def test_rule_17_8_environment_changes_are_refused_when_no_person_reviews(
+        agent: AgentClient, task: Project, workspace: Path) -> None:
+    worker = Agent(agent, workspace)
+    begun = worker.client.post(f"/sessions/{worker.id}/code-contracts", {
+        "objective": "Fix mul in calc.py", "claims": [], "checks": [],
+        "environment_changes": [".venv/**"]})
+    assert begun.status_code == 422
+    assert begun.json()["error"]["details"] == [{"path": "environment_changes", "message": (
+        "the environment can only be opened by a person's review")}]
+    assert not Event.objects.filter(session_id=worker.id, type="reliability/contract").exists()
