@@ -281,6 +281,8 @@ class _Export:
         self.reference: str | None = None  # rules §17.1: the logged reference's tree id
         # rules §17.8: the logged reference's workspace environment (tree id by directory)
         self.reference_environment: dict[str, Any] | None = None
+        # the environment paths the latest contract's reviewers opened (`environmentChanges`)
+        self.environment_opened: list[str] = []
 
     # where a problem is reported: inside the event section, at the seq expected there
     def refuse(self, line_no: int, message: str) -> _Refused:
@@ -431,6 +433,10 @@ class _Export:
             if contract_id is not None:
                 self.contract_receipts[contract_id] = event.data["receipt"]
                 self.contract_starts[contract_id] = tree_ref(event.data.get("startTree"))
+                opened = event.data.get("environmentChanges")
+                self.environment_opened = [pattern for pattern in opened or []
+                                           if type(pattern) is str] if type(
+                    opened) is list else []
         if event.type == "reliability/attempt" and type(event.data) is dict:
             self.attempt_trees[event.data["receipt"]] = tree_ref(event.data.get("tree"))
             self.attempt_findings[event.data["receipt"]] = tamper_finding_ids(event.data)
@@ -460,14 +466,18 @@ class _Export:
     def environment_changed(self, run: dict[str, Any]) -> str:
         """Rules §17.8: the first workspace environment directory a passed run ran with whose
         tree is not the one the session's reference recorded ("" when none; a session whose
-        reference records no environment predates the rule)."""
+        reference records no environment predates the rule). A directory a pattern of the
+        contract's `environmentChanges` may reach (one starting with it, or with a wildcard) is
+        not judged: a person opened paths in it, and the export holds no manifest of it."""
         environment = run.get("environment")
         trees = environment.get("trees") if type(environment) is dict else None
         if run.get("passed") is not True or type(trees) is not dict or (
                 self.reference_environment is None):
             return ""
         return next((path for path, tree in sorted(trees.items())
-                     if self.reference_environment.get(path) != tree), "")
+                     if self.reference_environment.get(path) != tree
+                     and not any(pattern.startswith((f"{path}/", "*"))
+                                 for pattern in self.environment_opened)), "")
 
     def unaccepted_findings(self, terminal: Any) -> list[str]:
         """Rules §17.5: the tamper findings of a certified terminal's attempt that the delivery

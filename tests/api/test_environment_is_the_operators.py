@@ -233,6 +233,15 @@ def test_rule_17_8_environment_changes_a_person_approved_run_as_the_workspace_ha
     assert result["failureKind"] == "environment-changed"
     assert result["environmentChanges"] == [
         {"path": ".venv/site-packages/sitecustomize.py", "kind": "added"}]
+    (workspace / SITE / "sitecustomize.py").unlink()
+    worker.write("calc.py", RIGHT)
+    passed = run(worker, "unit-tests")["result"]
+    assert passed["passed"], passed
+    session = Session.objects.get(pk=worker.id)
+    assert passed["environment"]["trees"][".venv"] != session.reference["environment"][".venv"]
+    # The export carries the opened paths in the contract: the offline verifier accepts it.
+    report = verify_export(export_text(agent, worker.id).splitlines())
+    assert report.ok, report.failure
 
 
 def test_rule_17_8_environment_changes_are_refused_when_no_person_reviews(
