@@ -280,6 +280,10 @@ class _Export:
         self.attempt_findings: dict[str, list[str]] = {}
         self.accepted: set[str] = set()
         self.reference: str | None = None  # rules §17.1: the logged reference's tree id
+        # rules §17.8: the logged reference's workspace environment (tree id by directory)
+        self.reference_environment: dict[str, Any] | None = None
+        # the environment paths the latest contract's reviewers opened (`environmentChanges`)
+        self.environment_opened: list[str] = []
 
     # where a problem is reported: inside the event section, at the seq expected there
     def refuse(self, line_no: int, message: str) -> _Refused:
@@ -418,14 +422,24 @@ class _Export:
                                         or overlay.get("reference") != self.reference):
                 raise self.refuse(line_no, "reliability/code-verification: its overlay's "
                                            "reference is not the session's reference")
+            if changed := self.environment_changed(event.data):
+                raise self.refuse(line_no, "reliability/code-verification: passed with an "
+                                           f"environment directory ({changed}) that is not "
+                                           "the session's reference's (rules §17.8)")
         if event.type == "reliability/reference" and obj["origin"] == "governor":
             tree = event.data.get("tree") if type(event.data) is dict else None
             self.reference = tree.get("id") if type(tree) is dict else None
+            environment = event.data.get("environment") if type(event.data) is dict else None
+            self.reference_environment = environment if type(environment) is dict else None
         if event.type == "reliability/contract":
             contract_id = contract_id_of(event.type, event.data)
             if contract_id is not None:
                 self.contract_receipts[contract_id] = event.data["receipt"]
                 self.contract_starts[contract_id] = tree_ref(event.data.get("startTree"))
+                opened = event.data.get("environmentChanges")
+                self.environment_opened = [pattern for pattern in opened or []
+                                           if type(pattern) is str] if type(
+                    opened) is list else []
         if event.type == "reliability/attempt" and type(event.data) is dict:
             self.attempt_trees[event.data["receipt"]] = tree_ref(event.data.get("tree"))
             self.attempt_findings[event.data["receipt"]] = tamper_finding_ids(event.data)
@@ -451,6 +465,22 @@ class _Export:
                 raise self.refuse(line_no, f"{event.type}: {outcome_refusal}")
         self.events.append(event)
         self.head = recomputed
+
+    def environment_changed(self, run: dict[str, Any]) -> str:
+        """Rules §17.8: the first workspace environment directory a passed run ran with whose
+        tree is not the one the session's reference recorded ("" when none; a session whose
+        reference records no environment predates the rule). A directory a pattern of the
+        contract's `environmentChanges` may reach (one starting with it, or with a wildcard) is
+        not judged: a person opened paths in it, and the export holds no manifest of it."""
+        environment = run.get("environment")
+        trees = environment.get("trees") if type(environment) is dict else None
+        if run.get("passed") is not True or type(trees) is not dict or (
+                self.reference_environment is None):
+            return ""
+        return next((path for path, tree in sorted(trees.items())
+                     if self.reference_environment.get(path) != tree
+                     and not any(pattern.startswith((f"{path}/", "*"))
+                                 for pattern in self.environment_opened)), "")
 
     def unaccepted_findings(self, terminal: Any) -> list[str]:
         """Rules §17.5: the tamper findings of a certified terminal's attempt that the delivery

@@ -220,6 +220,7 @@ def _proposal(request: HttpRequest, review: Review) -> dict[str, object]:
         "warnings": [finding for finding in findings if finding.get("severity") != "error"],
         "approved_intent": proposal.get("approvedIntent") or {},
         "protected_changes": proposal.get("protectedChanges") or [],
+        "environment_changes": proposal.get("environmentChanges") or [],
         # rules §17.3: the built-in runner-control entries the project does not protect.
         "runner_control_exempt": next((check.get("exempt") or [] for check in
                                        proposal.get("checks", [])

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
@@ -20,7 +20,7 @@ from governor.lib.heldout import archive_entries
 from governor.models import Project, Role
 from governor.selectors.heldout import suite_version_cases, suites_unknown
 from governor.services.heldout import suite_load
-from governor.services.profiles import profile_store
+from governor.services.profiles import profile_environment_judged, profile_store
 from verification.models import (
     HeldoutSuite,
     HeldoutSuiteVersion,
@@ -93,10 +93,12 @@ class ProfileForm(JSONFieldsForm):
                   "configuration, the scripts it runs. Added to the project's protected paths.")
     environment = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}), required=False,
-        help_text='JSON array of directories the command needs that the project excludes from '
-                  'the tree, e.g. [".venv"]. A run sees the tree and nothing else of the '
-                  'workspace: these are hashed, recorded with every run and copied in beside '
-                  'it; a change to them makes earlier results stale.')
+        help_text='JSON array of directories the command needs beside the tree. Best: an '
+                  'operator directory, an absolute path outside every workspace root (e.g. '
+                  '["/srv/governor/environments/py311"], a venv you built), mounted read-only '
+                  'at the same path. Or a workspace directory the project excludes (e.g. '
+                  '[".venv"]): hashed when the session starts and at every run; a run whose '
+                  'copy differs from the start fails as environment-changed.')
 
     class Meta:
         model = VerifierProfile
@@ -139,6 +141,8 @@ class ProfileForm(JSONFieldsForm):
                 "heldout": data["heldout"] or None, "oracle": data["oracle"] or None,
                 "show_output_to_reviewers": data["show_output_to_reviewers"]}
 
+    environment_warnings: list[str] = []
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         if not self.errors:
@@ -151,6 +155,14 @@ class ProfileForm(JSONFieldsForm):
                     unknown := suites_unknown(project, self.validated)):
                 self.add_rule_errors(unknown)
                 self.validated = None
+        if self.validated is not None and cleaned.get("project") is not None:
+            # rules §17.8: where its environment lies, against the project
+            judged = profile_environment_judged(cleaned["project"], self.validated)
+            for field, message in judged.refused:
+                self.add_error("environment", f"{field}: {message}")
+            if judged.refused:
+                self.validated = None
+            self.environment_warnings = judged.warnings
         return cleaned
 
 
@@ -189,6 +201,8 @@ class OperatedProfileAdmin(admin.ModelAdmin[Any]):
         assert form.validated is not None  # a valid form validated its profile in clean()
         obj.pk = profile_store(model=self.model, project=form.cleaned_data["project"],
                                validated=form.validated)[0].pk
+        for warning in getattr(form, "environment_warnings", []):
+            messages.warning(request, f"Saved with a warning: {warning}")
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_active and operated_projects(request).exists()

@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from governor.domain.heldout import MOUNT
+from governor.domain.profiles import operator_environment
 from governor.domain.report_stream import MAX_STREAM_BYTES, plugin_argv
 from governor.domain.verification import Ended, outcome, stream_record
 from governor.domain.workspace import WorkspaceError, open_bound_directory
@@ -123,6 +124,7 @@ STAGING = "/run/governor-sandbox"
 STAGED_WORKSPACE = STAGING + "/workspace"
 STAGED_ROOTFS = STAGING + "/rootfs"
 STAGED_REPORT = STAGING + "/report"
+STAGED_ENVIRONMENT = STAGING + "/environment-"  # + the index of an operator directory
 STAGED_STREAM = STAGING + "/stream"
 STAGED_BINDS = STAGING + "/binds"  # the read-only binds' sources, one directory each
 STAGED_HELDOUT = STAGING + "/heldout"
@@ -326,6 +328,8 @@ def sandbox_mounts(definition: Mapping[str, Any], workspace: str,
     - private tmpfs of TMPFS_BYTES at `/dev/shm` and `/tmp` (HOME, TMPDIR, Python's caches);
     - the workspace at `/workspace` — the run's private copy of its tree — read-only, or
       writable for `workspace-write`;
+    - each operator environment directory of the profile (rules §17.8: an absolute path
+      outside every workspace) read-only at its own path, so a venv's absolute paths hold;
     - for a report profile, `report` (an empty directory of the run's own) writable at
       `/governor-report`, outside the workspace; for a streamed one, `plugin` (the directory
       holding the stream plugin) read-only at `/governor-stream`;
@@ -362,10 +366,20 @@ def sandbox_mounts(definition: Mapping[str, Any], workspace: str,
             # An outcome probe's operator-set data directory (GOVERNOR_OUTCOME_DATA_DIR).
             *[Mount("ro-bind", target, source)
               for source, target in definition.get("readOnlyBinds", [])],
+            *[Mount("ro-bind", path, source)
+              for path, source in operator_sources(definition).items()],
             *([Mount("bind", REPORT, report)] if report else []),
             *([Mount("ro-bind", STREAM_PLUGIN, plugin)] if plugin else []),
             *([Mount("ro-bind", HELDOUT, heldout)] if heldout else []),
             Mount("remount-ro", "/dev"), Mount("remount-ro", "/")]
+
+
+def operator_sources(definition: Mapping[str, Any]) -> dict[str, str]:
+    """Each operator environment directory (the path the command sees) and the host directory
+    bound there: itself resolved, or where a root worker staged it (`stagedEnvironment`)."""
+    staged = definition.get("stagedEnvironment") or {}
+    return {path: staged.get(path) or os.path.realpath(path)
+            for path in operator_environment(definition.get("environment", []))}
 
 
 def _mount_argv(mount: Mount) -> list[str]:
@@ -428,10 +442,14 @@ class _View:
         self.opaque = ("/proc", "/dev", SANDBOX_TMP)
 
     def host_path(self, path: str) -> str | None:
-        if any(path == o or path.startswith(o + "/") for o in self.opaque):
-            return None
+        # An opaque place hides the host below it, except where something is mounted on top
+        # (an operator environment directory under /tmp, say).
+        opaque = max((o for o in self.opaque if path == o or path.startswith(o + "/")),
+                     key=len, default="")
         for point in sorted(self.mounts, key=len, reverse=True):
             if path == point or path.startswith(point.rstrip("/") + "/"):
+                if len(point) <= len(opaque):
+                    return None
                 rest = path[len(point):].lstrip("/")
                 return posixpath.join(self.mounts[point], rest) if rest else self.mounts[point]
         return None
@@ -559,13 +577,25 @@ def _setup_problem(definition: Mapping[str, Any], workspace: str, bound: str, bw
     wanted = READ | SEARCH | (WRITE if definition["sandboxMode"] == "workspace-write" else 0)
     if problem := _directory_problem(bound, who, wanted, "workspace", workspace):
         return "infrastructure", problem
+    operator = operator_sources(definition)
+    if who.switch_from_root:
+        try:
+            for index in range(len(operator)):
+                os.makedirs(f"{STAGED_ENVIRONMENT}{index}", exist_ok=True)
+                os.chmod(f"{STAGED_ENVIRONMENT}{index}", 0o755)  # noqa: S103 - a mount point
+        except OSError as exc:
+            return "infrastructure", f"cannot prepare {STAGING}: {exc.strerror}"
+    for path, source in operator.items():
+        if problem := _directory_problem(source, who, READ | SEARCH,
+                                         "the operator environment directory", path):
+            return "infrastructure", problem
     if rootfs := definition.get("rootfs"):
         rootfs = os.path.realpath(rootfs)
         if problem := _directory_problem(rootfs, who, READ | SEARCH, "rootfs"):
             return "infrastructure", problem
         for point in (*ROOTFS_MOUNT_POINTS, *([REPORT] if definition.get("report") else []),
                       *([STREAM_PLUGIN] if streams(definition) else []),
-                      *([HELDOUT] if definition.get("heldout") else [])):
+                      *([HELDOUT] if definition.get("heldout") else []), *operator):
             if not os.path.isdir(rootfs + point):
                 return "infrastructure", f"rootfs {rootfs} has no {point} directory to mount on"
     if problem := _command_problem(definition, bound, who):
@@ -950,6 +980,11 @@ def _run_bound(definition: Mapping[str, Any], workspace: str, identity: str, bou
         if rootfs := definition.get("rootfs"):
             staged.append((os.path.realpath(rootfs), STAGED_ROOTFS))
             sandbox_definition = {**definition, "rootfs": STAGED_ROOTFS}
+        if operator := operator_sources(definition):
+            moved = {path: f"{STAGED_ENVIRONMENT}{index}"
+                     for index, path in enumerate(operator)}
+            staged += [(operator[path], target) for path, target in moved.items()]
+            sandbox_definition = {**sandbox_definition, "stagedEnvironment": moved}
         if report:
             staged.append((report, STAGED_REPORT))
         if plugin:

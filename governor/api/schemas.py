@@ -182,6 +182,12 @@ class ProposalIn(Strict):
         description="the protected paths this task must change (patterns): shown first to the "
                     "reviewer and counted only once a person approved the evidence plan; "
                     "refused when review is off")
+    environment_changes: list[str] = omittable(
+        {"minItems": 1, "maxItems": contract_rules.MAX_PATTERNS},
+        description="rules §17.8: the paths of a workspace environment directory this task "
+                    "must change (patterns, e.g. '.venv/lib/**'): shown first to the reviewer; "
+                    "a run's environment may then differ from the session's reference there, "
+                    "once a person approved the evidence plan; refused when review is off")
     outcome_profile: str = omittable(
         description="an outcome profile id (GET /outcome-profiles): after delivery is "
                     "certified the server watches whether its goal is reached")

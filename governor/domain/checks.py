@@ -45,6 +45,8 @@ WORKSPACE_WRITE = "workspace-write"
 EVIDENCE_SNIPPET_CHARS = 80
 SHORT_TREE_HEX = 12  # hex digits of a tree id or digest in evidence text
 NO_RUN = "No run of profile"  # a trusted run's check with no run yet: not run, not failed
+# Failures the work did not cause and another run does not mend: the operator's to fix.
+OPERATOR_FAILURES = ("infrastructure", "configuration")
 
 
 def awaits_run(result: Mapping[str, Any]) -> bool:
@@ -87,6 +89,9 @@ class VerificationRecord:
     oracle: Mapping[str, Any] | None = None  # an oracle profile's verdict (§18.3)
     # the held-out suite versions it used, by field ("heldout", "oracle"; rules §18)
     suites: Mapping[str, str] = field(default_factory=dict)
+    failure_reason: str | None = None  # why an operator failure failed (its failureReason)
+    # rules §17.8: the first environment paths that differ from the reference's
+    environment_changes: tuple[str, ...] = ()
 
 
 class Evidence(Protocol):
@@ -131,6 +136,9 @@ class CheckResult(TypedDict):
     evidence: str
     # rules §17.5, only on the tamper scan's check: {id, path, line, rule, reason, excerpt}
     findings: NotRequired[list[dict[str, object]]]
+    # only on a trusted run's check that failed because its last run (or its baseline) could
+    # not run for a reason only the operator can mend: {kind, reason} (OPERATOR_FAILURES)
+    operatorFailure: NotRequired[dict[str, str]]
 
 
 def _data(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -259,6 +267,11 @@ def verification_record(seq: int, data: Mapping[str, Any]) -> VerificationRecord
         oracle=data.get("oracle") if isinstance(data.get("oracle"), Mapping) else None,
         suites={name: str(data[name].get("version")) for name in ("heldout", "oracle")
                 if isinstance(data.get(name), Mapping)},
+        failure_reason=(data["failureReason"] if isinstance(data.get("failureReason"), str)
+                        else None),
+        environment_changes=tuple(
+            f"{change.get('path')} ({change.get('kind')})"
+            for change in data.get("environmentChanges") or [] if isinstance(change, Mapping)),
     )
 
 
@@ -498,11 +511,44 @@ def stale_environment_note(ran_with: str | None, now: str | None) -> str:
             f"{_short_hex(now)}")
 
 
+def operator_failure_text(run: VerificationRecord, *, baseline: bool = False) -> str:
+    """Why a trusted run failed for the operator's reason, worded for who can act."""
+    which = "its baseline run on the contract-start tree" if baseline else "the last run"
+    reason = f": {run.failure_reason}" if run.failure_reason else ""
+    return (f"{which} of profile {run.profile!r} could not run ({run.failure_kind}{reason}). "
+            "This is the operator's to fix (the profile, the sandbox or the worker), not a "
+            "fault of the work, and asking for another run does not help until they have: tell "
+            "the user what the operator must fix, or abstain")
+
+
+def _operator_failed(check: Check, ctx: _Context) -> VerificationRecord | None:
+    """The latest run of the check's profile (current receipt, after the contract start; an
+    agent's run only when it started after the last workspace change, so a workspace the agent
+    has changed since gets a new run), or its latest baseline run, when it failed for the
+    operator's reason and no later one of the same kind has finished since: what an operator
+    must mend first."""
+    profile = str(check.get("profile"))
+    current = ctx.current_profile_receipts.get(profile)
+    boundary = ctx.evidence.mutation_boundary(ctx.after_seq, profile)
+    runs = [run for run in ctx.evidence.verifications_after(profile, ctx.after_seq)
+            if run.profile_receipt == current
+            and (run.baseline or run.started_after_seq >= boundary)]
+    for baseline in (False, True):
+        latest = [run for run in runs if run.baseline is baseline][-1:]
+        if latest and not latest[0].passed and latest[0].failure_kind in OPERATOR_FAILURES:
+            return latest[0]
+    return None
+
+
 def _code_verification_succeeded(check: Check, ctx: _Context) -> tuple[bool, str]:
     profile, need = check["profile"], _min_count(check)
     current = ctx.current_profile_receipts.get(profile)
     if current is None:
         return False, f"Profile {profile!r} is not configured in this project."
+    blocked = _operator_failed(check, ctx)
+    if blocked is not None:
+        text = operator_failure_text(blocked, baseline=blocked.baseline)
+        return False, f"{text[:1].upper()}{text[1:]}."
     window = _counted_runs(check, ctx.evidence, ctx.after_seq, current, ctx.tree,
                            ctx.environments, ctx.suite_versions)
     passed_count = sum(1 for run in window.runs if run.passed)
@@ -549,10 +595,15 @@ def _why_failed(run: VerificationRecord, ctx: _Context) -> str:
     kind = run.failure_kind
     if run.passed:
         return ""
-    if kind in ("configuration", "infrastructure"):
-        return (f"the last run failed as {kind}: the profile's command or the sandbox could not "
-                "run, which is the operator's to fix, not a fault of the work — tell the user, "
-                "or abstain")
+    if kind in OPERATOR_FAILURES:
+        return operator_failure_text(run)
+    if kind == "environment-changed":
+        paths = ", ".join(run.environment_changes) or "its directories"
+        return (f"the last run did not start: the profile's environment differs from what the "
+                f"session started with ({paths}). The environment is the operator's (rules "
+                "§17.8): put it back exactly as it was — never change installed packages or "
+                "start-up files to make a check pass — or, when the task truly needs another "
+                "environment, tell the user: only the operator can change it")
     if kind == "bad-report" and run.stream_problem is not None:
         return (f"the last run's report does not agree with what pytest streamed as it ran "
                 f"(bad-report: {run.stream_problem}): code in the runner's process ended it "
@@ -575,8 +626,11 @@ def _against_baseline(profile: str, runs: Sequence[VerificationRecord],
     """§14.7: each counted run of a report profile against the baseline run of the contract
     start tree; §17.6: fail-to-pass ≥ 1 too when the project requires discriminating
     evidence (while the baseline runs, the check fails as before)."""
+    # The baseline of the profile as it is now: one of an edited profile ran another command
+    # (a new one is queued when the profile is edited, or with the next run asked for).
+    current = ctx.current_profile_receipts.get(profile)
     baselines = [run for run in ctx.evidence.verifications_after(profile, ctx.after_seq)
-                 if run.baseline]
+                 if run.baseline and run.profile_receipt == current]
     if not baselines:
         return False, ("its baseline run on the contract-start tree is still running: verify "
                        "again once it has finished")
@@ -688,6 +742,11 @@ def evaluate_check(
                            "evidence": text}
     if findings:
         result["findings"] = findings
+    if kind == "code_verification_succeeded" and not result["passed"]:
+        blocked = _operator_failed(check, ctx)
+        if blocked is not None:
+            result["operatorFailure"] = {"kind": str(blocked.failure_kind),
+                                         "reason": blocked.failure_reason or ""}
     return result
 
 

@@ -127,7 +127,7 @@ INTENT_LISTS = {
 }
 BODY_FIELDS = frozenset(
     {"objective", "claims", "checks", "max_attempts", "intent", "draft_receipt",
-     "protected_changes", "outcome_profile"}
+     "protected_changes", "environment_changes", "outcome_profile"}
 )
 
 # §8: ids the server prepends to a code contract. The whole check-id prefix is reserved so an
@@ -162,6 +162,8 @@ class Proposal:
     draft_receipt: str | None = None
     kind: str = "general"
     protected_changes: list[str] = field(default_factory=list)  # §14.4, opened by a person
+    # rules §17.8: the workspace environment paths this task must change, opened by a person
+    environment_changes: list[str] = field(default_factory=list)
     outcome_profile: str | None = None  # the outcome profile named at begin
     outcome: JSONObject | None = None  # its binding (the agent's view with its receipt)
 
@@ -604,6 +606,11 @@ def validate_proposal(
         protected_changes = patterns_problem(errors, "protected_changes",
                                              body["protected_changes"]) or []
 
+    environment_changes: list[str] = []
+    if "environment_changes" in body:
+        environment_changes = patterns_problem(errors, "environment_changes",
+                                               body["environment_changes"]) or []
+
     outcome_profile = None
     if body.get("outcome_profile") is not None:
         outcome_profile = string_field(errors, "outcome_profile", body["outcome_profile"])
@@ -621,6 +628,7 @@ def validate_proposal(
         intent=intent,
         draft_receipt=draft_receipt,
         protected_changes=sorted(set(protected_changes)),
+        environment_changes=sorted(set(environment_changes)),
         outcome_profile=outcome_profile,
     )
 
@@ -778,10 +786,12 @@ def contract_document(
 
         {contractId, version, kind: "general"|"code", objective, claims, checks, maxAttempts,
          startedAtSeq, review, intent? (v5), coverageReceipt?, draftReceipt?, authorship?,
-         startTree?, baselines?, outcomeProfile?, begunBy?, receipt}
+         startTree?, baselines?, outcomeProfile?, begunBy?, environmentChanges?, receipt}
 
     `begunBy` (rules §17.10) is the agent token whose begin this contract is: its owner may
     not approve the contract's delivery.
+    `environmentChanges` (rules §17.8, version 5 only) are the workspace environment paths a
+    person let this task change: a run's environment may differ from the reference there.
     `baselines` (rules §14.5) is each check's result on the start state, by check id.
     `startTree` (rules §10.2) is the workspace tree when the contract became active,
     ``{"id": "gittree:sha256:<hex>", "exclusions": <exclusions digest>}``.
@@ -828,6 +838,10 @@ def contract_document(
         document["startTree"] = start_tree
     if baselines is not None:
         document["baselines"] = baselines
+    if proposal.environment_changes:
+        if version != CONTRACT_VERSION_REVIEWED:
+            raise ValueError("only a person's review opens environment paths (version 5)")
+        document["environmentChanges"] = list(proposal.environment_changes)
     if proposal.outcome is not None:
         document["outcomeProfile"] = proposal.outcome
     if begun_by is not None:

@@ -103,6 +103,7 @@ class ContractDocument(TypedDict):
     baselines: NotRequired[dict[str, str]]
     outcomeProfile: NotRequired[dict[str, Any]]  # the outcome profile bound at begin
     begunBy: NotRequired[TokenRef]  # the agent token whose begin this contract is (§17.10)
+    environmentChanges: NotRequired[list[str]]  # environment paths a person opened (§17.8)
     receipt: str
 
 

@@ -34,6 +34,12 @@ TRUSTED_RUN_STEER = (
     "A trusted run counts only if it started after your last change: ask for one with "
     "reliability_code_verify (or `governor-agent run PROFILE`) once the work is done.")
 
+OPERATOR_STEER = (
+    "A trusted run above could not run for a reason only the operator can fix (its kind and "
+    "reason are named above): it is not a fault of your work, and asking for another run does "
+    "not help until the operator has fixed it. Tell the user exactly what the operator must fix, "
+    "and stop; or abstain (reliability_abstain) if the task cannot wait.")
+
 
 TAMPER_STEER = (
     "The tamper scan found code in the changed files that reaches into the verification "
@@ -73,19 +79,25 @@ def repair_message(
     steers = []
     if any(check.get("id") == PROTECTED_CHECK_ID for check in failed_checks):
         steers.append(PROTECTED_STEER)
-    if any(check.get("kind") == "code_verification_succeeded" for check in failed_checks):
+    code = [check for check in failed_checks if check.get("kind") == "code_verification_succeeded"]
+    if any(check.get("operatorFailure") for check in code):
+        steers.append(OPERATOR_STEER)
+    if any(not check.get("operatorFailure") for check in code):
         steers.append(TRUSTED_RUN_STEER)
     if any(check.get("kind") == TAMPER_CHECK_KIND for check in failed_checks):
         steers.append(TAMPER_STEER)
+    operator_only = all(check.get("operatorFailure") for check in failed_checks)
     return (
         f"Completion is not verified yet: attempt {attempt_number}/{max_attempts} failed "
         f"{len(failed_checks)} of {len(results)} checks.\n"
         f"Failed checks:\n{_failure_list(failed_checks)}\n"
         + "".join(f"{steer}\n" for steer in steers)
         + budget_words(attempt_number, max_attempts, delivery_review=delivery_review) + "\n"
-        "Repair only these failed checks; leave what already passes alone. Do not repeat actions "
-        "whose outcome is unknown — inspect the current state first instead. Then verify again."
-    )
+        + ("" if operator_only else
+           "Repair only these failed checks; leave what already passes alone. Do not repeat "
+           "actions whose outcome is unknown — inspect the current state first instead. Then "
+           "verify again.")
+    ).rstrip("\n")
 
 
 def certified_message(terminal: Mapping[str, object]) -> str:

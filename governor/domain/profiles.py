@@ -12,7 +12,8 @@ Input (snake_case, as an operator form or API sends it)::
       "env": {"CI": "1"},                # optional; ≤ 64 names, values strings ≤ 4096
       "limits": {…},                     # optional; any of LIMITS below
       "rootfs": "/srv/images/py311",     # optional; directory used as / instead of the host's
-      "environment": [".venv"],          # optional; excluded directories the command needs
+      "environment": ["/srv/governor/environments/py311"],  # optional; what the command
+                                         #   needs beside the tree (see "Environment" below)
       "protected_paths": ["tests/**"],   # optional; patterns no contract naming it may change
       "report": "junit",                 # optional; the command writes a JUnit report
       "plugin_autoload": false,          # optional; a report profile's pytest loads installed
@@ -39,13 +40,26 @@ Limits (defaults and inclusive bounds), set as rlimits on every process of the s
 (verification/cgroups.py), `memory_bytes` and `pids` also cap the whole run: its total memory
 and its total processes.
 
-Environment: a run sees the workspace tree and nothing else of the workspace (rules §10.1's
-exclusions keep installed dependencies out of the tree id). Directories a command needs that the
-project excludes (`.venv`, `node_modules`) are declared as the profile's `environment`: each is
-hashed as a tree of its own, materialised beside the tree, and their digest
-(`environment_digest`) is recorded with the run; a result counts only while the environment
-still hashes to it. Each is a relative directory path the project's exclusions exclude (checked
-when a run starts, as exclusions are the project's): ≤ 16 of them, none inside another.
+Environment (rules §17.8, "the environment is the operator's"): a run sees the workspace tree
+and nothing else of the workspace (rules §10.1's exclusions keep installed dependencies out of
+the tree id). What else the command needs is the profile's `environment`, ≤ 16 directories,
+none inside another, each of one of two forms:
+
+    an operator directory   an absolute path outside every workspace root (a venv or a
+                            toolchain the operator built): mounted read-only into the sandbox at
+                            the same path, never hashed — the agent cannot write it, and the
+                            profile receipt names it. Not `/`, and not at or under a place the
+                            sandbox mounts itself (SANDBOX_PLACES)
+    a workspace directory   a relative path the project's exclusions exclude (`.venv`,
+                            `node_modules`; checked when a run starts, as exclusions are the
+                            project's): hashed as a tree of its own when the session's reference
+                            is taken and at every run, materialised beside the tree, its digest
+                            (`environment_digest`) recorded with the run; a run whose directory
+                            differs from the reference's is `environment-changed`, and a result
+                            counts only while the environment still hashes to what it ran with
+
+Where each lies is judged against the project when a profile is loaded
+(governor/services/profiles.py `profile_environment_judged`) and again when a run starts.
 
 The definition (camelCase) holds exactly what changes how the command runs; its receipt is the
 profile receipt. Description, `required` and the output policy are not part of it. Fields added
@@ -85,6 +99,15 @@ MAX_ENV_VALUE_CHARS = 4096
 MAX_ROOTFS_CHARS = 1024
 MAX_ENVIRONMENT_PATHS = 16
 MAX_ENVIRONMENT_PATH_CHARS = 1024
+
+# Where the sandbox mounts its own file systems (verification/sandbox.py): an operator
+# environment directory, mounted at its own path, may be none of them nor hold one, and may not
+# lie inside those the sandbox fills itself (SANDBOX_OWN).
+SANDBOX_PLACES = ("/proc", "/dev", "/tmp", "/workspace", "/governor-report",  # noqa: S108
+                  "/governor-stream", "/outcome-data", "/etc", "/usr", "/bin", "/sbin", "/lib",
+                  "/lib64")
+SANDBOX_OWN = ("/proc", "/dev", "/workspace", "/governor-report", "/governor-stream",
+               "/outcome-data")
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_NAME_RE = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
@@ -317,10 +340,37 @@ def _rootfs(errors: FieldErrors, value: object) -> str | None:
     return None
 
 
+def operator_environment(paths: list[str] | tuple[str, ...]) -> list[str]:
+    """The operator directories of an `environment` (absolute paths), mounted read-only."""
+    return [path for path in paths if path.startswith("/")]
+
+
+def workspace_environment(paths: list[str] | tuple[str, ...]) -> list[str]:
+    """The workspace directories of an `environment` (relative paths), hashed and copied in."""
+    return [path for path in paths if not path.startswith("/")]
+
+
+def _operator_path(errors: FieldErrors, path: str, text: str) -> str | None:
+    segments = text.split("/")[1:]
+    if "\\" in text or any(part in ("", ".", "..") for part in segments):
+        errors.add(path, "must be an absolute directory path without empty, '.' or '..' "
+                         "segments or backslashes (e.g. /srv/governor/environments/py311)")
+        return None
+    for place in SANDBOX_PLACES:
+        if text == place or place.startswith(text + "/") or (
+                place in SANDBOX_OWN and text.startswith(place + "/")):
+            where = "under" if text.startswith(place + "/") else "at or above"
+            errors.add(path, f"must not be {where} {place}, which the sandbox mounts itself")
+            return None
+    return text
+
+
 def _environment_path(errors: FieldErrors, path: str, value: object) -> str | None:
     text = _text(errors, path, value, 1, MAX_ENVIRONMENT_PATH_CHARS)
     if text is None:
         return None
+    if text.startswith("/"):
+        return _operator_path(errors, path, text)
     segments = text.split("/")
     if "\\" in text or any(part in ("", ".", "..") for part in segments):
         errors.add(path, "must be a relative directory path without empty, '.' or '..' "

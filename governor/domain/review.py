@@ -99,6 +99,7 @@ class EvidenceProposal(TypedDict):
     coverage: JSONObject
     approvedIntent: ApprovedIntent
     protectedChanges: NotRequired[list[str]]
+    environmentChanges: NotRequired[list[str]]
     profileReceipts: NotRequired[dict[str, str]]
     outcome: NotRequired[JSONObject]
 
@@ -148,10 +149,12 @@ def evidence_proposal(*, session_id: str, contract_id: str, kind: str, objective
                       intent_proposal: JSONObject, intent_proposal_receipt: str,
                       intent_review_receipt: str,
                       protected_changes: list[str] | None = None,
+                      environment_changes: list[str] | None = None,
                       profile_receipts: dict[str, str] | None = None,
                       outcome: JSONObject | None = None) -> EvidenceProposal:
     """The evidence plan a person approves. The coverage assessment carries every check's
-    baseline (§14.5), `protectedChanges` (§14.4) the protected paths this task opens, and
+    baseline (§14.5), `protectedChanges` (§14.4) the protected paths this task opens,
+    `environmentChanges` (§17.8) the environment paths it opens, and
     `profileReceipts` the receipt of each verifier profile its checks name as the reviewer is
     shown it (so a later edit of the profile shows): all bound by the proposal's receipt."""
     proposal: EvidenceProposal = {
@@ -163,6 +166,8 @@ def evidence_proposal(*, session_id: str, contract_id: str, kind: str, objective
     }
     if protected_changes:
         proposal["protectedChanges"] = list(protected_changes)
+    if environment_changes:
+        proposal["environmentChanges"] = list(environment_changes)
     if profile_receipts:
         proposal["profileReceipts"] = dict(sorted(profile_receipts.items()))
     if outcome is not None:  # the outcome profile bound at begin, and the sentence shown

@@ -10,9 +10,15 @@ sandbox reports (verification/sandbox.py only runs the command and says how it e
                      executed), `infrastructure` (the sandbox could not be set up or checked)
     result           {verificationId, profile, profileReceipt, startedAfterSeq, passed,
                      failureKind, exitCode, signal, durationMs, sandboxMode, stdout, stderr,
-                     treeBefore, tree, environment}, bound to its run by the first four and to
-                     the trees it ran on (rules §10.2), with
+                     treeBefore, tree, environment, failureReason?}, bound to its run by the
+                     first four and to the trees it ran on (rules §10.2), with
                      receipt("code-verification-result", it without receipt)
+    operator failure `infrastructure`, `configuration` and `environment-changed` are failures
+                     the work did not cause and asking again does not mend (OPERATOR_KINDS):
+                     their record says why in `failureReason` (≤ MAX_REASON_CHARS; never the
+                     command, which agents do not see: CONFIGURATION_REASON), worded for the
+                     operator, who can act; every page and the agent's answers show it
+                     (`environment-changed` also lists `environmentChanges`, rules §17.8)
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from typing import Any
 from governor.domain.canonical import receipt
 
 SIGNAL_STATUSES = range(129, 160)
+OPERATOR_KINDS = ("infrastructure", "configuration", "environment-changed")
+MAX_REASON_CHARS = 500
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
@@ -88,11 +96,40 @@ def not_started(kind: str, sandbox_mode: str) -> dict[str, Any]:
             "durationMs": 0, "sandboxMode": sandbox_mode, **empty}
 
 
-def infrastructure_record(sandbox_mode: str, *, baseline: bool) -> dict[str, Any]:
+# The agent never sees a profile's command (rules §8), so a command that cannot be executed is
+# said without naming it; the run's detail (the timeline, the admin, the log) names it.
+CONFIGURATION_REASON = ("the profile's command cannot be executed in the sandbox (not found, or "
+                        "not executable there)")
+
+
+def failure_reason(detail: str, kind: str = "infrastructure") -> str:
+    """An operator failure's `failureReason`: its detail, cut to MAX_REASON_CHARS — for a
+    `configuration` failure, CONFIGURATION_REASON."""
+    if kind == "configuration":
+        return CONFIGURATION_REASON
+    text = " ".join(detail.split())
+    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 1] + "…"
+
+
+def infrastructure_record(sandbox_mode: str, *, baseline: bool, reason: str) -> dict[str, Any]:
     """The record of a run the infrastructure ended (the sandbox could not be set up, the
     worker was lost): it judged no tree."""
     return {**not_started("infrastructure", sandbox_mode), "treeBefore": None, "tree": None,
-            "environment": None, **({"baseline": True} if baseline else {})}
+            "environment": None, "failureReason": failure_reason(reason),
+            **({"baseline": True} if baseline else {})}
+
+
+def environment_changed_record(sandbox_mode: str, *, baseline: bool, tree: dict[str, str],
+                               environment: dict[str, Any] | None,
+                               changes: list[dict[str, str]], count: int,
+                               reason: str) -> dict[str, Any]:
+    """Rules §17.8: the record of a run that did not start because its workspace environment
+    is not the session's reference's: the tree it would have run on, the environment as it
+    found it, and the first differing paths (of `count`)."""
+    return {**not_started("environment-changed", sandbox_mode), "treeBefore": tree,
+            "tree": tree, "environment": environment, "failureReason": failure_reason(reason),
+            "environmentChanges": changes, "environmentChangesCount": count,
+            **({"baseline": True} if baseline else {})}
 
 
 def run_result(*, verification_id: str, profile: str, profile_receipt: str,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from governor.domain.profiles import workspace_environment
 from governor.models import Project
 from verification.models import VerifierProfile
 
@@ -23,14 +24,22 @@ def required_profile_ids(project: Project) -> list[str]:
 def profiles_judging(project: Project, ids: Iterable[str]
                      ) -> tuple[dict[str, str], dict[str, list[str]]]:
     """What an attempt reads of the profiles, in one query: each profile's current receipt by
-    id (rule 4.10 freshness), and the environment directories of each named one that declares
-    some (rules §10)."""
+    id (rule 4.10 freshness), and the workspace environment directories of each named one that
+    declares some (rules §10; its operator directories are not hashed, rules §17.8)."""
     named = set(ids)
     rows = VerifierProfile.objects.filter(project=project).values_list(
         "profile_id", "receipt", "environment")
     return ({profile_id: receipt for profile_id, receipt, _ in rows},
-            {profile_id: list(paths) for profile_id, _, paths in rows
-             if paths and profile_id in named})
+            {profile_id: workspace_environment(paths) for profile_id, _, paths in rows
+             if workspace_environment(paths or []) and profile_id in named})
+
+
+def workspace_environment_paths(project: Project) -> list[str]:
+    """Every workspace environment directory the project's profiles declare (rules §17.8: what
+    a session's reference hashes), sorted."""
+    return sorted({path for paths in VerifierProfile.objects.filter(project=project)
+                   .values_list("environment", flat=True)
+                   for path in workspace_environment(paths or [])})
 
 
 def profile_protected_paths(project: Project, ids: Iterable[str]) -> set[str]:

@@ -18,6 +18,7 @@ from governor.domain.changes import (
     offending,
     workspace_changes,
 )
+from governor.domain.verification import OPERATOR_KINDS
 from governor.lib.errors import NotFound
 from governor.lib.live import version_of
 from governor.models import Event, Project, Session, SessionState
@@ -77,6 +78,12 @@ def session_runs(session: Session) -> dict[str, object]:
             "tree": result.get("tree"), "tree_before": result.get("treeBefore"),
             "baseline": run.baseline, "report": result.get("report"),
             "stream": result.get("stream"), "overlay": result.get("overlay"),
+            # Who can act on a failure the work did not cause (domain/verification.py): the
+            # operator, told why — the run's detail, which names the command the agent's
+            # `failureReason` does not.
+            "operator_failure": result.get("failureKind") in OPERATOR_KINDS,
+            "failure_reason": (run.detail or result.get("failureReason") or "")
+            if result.get("failureKind") in OPERATOR_KINDS else "",
             "output_tail": run.output_tail if run.profile.show_output_to_reviewers else None,
         })
     live = any(run.state in (RunState.QUEUED, RunState.RUNNING) for run in runs)

@@ -108,6 +108,12 @@ def _proposal(project: Project, body: Any, *, kind: str, assess_only: bool = Fal
                       details=[{"path": "protected_changes",
                                 "message": "protected paths can only be opened by a person's "
                                            "review"}])
+    if proposal.environment_changes and project.review_mode != ReviewMode.REQUIRED:
+        raise Invalid("environment_changes: the environment is the operator's, and only a "
+                      "person's review can open it; this project's review is off",
+                      details=[{"path": "environment_changes",
+                                "message": "the environment can only be opened by a person's "
+                                           "review"}])
     if proposal.outcome_profile is not None:
         proposal = replace(proposal, outcome=outcome_binding(project, proposal.outcome_profile))
     protected = sorted(set(project.protected_paths) | profile_protected_paths(

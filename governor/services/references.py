@@ -36,9 +36,14 @@ from governor.domain.commits import (
 from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import TreeError, blob_id, exclusions_digest, validate_exclusions
 from governor.lib.errors import Invalid, ServiceError
-from governor.models import Project, Session, WorkspaceTree
+from governor.models import Project, Session, WorkspaceKind, WorkspaceTree
+from governor.selectors.profiles import workspace_environment_paths
 from governor.services.blobs import blob_sizes, blobs_keep, blobs_touch
-from governor.services.trees import TreeUnavailable, session_tree_reference
+from governor.services.trees import (
+    TreeUnavailable,
+    environment_at_reference,
+    session_tree_reference,
+)
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +140,10 @@ def reference_take(session: Session, taken: GitReference | str | None) -> dict[s
     hashed; a snapshot session's first snapshot). Kept as `Session.reference` and written into
     the log as `reliability/reference` just before the session's first governor event
     (`governor_event_append`). Its data: `{tree: {id, exclusions} | null, source, commit?,
-    ref?, reason?, receipt}`, `source` one of `git-ref`, `git-head`, `first-tree`,
-    `first-snapshot`."""
+    ref?, reason?, environment?, receipt}`, `source` one of `git-ref`, `git-head`,
+    `first-tree`, `first-snapshot`; `environment` (path sessions): the tree id of each
+    workspace environment directory the project's profiles declare, by path (null where it
+    could not be hashed), rules §17.8."""
     data: dict[str, Any]
     if isinstance(taken, GitReference):
         data = {"tree": taken.tree, "source": "git-ref" if taken.ref else "git-head",
@@ -152,6 +159,11 @@ def reference_take(session: Session, taken: GitReference | str | None) -> dict[s
             data["reason"] = str(exc)
         if isinstance(taken, str):
             data["reason"] = taken
+    if session.workspace_kind == WorkspaceKind.PATH:
+        # rules §17.8: the workspace environment directories the project's profiles declare,
+        # as they are now — what every run's environment is held against.
+        data["environment"] = environment_at_reference(
+            session, workspace_environment_paths(session.project))
     data["receipt"] = receipt("reference", data)
     if Session.objects.filter(pk=session.pk, reference__isnull=True).update(reference=data):
         session.reference = data

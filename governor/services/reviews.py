@@ -362,6 +362,7 @@ def _advance(review: Review, state: SessionState,
         max_attempts=plan["max_attempts"], intent=plan["intent"],
         draft_receipt=plan["draft_receipt"], kind=plan["kind"],
         protected_changes=plan.get("protected_changes", []),
+        environment_changes=plan.get("environment_changes", []),
         outcome_profile=plan.get("outcome_profile"), outcome=plan.get("outcome"))
     if review.stage == Stage.INTENT:
         contract_id = f"contract-{uuid.uuid4()}"
@@ -371,7 +372,8 @@ def _advance(review: Review, state: SessionState,
             max_attempts=proposal.max_attempts, authorship=plan["authorship"],
             coverage=plan["assessment"], intent_proposal=review.proposal,
             intent_proposal_receipt=review.receipt, intent_review_receipt=decision["receipt"],
-            protected_changes=proposal.protected_changes, outcome=proposal.outcome,
+            protected_changes=proposal.protected_changes,
+            environment_changes=proposal.environment_changes, outcome=proposal.outcome,
             profile_receipts=_named_profile_receipts(review.session, proposal.checks))
         plan["contract_id"] = contract_id
         _create(review.session, Stage.EVIDENCE, document, plan, review.proposed_by)

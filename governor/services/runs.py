@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import DatabaseError, connection
@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from governor.domain import lifecycle
 from governor.domain.changes import PROTECTED_CHECK_ID, protected_check
-from governor.domain.documents import ContractDocument
+from governor.domain.documents import Check, ContractDocument
 from governor.domain.heldout import (
     MAX_ORACLE_OUTPUT_BYTES,
     Case,
@@ -29,10 +29,16 @@ from governor.domain.heldout import (
     oracle_judged,
     oracle_stdin,
 )
-from governor.domain.profiles import ProfileDefinition
+from governor.domain.profiles import ProfileDefinition, operator_environment, workspace_environment
 from governor.domain.runner_control import in_force
 from governor.domain.tree import tree_reference
-from governor.domain.verification import infrastructure_record, run_result
+from governor.domain.verification import (
+    OPERATOR_KINDS,
+    environment_changed_record,
+    failure_reason,
+    infrastructure_record,
+    run_result,
+)
 from governor.domain.workspace import (
     WorkspaceError,
     open_bound_directory,
@@ -58,9 +64,11 @@ from governor.services.events import (
     session_locked,
 )
 from governor.services.trees import (
+    EnvironmentChanged,
     Overlay,
     RunTree,
     TreeUnavailable,
+    operator_environment_problems,
     run_tree,
     tree_written,
 )
@@ -103,6 +111,7 @@ def run_request(*, session: Session, profile_id: str, tree: str | None = None) -
                           "queued; the session log is intact — try again later") from None
 
     task_send_on_commit(RUN_TASK, str(run.pk), on_failure=unqueued)
+    runs_baseline_retry(session=session, profile=profile)
     announce_on_commit(session_topic(session.pk))
     return run
 
@@ -141,6 +150,69 @@ def _suites(session: Session, definition: ProfileDefinition
     then fails as `infrastructure`, saying so)."""
     return {field: suite_current(session.project, str(definition.get(field)))
             if definition.get(field) else None for field in ("heldout", "oracle")}
+
+
+def _baseline_due(session: Session, contract: ContractDocument,
+                  profile: VerifierProfile) -> bool:
+    """Whether the open `contract` needs a new baseline run of the report `profile` (issue 40:
+    a contract is never stuck on a baseline that could not run): its latest one on the
+    contract-start tree, if any, is not queued or running and either belongs to an earlier
+    contract, ran an edited profile (another receipt), or failed for the operator's reason."""
+    start = contract.get("startTree")
+    if start is None or not profile.report:
+        return False
+    latest = (VerificationRun.objects.filter(
+        session=session, profile=profile, baseline=True, tree=start["id"],
+        tree_exclusions=start["exclusions"]).order_by("-created_at").first())
+    if latest is None or latest.state != RunState.FINISHED:
+        return latest is None
+    result = latest.result if isinstance(latest.result, dict) else {}
+    return ((latest.event_seq or 0) <= int(contract["startedAtSeq"])
+            or latest.profile_receipt != profile.receipt
+            or result.get("failureKind") in OPERATOR_KINDS)
+
+
+def _open_contract(session_id: Any) -> ContractDocument | None:
+    folded = SessionState.objects.filter(session_id=session_id).values_list(
+        "lifecycle", flat=True).first() or {}
+    return folded["contract"]["data"] if folded.get("open") else None
+
+
+def runs_baseline_retry(*, session: Session, profile: VerifierProfile) -> VerificationRun | None:
+    """A new baseline run of `profile` for the session's open contract when one is due
+    (`_baseline_due`): asked for with the agent's own run of it, and when the profile is
+    edited."""
+    contract = _open_contract(session.pk)
+    if contract is None or not any(
+            check.get("kind") == "code_verification_succeeded"
+            and check.get("profile") == profile.profile_id for check in contract["checks"]):
+        return None
+    if not _baseline_due(session, contract, profile):
+        return None
+    start = contract["startTree"]
+    assert start is not None
+    run = VerificationRun.objects.create(
+        session=session, profile=profile, profile_receipt=profile.receipt,
+        definition=profile.definition(), tree=start["id"],
+        tree_exclusions=start["exclusions"], baseline=True)
+    task_send_on_commit(RUN_TASK, str(run.pk), on_failure=_baseline_unqueued(run))
+    announce_on_commit(session_topic(session.pk))
+    log.info("baseline run %s of %s queued again for session %s", run.pk, profile.profile_id,
+             session.pk)
+    return run
+
+
+def runs_baseline_retry_edited(*, profile: VerifierProfile) -> list[VerificationRun]:
+    """After `profile` was edited: a new baseline run for every open contract of its project
+    that names it and whose baseline is due (`runs_baseline_retry`)."""
+    if not profile.report:
+        return []
+    # Only a session with a baseline run of it can hold a contract whose baseline is due: any
+    # other contract naming it got its first one at activation.
+    sessions = Session.objects.filter(pk__in=VerificationRun.objects.filter(
+        profile=profile, baseline=True).values("session_id"), imported=False)
+    return [run for session in sessions
+            if (run := runs_baseline_retry(session=session, profile=profile)) is not None]
 
 
 def _baseline_unqueued(run: VerificationRun) -> Callable[[Exception], None]:
@@ -259,7 +331,8 @@ def _count(run: VerificationRun, result: dict[str, Any]) -> None:
 
 def _infrastructure(run: VerificationRun, why: str) -> dict[str, Any]:
     log.warning("run %s (%s) failed as infrastructure: %s", run.pk, run.profile.profile_id, why)
-    return infrastructure_record(run.definition["sandboxMode"], baseline=run.baseline)
+    return infrastructure_record(run.definition["sandboxMode"], baseline=run.baseline,
+                                 reason=why)
 
 
 def runs_expire_lost(*, run_id: Any = None) -> int:
@@ -306,6 +379,11 @@ def run_execute(run: VerificationRun) -> None:
     writes = definition["sandboxMode"] == "workspace-write"
     keeps_changes = writes and not run.baseline and session.workspace_kind != WorkspaceKind.SNAPSHOT
     start = (run.tree, run.tree_exclusions) if run.baseline else None
+    declared = definition.get("environment", [])
+    if problems := operator_environment_problems(operator_environment(declared)):
+        why = "; ".join(problems)
+        run_finish(run=run, record=_infrastructure(run, why), detail=why)
+        return
     try:
         suites = _suites_read(run)
     except SuiteUnavailable as exc:
@@ -313,8 +391,9 @@ def run_execute(run: VerificationRun) -> None:
         return
     try:
         with run_tree(session, run.tree or None, writable=writes, start=start,
-                      environment=definition.get("environment", []),
-                      overlay=_run_overlay(run)) as given, \
+                      environment=workspace_environment(declared),
+                      overlay=_run_overlay(run),
+                      environment_opened=_environment_opened(run)) as given, \
                 report_directory(definition) as report_dir, \
                 heldout_directory(suites.files) as heldout_dir:
             copy = given.workspace
@@ -345,6 +424,9 @@ def run_execute(run: VerificationRun) -> None:
                     record.update(passed=False, failureKind="infrastructure")
             if detail:
                 log.warning("run %s (%s): %s", run.pk, run.profile.profile_id, detail)
+            if not record["passed"] and record.get("failureKind") in OPERATOR_KINDS:
+                record["failureReason"] = failure_reason(detail or record["failureKind"],
+                                                         record["failureKind"])
             tail = ""
             if run.profile.show_output_to_reviewers:
                 tail = "\n".join(part for part in (result.stdout.tail, result.stderr.tail)
@@ -353,6 +435,22 @@ def run_execute(run: VerificationRun) -> None:
             run_finish(run=run, record=record, output_tail=tail, detail=detail, tests=tests)
     except TreeUnavailable as exc:
         run_finish(run=run, record=_infrastructure(run, str(exc)), detail=str(exc))
+    except EnvironmentChanged as exc:  # rules §17.8: nothing ran
+        change = exc.change
+        log.warning("run %s (%s): %s", run.pk, run.profile.profile_id, exc)
+        run_finish(run=run, detail=str(exc), record=environment_changed_record(
+            definition["sandboxMode"], baseline=run.baseline, tree=change.tree,
+            environment=change.environment, changes=change.changes, count=change.count,
+            reason=str(exc)))
+
+
+def _environment_opened(run: VerificationRun) -> list[str]:
+    """Rules §17.8: the workspace environment paths a person opened for the session's open
+    contract (its `environmentChanges`, in a reviewed contract only)."""
+    contract = _open_contract(run.session_id)
+    if contract is None or not contract["review"].get("reviewed"):
+        return []
+    return list(contract.get("environmentChanges") or [])
 
 
 class SuiteUnavailable(Exception):
@@ -394,11 +492,9 @@ def _run_overlay(run: VerificationRun) -> Overlay | None:
     reference = (run.session.reference or {}).get("tree")
     if reference is None:
         return None
-    folded = SessionState.objects.filter(session_id=run.session_id).values_list(
-        "lifecycle", flat=True).get() or {}
-    contract = folded["contract"]["data"] if folded.get("open") else None
-    check = next((check for check in (contract or {}).get("checks", [])
-                  if check.get("id") == PROTECTED_CHECK_ID), None)
+    contract = _open_contract(run.session_id)
+    check = cast(Check | None, next((check for check in (contract["checks"] if contract else [])
+                                     if check.get("id") == PROTECTED_CHECK_ID), None))
     if check is None:
         project = run.session.project
         control = in_force(project.runner_control_exempt)

@@ -23,17 +23,19 @@ from typing import Any
 
 from django.conf import settings
 
-from governor.domain.changes import SHOWN_PATHS, left_in, offending, overlaid
+from governor.domain.changes import SHOWN_PATHS, left_in, offending, overlaid, workspace_changes
 from governor.domain.checkout import CheckoutAttribute, checkout_attributes, is_attributes_file
 from governor.domain.documents import Check
 from governor.domain.fields import FieldsInvalid
 from governor.domain.tree import (
     ManifestEntry,
+    PathMatcher,
     StatCache,
     Tree,
     TreeError,
     directory_excluded,
     environment_reference,
+    exclusions_digest,
     hash_tree,
     manifest_tree_id,
     tree_reference,
@@ -232,6 +234,110 @@ def environment_trees(session: Session, workspace: Workspace,
                 raise TreeUnavailable(f"the environment directory {path} cannot be hashed: "
                                       f"{exc}") from None
     return trees
+
+
+def environment_at_reference(session: Session, paths: Sequence[str]) -> dict[str, str | None]:
+    """Rules §17.8: the workspace environment directories `paths` as the path session's
+    workspace holds them when its reference is taken — each one's tree id (its manifest kept,
+    to name what a run finds changed), None where it cannot be hashed (missing, say)."""
+    found: dict[str, str | None] = dict.fromkeys(paths)
+    try:
+        with Workspace(session.workspace_path, session.workspace_identity) as workspace:
+            for path in paths:
+                try:
+                    found[path] = environment_trees(session, workspace, [path])[path].id
+                except TreeUnavailable as exc:
+                    log.info("session %s: the environment directory %s is not part of the "
+                             "reference: %s", session.pk, path, exc)
+    except WorkspaceError as exc:
+        log.info("session %s: no environment at the reference: %s", session.pk, exc)
+    return found
+
+
+@dataclass(frozen=True)
+class EnvironmentChange:
+    """Rules §17.8: a run's workspace environment is not the reference's. `changes` are the
+    first SHOWN_PATHS differing paths (under their directory) with their kind, of `count`."""
+
+    tree: dict[str, str]  # the reference of the tree the run would have run on
+    environment: dict[str, Any] | None  # environment_reference as the run found it
+    changes: list[dict[str, str]]
+    count: int
+
+    def reason(self) -> str:
+        shown = ", ".join(f"{change['path']} ({change['kind']})" for change in self.changes)
+        more = f" and {self.count - len(self.changes)} more" if self.count > len(
+            self.changes) else ""
+        return f"the environment differs from the session's reference: {shown}{more}"
+
+
+class EnvironmentChanged(Exception):
+    def __init__(self, change: EnvironmentChange) -> None:
+        super().__init__(change.reason())
+        self.change = change
+
+
+def _environment_changes(session: Session, below: Mapping[str, WorkspaceTree],
+                         opened: Sequence[str] = ()) -> list[dict[str, str]]:
+    """Every path of the environment directories `below` (as a run found them) that differs
+    from the session's reference, in path order, less those a person opened (`opened`: the
+    reviewed contract's `environmentChanges` patterns, matched as exclusions are): `[]` when
+    they are the reference's, or when the session predates the rule (its reference records no
+    environment)."""
+    recorded = (session.reference or {}).get("environment")
+    if not isinstance(recorded, dict) or not below:
+        return []
+    allowed = PathMatcher(opened) if opened else None
+    empty = exclusions_digest([])
+    changes: list[dict[str, str]] = []
+    for path, record in sorted(below.items()):
+        if path not in recorded:
+            changes.append({"path": f"{path}/", "kind": "not hashed at the reference"})
+            continue
+        if recorded[path] == record.tree_id:
+            continue
+        base = WorkspaceTree.objects.filter(project=session.project, tree_id=recorded[path],
+                                            exclusions_digest=empty).first()
+        changes += [{"path": f"{path}/{change.path}", "kind": change.kind}
+                    for change in workspace_changes(base.manifest if base else [],
+                                                    record.manifest)
+                    if allowed is None or not allowed.matches(f"{path}/{change.path}")]
+    return changes
+
+
+def _workspace_roots() -> list[str]:
+    """Every directory any project lets agents bind a workspace under, resolved."""
+    roots = {str(settings.GOVERNOR_DEMO_WORKSPACE_ROOT), *settings.GOVERNOR_WORKSPACE_ROOTS}
+    for listed in Project.objects.values_list("workspace_roots", flat=True):
+        roots.update(root for root in listed or [] if isinstance(root, str))
+    return sorted({os.path.realpath(root) for root in roots if root.startswith("/")})
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def operator_environment_problems(paths: Sequence[str]) -> list[str]:
+    """Rules §17.8: why each operator environment directory in `paths` cannot be one — it does
+    not exist (or is no directory), or it lies inside a workspace root (or holds one), where
+    an agent could write it. Resolved as the sandbox mounts it (`os.path.realpath`)."""
+    problems = []
+    roots = _workspace_roots() if paths else []
+    for path in paths:
+        real = os.path.realpath(path)
+        shown = path if real == path else f"{path} (resolved: {real})"
+        if not os.path.isdir(real):
+            problems.append(f"the operator environment directory {shown} does not exist or is "
+                            "not a directory")
+            continue
+        for root in roots:
+            if _inside(real, root) or _inside(root, real):
+                where = "is inside" if _inside(real, root) else "holds"
+                problems.append(f"the operator environment directory {shown} {where} the "
+                                f"workspace root {root}, where agents write: it must lie "
+                                "outside every workspace")
+                break
+    return problems
 
 
 def _environment_digests(session: Session, workspace: Workspace,
@@ -448,15 +554,17 @@ def _overlaid(session: Session, kept: WorkspaceTree,
 
 @contextmanager
 def run_tree(session: Session, snapshot: Any, *, writable: bool, environment: Sequence[str],
-             start: tuple[str, str] | None = None,
-             overlay: Overlay | None = None) -> Iterator[RunTree]:
+             start: tuple[str, str] | None = None, overlay: Overlay | None = None,
+             environment_opened: Sequence[str] = ()) -> Iterator[RunTree]:
     """The private copy a run of `session` executes on: a path session's workspace hashed now
     (the live directory is read for this and never again) with the profile's `environment`
     directories, or the snapshot `snapshot` names (a run queued before a newer upload still
     runs on its own), or for a baseline run the kept tree `start` (id, exclusions digest: the
     contract-start tree), materialised from the kept blobs — with `overlay`'s protected content
     laid over it (rules §17.2; the run is still credited with the tree it was given). Raises
-    TreeUnavailable."""
+    TreeUnavailable; EnvironmentChanged when the `environment` directories are not the
+    session's reference's (rules §17.8) outside what a person opened (`environment_opened`),
+    before anything is materialised."""
     snapshots = session.workspace_kind == WorkspaceKind.SNAPSHOT
     if snapshots and environment:
         raise TreeUnavailable("the profile declares environment directories "
@@ -478,6 +586,11 @@ def run_tree(session: Session, snapshot: Any, *, writable: bool, environment: Se
             below = {path: _recorded(session, tree)
                      for path, tree in environment_trees(session, live, environment).items()}
     assert kept is not None
+    if changes := _environment_changes(session, below, environment_opened):
+        raise EnvironmentChanged(EnvironmentChange(
+            {"id": kept.tree_id, "exclusions": kept.exclusions_digest},
+            environment_reference({path: rec.tree_id for path, rec in below.items()}),
+            changes[:SHOWN_PATHS], len(changes)))
     record, laid = kept, None
     if overlay is not None:
         record, laid = _overlaid(session, kept, overlay)

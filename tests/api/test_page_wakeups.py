@@ -107,7 +107,8 @@ def test_the_timeline_wakes_when_a_run_finishes(
     address = live_url(rita, f"/sessions/{session_id}/", "runs")
     finished = later(0.3, lambda: run_finish(
         run=claimed, record=infrastructure_record(claimed.definition["sandboxMode"],
-                                                  baseline=claimed.baseline)))
+                                                  baseline=claimed.baseline,
+                                                  reason="the worker was lost")))
     response, seconds = timed(rita, address)
     finished.join()
     assert response.status_code == 200

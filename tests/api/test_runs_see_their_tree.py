@@ -190,7 +190,7 @@ def test_an_excluded_directory_the_profile_does_not_declare_is_absent_from_the_r
 
 
 def test_a_declared_environment_is_recorded_with_the_run_and_a_change_to_it_makes_it_stale(
-    worker: Agent, workspace: Path, project: Project
+    agent: AgentClient, workspace: Path, project: Project
 ) -> None:
     project_set(project=project, tree_exclusions=[".venv/**"])
     site = workspace / ".venv" / "lib" / "helper.py"
@@ -198,6 +198,7 @@ def test_a_declared_environment_is_recorded_with_the_run_and_a_change_to_it_make
     site.write_text("ANSWER = 42\n")
     add_profile(project, "unit-tests", ["/bin/sh", "-c", "grep -q 'ANSWER = 42' "
                                         ".venv/lib/helper.py"], environment=[".venv"])
+    worker = Agent(agent, workspace)  # its reference hashes the environment (rules §17.8)
     code_contract(worker)
     result = run(worker, "unit-tests")["result"]
     assert result["passed"], result
@@ -209,7 +210,7 @@ def test_a_declared_environment_is_recorded_with_the_run_and_a_change_to_it_make
 
 
 def test_a_change_to_a_declared_environment_makes_an_earlier_pass_stale(
-    worker: Agent, workspace: Path, project: Project
+    agent: AgentClient, workspace: Path, project: Project
 ) -> None:
     project_set(project=project, tree_exclusions=[".venv/**"])
     site = workspace / ".venv" / "helper.py"
@@ -217,6 +218,7 @@ def test_a_change_to_a_declared_environment_makes_an_earlier_pass_stale(
     site.write_text("ANSWER = 42\n")
     add_profile(project, "unit-tests", ["/bin/sh", "-c", "grep -q 42 .venv/helper.py"],
                 environment=[".venv"])
+    worker = Agent(agent, workspace)
     code_contract(worker)
     assert run(worker, "unit-tests")["result"]["passed"]
     site.write_text("ANSWER = 41\n")  # the tree is the same: only the environment changed

@@ -334,3 +334,22 @@ def test_a_code_contract_is_certified_after_a_fresh_trusted_run(live_with_worker
         assert verified["decision"] == "certified", verified["message"]
 
     run_mcp(live, workspace, scenario)
+
+
+def test_rule_17_8_the_begin_tools_pass_environment_changes_which_review_off_refuses(
+    live: Live, workspace: Path, review_off: None,
+) -> None:
+    """The MCP begin tools take `environment_changes` (rules §17.8) and send it: with review
+    off the server refuses it, naming the field, and nothing begins."""
+    async def scenario(client: ClientSession, initialized: Any) -> None:
+        listed = await client.list_tools()
+        for name in ("reliability_begin", "reliability_begin_code"):
+            tool = next(tool for tool in listed.tools if tool.name == name)
+            assert "environment_changes" in tool.input_schema["properties"]
+        result = await client.call_tool("reliability_begin", {
+            **readme_contract(), "environment_changes": [".venv/**"]})
+        assert result.is_error
+        assert "environment_changes" in text_of(result)
+        assert "person's review" in text_of(result)
+
+    run_mcp(live, workspace, scenario)

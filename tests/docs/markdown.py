@@ -42,3 +42,13 @@ def fenced_blocks(page: Path) -> list[Block]:
                             lines[index - 1] if index else ""))
         index = end + 1
     return blocks
+
+
+# The operator environment directory the docs' profile examples name (rules §17.8): a test that
+# runs or loads one moves it under its own directory, this one path and nothing else.
+OPERATOR_ENVIRONMENT = "/srv/governor/environments/py311"
+
+
+def operator_environment_moved(text: str, directory: Path) -> str:
+    """`text` with the documented operator environment directory replaced by `directory`."""
+    return text.replace(OPERATOR_ENVIRONMENT, str(directory))

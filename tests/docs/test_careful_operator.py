@@ -1,8 +1,10 @@
 """docs/operations.md, "A careful operator's configuration": its shell block and its profile
-file run as written against a served project, and the profiles' real sandbox runs judge the work
-— the baselines run pytest and the held-out expected outputs and fail what the task is about
-(never `infrastructure`), the fixed package passes both, and the contract is certified. B13
-(bench/b13_cheater.py) reads the same two blocks."""
+file run as written against a served project (the operator's venv, which the shell block makes,
+moved under the test's own directory: `ENVIRONMENT` and the one path in the profile), and the
+profiles' real sandbox runs judge the work — pytest from that venv, mounted read-only, and the
+held-out expected outputs: the baselines fail what the task is about (never `infrastructure`),
+the fixed package passes both, and the contract is certified. B13 (bench/b13_cheater.py) reads
+the same two blocks."""
 
 from __future__ import annotations
 
@@ -16,7 +18,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.docs.markdown import ROOT, Block, fenced_blocks
+from tests.docs.markdown import (
+    OPERATOR_ENVIRONMENT,
+    ROOT,
+    Block,
+    fenced_blocks,
+    operator_environment_moved,
+)
 from tests.live import live_server
 
 pytestmark = pytest.mark.sandbox  # the profile's runs go through bubblewrap
@@ -50,7 +58,11 @@ def test_the_careful_configuration_sets_every_careful_choice() -> None:
         assert option in shell.text, option
     profile, outputs = json.loads(profiles.text)["profiles"]
     assert profile["report"] == "junit" and profile["required"] is True
-    assert "environment" not in profile  # it would need an excluded .venv in every workspace
+    # rules §17.8: the tests' dependencies are an operator directory the shell block makes,
+    # mounted read-only, and the command starts from it — never a workspace's .venv
+    assert profile["environment"] == [OPERATOR_ENVIRONMENT]
+    assert profile["argv"][0] == f"{OPERATOR_ENVIRONMENT}/bin/python"
+    assert f"ENVIRONMENT=${{ENVIRONMENT:-{OPERATOR_ENVIRONMENT}}}" in shell.text
     assert "governor_heldout load" in shell.text
     assert outputs["oracle"] == outputs["heldout"] == "expected-outputs"
     assert outputs["required"] is True
@@ -73,8 +85,9 @@ def test_rule_17_the_careful_blocks_run_as_written_and_their_profile_judges_the_
     tmp_path: Path,
 ) -> None:
     shell, profiles = careful_blocks()
+    environment = tmp_path / "environments" / "py311"  # outside the served workspace root
     profile_file = tmp_path / "governor-profiles.json"
-    profile_file.write_text(profiles.text)
+    profile_file.write_text(operator_environment_moved(profiles.text, environment))
     with live_server(tmp_path / "server", worker=True) as live:
         live.manage("governor_project", "create", "careful", "--workspace-root",
                     str(live.workspace_root))
@@ -83,9 +96,12 @@ def test_rule_17_the_careful_blocks_run_as_written_and_their_profile_judges_the_
         done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", shell.text],  # noqa: S603, S607
                               cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
                               env={**live.env, "PROJECT": "careful",
-                                   "PROFILES": str(profile_file)})
+                                   "PROFILES": str(profile_file),
+                                   "ENVIRONMENT": str(environment)})
         assert done.returncode == 0, done.stdout + done.stderr
         assert "2 changed" in done.stdout and "a new version" in done.stdout
+        assert "warning" not in done.stdout + done.stderr
+        assert (environment / "pyvenv.cfg").is_file()
 
         workspace = live.workspace_root / "textstats"
         (workspace / "tests").mkdir(parents=True)
@@ -112,6 +128,7 @@ def test_rule_17_the_careful_blocks_run_as_written_and_their_profile_judges_the_
             started = begun.json()["contract"]["startedAtSeq"]
             baseline = wait_for_baseline(client, session, started)
             assert baseline["failureKind"] == "exit", baseline  # pytest's 1: a test failed
+            assert baseline["environment"] is None  # an operator directory: never hashed
             assert (baseline["report"]["passed"], baseline["report"]["failed"]) == (1, 1)
             outputs = wait_for_baseline(client, session, started, "expected-outputs")
             assert outputs["failureKind"] == "outputs-differ", outputs

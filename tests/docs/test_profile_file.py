@@ -13,17 +13,26 @@ from django.core.management import call_command
 from governor.domain.profiles import FIELDS, LIMITS
 from governor.models import Project
 from governor.services.heldout import suite_directory_load
-from tests.docs.markdown import PAGES, ROOT, fenced_blocks
+from tests.docs.markdown import PAGES, ROOT, fenced_blocks, operator_environment_moved
 from verification.models import VerifierProfile
 
 HELDOUT_EXAMPLE = ROOT / "docs" / "examples" / "heldout" / "suite"
 
 
-def documented_example() -> dict:
+def documented_example(environment: Path | None = None) -> dict:
+    """The example; with `environment`, its operator environment directory moved there (it
+    must exist to load, rules §17.8)."""
     blocks = [block for block in fenced_blocks(ROOT / "docs" / "operations.md")
               if block.heading == "The profile file" and block.language == "json"]
     assert len(blocks) == 1, "one JSON example under 'The profile file'"
-    return json.loads(blocks[0].text)
+    text = blocks[0].text
+    return json.loads(operator_environment_moved(text, environment) if environment else text)
+
+
+@pytest.fixture
+def environment(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The documented operator environment directory, made outside every workspace root."""
+    return tmp_path_factory.mktemp("py311")
 
 
 def test_the_documented_example_sets_every_field_and_every_limit() -> None:
@@ -34,8 +43,9 @@ def test_the_documented_example_sets_every_field_and_every_limit() -> None:
     assert set(full["limits"]) == set(LIMITS)
 
 
-def test_the_documented_profile_file_loads_as_written(project: Project, tmp_path: Path) -> None:
-    example = documented_example()
+def test_the_documented_profile_file_loads_as_written(project: Project, tmp_path: Path,
+                                                      environment: Path) -> None:
+    example = documented_example(environment)
     path = tmp_path / "profiles.json"
     path.write_text(json.dumps(example))
     out = io.StringIO()
@@ -48,9 +58,10 @@ def test_the_documented_profile_file_loads_as_written(project: Project, tmp_path
     assert {name: stored[minimal["id"]][name] for name in minimal} == minimal
 
 
-def test_the_documented_example_dumps_back_to_itself(project: Project, tmp_path: Path) -> None:
+def test_the_documented_example_dumps_back_to_itself(project: Project, tmp_path: Path,
+                                                     environment: Path) -> None:
     path = tmp_path / "profiles.yaml"
-    path.write_text(json.dumps(documented_example()))  # JSON is YAML too
+    path.write_text(json.dumps(documented_example(environment)))  # JSON is YAML too
     call_command("governor_profiles", "load", str(path), "--project", project.slug,
                  stdout=io.StringIO())
     dumped = io.StringIO()
@@ -77,9 +88,10 @@ def profile_files_in_the_docs() -> list[tuple[str, dict]]:
 @pytest.mark.parametrize(("where", "document"), profile_files_in_the_docs(),
                          ids=[where for where, _ in profile_files_in_the_docs()])
 def test_every_profile_file_in_the_docs_loads(where: str, document: dict, project: Project,
-                                              tmp_path: Path, private_store: None) -> None:
+                                              tmp_path: Path, environment: Path,
+                                              private_store: None) -> None:
     path = tmp_path / "profiles.json"
-    path.write_text(json.dumps(document))
+    path.write_text(operator_environment_moved(json.dumps(document), environment))
     # A profile naming a held-out suite loads once the project has it (rules §18.2): the
     # worked example's suite stands in for each suite the file names.
     for name in {profile.get(field) for profile in document["profiles"]

@@ -10,9 +10,11 @@ from governor.domain.canonical import receipt
 from governor.domain.profiles import (
     LIMITS,
     ProfileError,
+    operator_environment,
     profile_definition,
     profile_receipt,
     validate_profile,
+    workspace_environment,
 )
 
 _DROP = object()
@@ -301,9 +303,9 @@ def test_rule_8_path_entries_must_be_absolute_and_outside_the_workspace(path: st
     assert refused.value.errors[0]["path"] == "env/PATH"
 
 
-def test_environment_paths_are_relative_directories_each_refusal_naming_its_index() -> None:
+def test_environment_paths_are_directories_each_refusal_naming_its_index() -> None:
     with pytest.raises(ProfileError) as refused:
-        validate_profile(profile(environment=["/abs", "a/../b", ".git/x", ".venv", ".venv"]))
+        validate_profile(profile(environment=["/abs/../x", "a/../b", ".git/x", ".venv", ".venv"]))
     paths = {error["path"] for error in refused.value.errors}
     assert paths == {"environment/0", "environment/1", "environment/2"}
     with pytest.raises(ProfileError) as overlapping:
@@ -317,3 +319,27 @@ def test_a_profile_without_an_environment_keeps_the_receipt_it_always_had() -> N
     declared = profile_definition(validate_profile(profile(environment=["node_modules", ".venv"])))
     assert declared["environment"] == [".venv", "node_modules"]
     assert profile_receipt(declared) != profile_receipt(plain)
+
+
+@pytest.mark.parametrize(("path", "why"), [
+    ("/", "must be an absolute directory path"),
+    ("/srv/envs/", "must be an absolute directory path"),
+    ("/workspace/.venv", "must not be under /workspace, which the sandbox mounts itself"),
+    ("/proc/self", "must not be under /proc"),
+    ("/usr", "must not be at or above /usr"),
+    ("/governor-report", "must not be at or above /governor-report"),
+])
+def test_rule_17_8_an_operator_environment_directory_is_refused_where_the_sandbox_mounts_its_own(
+        path: str, why: str) -> None:
+    with pytest.raises(ProfileError) as refused:
+        validate_profile(profile(environment=[path]))
+    assert refused.value.errors[0]["path"] == "environment/0"
+    assert why in refused.value.errors[0]["message"]
+
+
+def test_rule_17_8_operator_and_workspace_environment_directories_are_told_apart() -> None:
+    validated = validate_profile(profile(environment=[".venv", "/srv/governor/py311",
+                                                      "/tmp/governor/node"]))
+    assert operator_environment(validated["environment"]) == ["/srv/governor/py311",
+                                                              "/tmp/governor/node"]
+    assert workspace_environment(validated["environment"]) == [".venv"]

@@ -130,3 +130,20 @@ def test_rule_8_status_fd_is_only_passed_when_given() -> None:
     assert "--json-status-fd" not in bwrap_argv(definition(), WORKSPACE)
     argv = bwrap_argv(definition(), WORKSPACE, status_fd=5)
     assert argv[argv.index("--json-status-fd") + 1] == "5"
+
+
+def test_rule_17_8_an_operator_environment_is_bound_read_only_at_its_own_path() -> None:
+    argv = bwrap_argv(definition(environment=["/srv/governor/py311", ".venv"]), WORKSPACE)
+    bound = pairs(argv, "--ro-bind")
+    assert ("/srv/governor/py311", "/srv/governor/py311") in bound
+    assert all(target != ".venv" and not target.endswith("/.venv") for _, target in bound)
+    assert "/srv/governor/py311" not in [target for _, target in pairs(argv, "--bind")]
+    options = argv[:argv.index("--")]
+    assert options.index("/srv/governor/py311") < options.index("--remount-ro")
+
+
+def test_rule_17_8_a_root_worker_binds_the_directory_it_staged() -> None:
+    staged = {**definition(environment=["/srv/governor/py311"]),
+              "stagedEnvironment": {"/srv/governor/py311": "/run/governor-sandbox/environment-0"}}
+    assert ("/run/governor-sandbox/environment-0", "/srv/governor/py311") in pairs(
+        bwrap_argv(staged, WORKSPACE), "--ro-bind")

@@ -15,7 +15,7 @@ from governor.domain.fields import FieldsInvalid
 from governor.domain.outcomes import validate_outcome_profile
 from governor.domain.profiles import validate_profile
 from governor.models import Project
-from governor.services.profiles import profile_store
+from governor.services.profiles import profile_environment_judged, profile_store
 from verification.models import OutcomeProfile, VerifierProfile, VersionedProfile
 
 # Each list of the file: its key, its kind, and the rules that validate it (once, here).
@@ -66,17 +66,28 @@ class Command(BaseCommand):
             raise CommandError(f'{path}: expected {{"profiles": [...], "outcome_profiles": '
                                '[...]}} (either list may be left out)')
         changed = 0
+        warnings: list[str] = []
         with transaction.atomic():  # all profiles or none
             for key, model, validate in KINDS:
                 for index, raw in enumerate(document.get(key, [])):
                     try:
-                        _, did_change = profile_store(model=model, project=project,
-                                                      validated=validate(raw))
+                        validated = validate(raw)
                     except FieldsInvalid as exc:  # ProfileError, OutcomeProfileError
                         raise CommandError(f"{path}: {key}/{index}: {exc}") from None
-                    changed += did_change
+                    if model is VerifierProfile:  # rules §17.8: where its environment lies
+                        judged = profile_environment_judged(project, validated)
+                        if judged.refused:
+                            field, message = judged.refused[0]
+                            raise CommandError(f"{path}: {key}/{index}: {field}: {message}")
+                        warnings += [f"{key}/{index} ({validated['id']}): {warning}"
+                                     for warning in judged.warnings]
+                    changed += profile_store(model=model, project=project,
+                                             validated=validated)[1]
         count = len(document.get("profiles", [])) + len(document.get("outcome_profiles", []))
-        self.stdout.write(f"{count} profile(s) in {path}, {changed} changed")
+        for warning in warnings:
+            self.stderr.write(f"warning: {warning}")
+        self.stdout.write(f"{count} profile(s) in {path}, {changed} changed"
+                          + (f", {len(warnings)} warning(s)" if warnings else ""))
 
     def _read(self, path: Path, fmt: str) -> Any:
         try:

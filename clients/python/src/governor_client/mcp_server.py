@@ -91,6 +91,11 @@ ProtectedChanges = Annotated[list[str] | None, Field(description=(
     "Protected paths (tests and their configuration, from GET /project and the profiles) this "
     "task must change, as patterns: shown to the reviewer first; only a person's review can "
     "open them, so refused when review is off."))]
+EnvironmentChanges = Annotated[list[str] | None, Field(description=(
+    "Paths of a workspace environment directory (e.g. .venv) this task must change, as "
+    "patterns: the environment is the operator's and every run is held against what it was "
+    "when the session started; only a person's review can open these, so refused when review "
+    "is off."))]
 OutcomeProfileId = Annotated[str | None, Field(description=(
     "An outcome profile id from reliability_outcome_profiles: once delivery is certified the "
     "server watches whether the business goal is reached. Certification is not the goal "
@@ -106,11 +111,13 @@ def _body(objective: str, claims: list[dict[str, Any]], checks: list[dict[str, A
           max_attempts: int | None, intent: dict[str, Any] | None,
           draft_receipt: str | None = None,
           protected_changes: list[str] | None = None,
-          outcome_profile: str | None = None) -> dict[str, Any]:
+          outcome_profile: str | None = None,
+          environment_changes: list[str] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"objective": objective, "claims": claims, "checks": checks}
     for key, value in (("max_attempts", max_attempts), ("intent", intent),
                        ("draft_receipt", draft_receipt),
                        ("protected_changes", protected_changes),
+                       ("environment_changes", environment_changes),
                        ("outcome_profile", outcome_profile)):
         if value is not None:
             body[key] = value
@@ -187,13 +194,14 @@ def build_server(agent: AgentSession, *, review_wait: int = DEFAULT_REVIEW_WAIT_
         objective: Objective, claims: Claims, checks: Checks, ctx: Context,
         max_attempts: MaxAttempts = None, intent: Intent = None,
         draft_receipt: DraftReceipt = None, protected_changes: ProtectedChanges = None,
-        outcome_profile: OutcomeProfileId = None, wait_seconds: ReviewWait = review_wait,
+        outcome_profile: OutcomeProfileId = None,
+        environment_changes: EnvironmentChanges = None, wait_seconds: ReviewWait = review_wait,
     ) -> dict[str, Any]:
         """Propose a completion contract. With review off it is active at once; with review
         required this waits (with progress) for the reviewer up to wait_seconds, then returns
         the decision or the pending state."""
         body = _body(objective, claims, checks, max_attempts, intent, draft_receipt,
-                     protected_changes, outcome_profile)
+                     protected_changes, outcome_profile, environment_changes)
         return await tools.begin("general", body, wait_seconds, ctx)
 
     @server.tool()
@@ -201,13 +209,14 @@ def build_server(agent: AgentSession, *, review_wait: int = DEFAULT_REVIEW_WAIT_
         objective: Objective, ctx: Context, claims: Claims | None = None,
         checks: Checks | None = None, max_attempts: MaxAttempts = None, intent: Intent = None,
         draft_receipt: DraftReceipt = None, protected_changes: ProtectedChanges = None,
-        outcome_profile: OutcomeProfileId = None, wait_seconds: ReviewWait = review_wait,
+        outcome_profile: OutcomeProfileId = None,
+        environment_changes: EnvironmentChanges = None, wait_seconds: ReviewWait = review_wait,
     ) -> dict[str, Any]:
         """Propose a code contract: the project's required verifier profiles are added as
         checks (code-profile-<id>) under a critical claim; add your own claims and checks for
         the rest. Waits for review like reliability_begin."""
         body = _body(objective, claims or [], checks or [], max_attempts, intent, draft_receipt,
-                     protected_changes, outcome_profile)
+                     protected_changes, outcome_profile, environment_changes)
         return await tools.begin("code", body, wait_seconds, ctx)
 
     if drafting:

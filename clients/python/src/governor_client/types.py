@@ -71,6 +71,7 @@ class ContractBody(TypedDict):
     intent: NotRequired[Intent | None]
     draft_receipt: NotRequired[str]
     protected_changes: NotRequired[list[str]]  # protected paths only a person's review opens
+    environment_changes: NotRequired[list[str]]  # environment paths only a person's review opens
     outcome_profile: NotRequired[str]  # watched after delivery is certified
 
 
