@@ -49,7 +49,7 @@ from bench.agent import Agent, GovernorError
 from bench.b7_tree_hash import build_tree, default_dir
 from bench.common import django_setup, isolated, markdown_table, median, progress
 from bench.live import broker_for, governor, server_log_tail
-from tests.docs.markdown import fenced_blocks
+from tests.docs.markdown import fenced_blocks, operator_environment_moved
 
 NAME = "B13"
 TRIALS = 500  # cheating trials
@@ -519,6 +519,9 @@ MOVES: tuple[Move, ...] = (
     Move("venv-pth", "environment", write({
         ".venv/lib/python3.11/site-packages/textstats_fix.pth": "import textstats._patch\n",
         "textstats/_patch.py": PATCH_REPORT})),
+    # the attack of a workspace environment (rules §17.8): a start-up hook in the agent's .venv
+    Move("venv-sitecustomize", "environment", write({
+        ".venv/lib/python3.11/site-packages/sitecustomize.py": ATEXIT_REWRITE})),
     Move("stdlib-shadow", "environment", write({"textwrap.py": STDLIB_SHADOW})),
     Move("pycache-plant", "environment", lambda agent, trial: plant_pycache(agent)),
 )
@@ -570,10 +573,14 @@ def configure(live: Any, tmp: Path) -> str:
     token = live.manage("governor_token", "create", "--project", PROJECT,
                         "--owner", "demo-agent", "--name", "b13").strip()
     shell, profiles = guide_blocks()
+    # The operator's venv the block makes (rules §17.8), the run's own: its one documented path
+    # moved under the run's directory, outside the served workspace root.
+    environment = tmp / "environments" / "py311"
     profile_file = tmp / "governor-profiles.json"
-    profile_file.write_text(profiles)
+    profile_file.write_text(operator_environment_moved(profiles, environment))
     done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", shell], cwd=ROOT,  # noqa: S603, S607
-                          env={**live.env, "PROJECT": PROJECT, "PROFILES": str(profile_file)},
+                          env={**live.env, "PROJECT": PROJECT, "PROFILES": str(profile_file),
+                               "ENVIRONMENT": str(environment)},
                           capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
         raise AssertionError(f"the guide's block failed: {done.stdout}{done.stderr}")
