@@ -123,9 +123,11 @@ class ReadOnlyAdmin(admin.ModelAdmin[Any]):
 
 @admin.register(AgentToken)
 class AgentTokenAdmin(admin.ModelAdmin[AgentToken]):
-    list_display = ("name", "prefix", "project", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("project",)
-    fields = ("project", "name", "owner", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_display = ("name", "kind", "prefix", "project", "created_at", "last_used_at",
+                    "revoked_at")
+    list_filter = ("project", "kind")
+    fields = ("project", "name", "kind", "owner", "prefix", "created_at", "last_used_at",
+              "revoked_at")
     readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
     actions = ["revoke"]
 
@@ -137,13 +139,14 @@ class AgentTokenAdmin(admin.ModelAdmin[AgentToken]):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         # A token's project is fixed at creation: moving it would hand its agent another project.
-        return (*self.readonly_fields, *(("project",) if obj is not None else ()))
+        return (*self.readonly_fields, *(("project", "kind") if obj is not None else ()))
 
     def save_model(self, request: HttpRequest, obj: AgentToken, form: Any, change: bool) -> None:
         if change:
             obj.save(update_fields=["name", "owner"])
             return
-        token, secret = token_create(project=obj.project, name=obj.name, owner=obj.owner)
+        token, secret = token_create(project=obj.project, name=obj.name, owner=obj.owner,
+                                     kind=obj.kind)
         obj.pk, obj.prefix, obj.digest = token.pk, token.prefix, token.digest
         cast(Any, obj).new_secret = secret  # for response_add, on this request only
 
