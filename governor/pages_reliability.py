@@ -21,6 +21,7 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from governor import pages_changes
 from governor.domain.reliability import REPORT_KINDS, ReportInvalid, period_from
 from governor.lib.errors import Conflict, Invalid, NotFound
 from governor.lib.live import MemberRequest
@@ -180,4 +181,6 @@ def report_post(request: MemberRequest, session_id: uuid.UUID) -> HttpResponse:
 urlpatterns = [
     path("", project_list, name="list"),
     path("<slug:slug>/reliability", reliability, name="reliability"),
+    path("<slug:slug>/changes/", pages_changes.change_list, name="changes"),
+    path("<slug:slug>/changes/<uuid:change_id>/", pages_changes.change_page, name="change"),
 ]

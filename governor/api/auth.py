@@ -7,8 +7,8 @@ from django.http import HttpRequest
 from ninja.security import HttpBearer
 
 from governor.domain.canonical import loads_strict
-from governor.lib.waits import off_thread
 from governor.lib.errors import Forbidden
+from governor.lib.waits import off_thread
 from governor.models import AgentToken, TokenKind
 from governor.selectors.drafts import drafting_required
 from governor.services.tokens import token_authenticate

@@ -479,6 +479,9 @@ def judge_commit(commit: Commit, certifications: Sequence[Certification]) -> Ver
 
 
 def _certified(short: str, certification: Certification) -> Verdict:
+    if certification.session.startswith("change:"):  # rules §19.2: gated at the pull request
+        return Verdict(True, f"OK: commit {short} is {certification.tree}, certified by gated "
+                             f"change {certification.session.removeprefix('change:')}")
     return Verdict(True, f"OK: commit {short} is {certification.tree}, certified by session "
                          f"{certification.session} (terminal at seq {certification.seq})")
 

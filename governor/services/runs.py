@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -45,6 +45,7 @@ from governor.services.trees import (
     Overlay,
     RunTree,
     TreeUnavailable,
+    kept_run_tree,
     run_tree,
     tree_written,
 )
@@ -131,6 +132,9 @@ def run_claim(run_id: str) -> VerificationRun | None:
     )
     if not claimed:
         return None
+    if run.session_id is None:  # a gated change's run (rules §19.2): no log to be fresh in
+        run.refresh_from_db()
+        return run
     # Freshness (rule 4.10) is judged from here: any workspace change logged after this seq
     # makes the result stale, however late the run finishes.
     last_seq = SessionState.objects.filter(session_id=run.session_id).values_list(
@@ -188,7 +192,12 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
                detail: str = "", tests: list[list[str]] | None = None) -> None:
     """Append the result event and end the run, in one transaction. `detail` says why it
     failed, for operators. A text column refuses NUL, so it is stored as U+FFFD (as are bytes
-    that are not UTF-8)."""
+    that are not UTF-8). A gated change's run (no session) appends no event: its change is
+    judged once its last run has ended (rules §19.2)."""
+    if run.session is None:
+        _gate_run_finish(run=run, record=record, output_tail=output_tail, detail=detail,
+                         tests=tests)
+        return
     with session_locked(run.session) as state:
         locked = VerificationRun.objects.select_for_update().get(pk=run.pk)
         if locked.state == RunState.FINISHED:
@@ -211,8 +220,33 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
         _count(run, data)
 
 
+def _gate_run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str,
+                     detail: str, tests: list[list[str]] | None) -> None:
+    from governor.services.changes import change_judge  # changes queue runs: imported late
+
+    with transaction.atomic():
+        locked = VerificationRun.objects.select_for_update().get(pk=run.pk)
+        if locked.state == RunState.FINISHED:
+            return
+        data = run_result(verification_id=str(run.pk), profile=run.profile.profile_id,
+                          profile_receipt=run.profile_receipt, started_after_seq=None,
+                          record=record)
+        locked.state = RunState.FINISHED
+        locked.result = data
+        locked.output_tail = output_tail[-OUTPUT_TAIL_CHARS:].replace("\x00", "\ufffd")
+        locked.detail = detail
+        locked.finished_at = timezone.now()
+        locked.tests = tests
+        locked.save(update_fields=["state", "result", "output_tail", "detail", "finished_at",
+                                   "tests"])
+        announce_on_commit(run_topic(run.pk))
+        _count(run, data)
+        for change_id in locked.changes.values_list("change_id", flat=True).distinct():
+            change_judge(change_id=change_id)
+
+
 def _count(run: VerificationRun, result: dict[str, Any]) -> None:
-    profile, project = run.profile.profile_id, run.session.project.slug
+    profile, project = run.profile.profile_id, run.profile.project.slug
     outcome = "passed" if result.get("passed") else str(result.get("failureKind") or "failed")
     seconds = int(result.get("durationMs") or 0) / 1000
 
@@ -266,6 +300,9 @@ def run_execute(run: VerificationRun) -> None:
     session its changes are applied to the workspace when it passes (a snapshot's copy, and a
     baseline run's, are discarded: it counts for the tree it was given). A report profile's run
     is judged by its test report too (§14.6)."""
+    if run.session is None:
+        _gate_run_execute(run)
+        return
     session = run.session
     definition = run.definition
     writes = definition["sandboxMode"] == "workspace-write"
@@ -300,6 +337,49 @@ def run_execute(run: VerificationRun) -> None:
                 tail = "\n".join(part for part in (result.stdout.tail, result.stderr.tail)
                                  if part)
             # Recorded before the copy is removed: the agent need not wait for the deletion.
+            run_finish(run=run, record=record, output_tail=tail, detail=detail, tests=tests)
+    except TreeUnavailable as exc:
+        run_finish(run=run, record=_infrastructure(run, str(exc)), detail=str(exc))
+
+
+def _gate_run_execute(run: VerificationRun) -> None:
+    """A gated change's run (rules §19.2): on a private copy of the kept tree it names, with
+    the base's protected content laid over it for a head run (§17.2); a `workspace-write`
+    profile's writes are discarded (it counts for the tree it was given)."""
+    definition = run.definition
+    if definition.get("environment"):
+        why = ("the profile declares environment directories "
+               f"({', '.join(definition['environment'])}), which a gated change's tree holds "
+               "none of")
+        run_finish(run=run, record=_infrastructure(run, why), detail=why)
+        return
+    overlay = None
+    if run.overlay is not None:
+        overlay = Overlay(run.overlay["reference"], run.overlay["check"])
+    try:
+        with kept_run_tree(run.profile.project, (run.tree, run.tree_exclusions),
+                           writable=definition["sandboxMode"] == "workspace-write",
+                           overlay=overlay) as given, \
+                report_directory(definition) as report_dir:
+            copy = given.workspace
+            result = run_sandboxed(definition, copy.root, copy.recorded_identity,
+                                   directory=copy.directory, report=report_dir,
+                                   write_bytes=settings.GOVERNOR_RUN_WRITE_BYTES)
+            record: dict[str, Any] = {**result.record(), "treeBefore": given.tree,
+                                      "tree": given.tree, "environment": None}
+            if run.baseline:
+                record["baseline"] = True
+            if given.overlay is not None:
+                record["overlay"] = given.overlay
+            detail, tests = result.detail, None
+            if report_dir is not None:
+                detail, tests = report_judged(record, report_dir, detail, result.stream)
+            if detail:
+                log.warning("run %s (%s): %s", run.pk, run.profile.profile_id, detail)
+            tail = ""
+            if run.profile.show_output_to_reviewers:
+                tail = "\n".join(part for part in (result.stdout.tail, result.stderr.tail)
+                                 if part)
             run_finish(run=run, record=record, output_tail=tail, detail=detail, tests=tests)
     except TreeUnavailable as exc:
         run_finish(run=run, record=_infrastructure(run, str(exc)), detail=str(exc))
