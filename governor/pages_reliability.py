@@ -135,6 +135,11 @@ def _csv_rows(summary: dict[str, Any]) -> Iterator[list[Any]]:
     for report in summary["reports"]:
         yield ["reports", report["kind"], "contracts", report["contracts"]]
         yield ["reports", report["kind"], f"of_{report['of']}", report["total"]]
+    gate = summary["gate"]
+    for measure in ("total", "certified", "not_certified", "running", "observe"):
+        yield ["gate", "", measure, gate[measure]]
+    for rule, count in gate["by_rule"].items():
+        yield ["gate", rule, "not_certified", count]
 
 
 def _csv(summary: dict[str, Any]) -> str:

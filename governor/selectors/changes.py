@@ -63,8 +63,16 @@ LISTED = 100
 
 def changes_listed(project: Any) -> list[Change]:
     """The project's newest gated changes (at most LISTED)."""
-    return list(Change.objects.filter(project=project).select_related("base_tree", "head_tree")
+    return list(Change.objects.filter(project=project).select_related("project")
                 .order_by("-created_at")[:LISTED])
+
+
+def changes_reviewed(user: Any, limit: int) -> list[Change]:
+    """The newest gated changes of the projects `user` reviews (the inbox lists them)."""
+    from governor.selectors.access import reviewed_projects
+
+    return list(Change.objects.select_related("project")
+                .filter(project__in=reviewed_projects(user)).order_by("-created_at")[:limit])
 
 
 def change_page_context(change: Change) -> dict[str, Any]:

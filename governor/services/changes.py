@@ -33,7 +33,7 @@ from governor.domain.gate import (
 from governor.domain.runner_control import in_force
 from governor.domain.tamper import scan, scanned_paths
 from governor.domain.tree import TREE_ID_PREFIX
-from governor.lib import metrics
+from governor.lib import metrics, queue
 from governor.lib.blobstore import blob_read
 from governor.lib.errors import Invalid, ServiceError, Unavailable
 from governor.lib.notify import announce_on_commit, change_topic, inbox_topic
@@ -205,7 +205,8 @@ def change_create(*, token: AgentToken, body: Any) -> Change:
                     queued.append(run)
         for run in queued:
             task_send_on_commit(RUN_TASK, str(run.pk), on_failure=_unqueued(change))
-        transaction.on_commit(lambda: change_judge(change_id=change.pk))
+        # A change whose runs were all run before (or that has none) is decided at once.
+        queue.on_commit(lambda: change_judge(change_id=change.pk))
         announce_on_commit(inbox_topic(project.pk))
     return change
 
