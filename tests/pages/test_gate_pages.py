@@ -69,3 +69,18 @@ def test_rule_19_2_another_projects_reviewer_cannot_open_a_change(
     client = reviewer_client("olga", "olga-password-1")
     assert client.get(f"/projects/acme/changes/{honest}/").status_code == 404
     assert client.get(f"/projects/other/changes/{honest}/").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rule_19_2_the_metrics_count_gated_changes_by_verdict_rule_and_mode(
+        gate: AgentClient, settings: Any) -> None:  # noqa: F811
+    settings.GOVERNOR_METRICS_TOKEN = "metrics-token-for-this-test-0123456789"  # noqa: S105
+    two_changes(gate)
+    text = Client().get("/metrics", headers={
+        "Authorization": f"Bearer {settings.GOVERNOR_METRICS_TOKEN}"}).content.decode()
+    lines = [line for line in text.splitlines()
+             if line.startswith("governor_gated_changes_total{") and 'project="acme"' in line]
+    assert any('mode="enforce"' in line and 'verdict="certified"' in line
+               for line in lines), lines
+    assert any('mode="observe"' in line and 'rule="protected-paths"' in line
+               and 'verdict="not-certified"' in line for line in lines), lines
