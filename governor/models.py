@@ -658,6 +658,8 @@ class Change(models.Model):
     changes = JSONTextField(help_text="[[path, kind, [sections]], ...] from base to head.")
     protected = JSONTextField(help_text="The protected paths the head changed.")
     tamper = JSONTextField(help_text="The tamper scan's findings in the changed files.")
+    converted = JSONTextField(default=dict, help_text="Rules §17.9: what a checkout of the "
+                                                      "head would convert, {text, paths}.")
     state = models.CharField(max_length=16, choices=ChangeState.choices,
                              default=ChangeState.RUNNING)
     verdict = models.CharField(max_length=16, choices=ChangeVerdict.choices, blank=True,

@@ -49,7 +49,9 @@ RULE_SCOPE = "changes-within"  # §14.2
 RULE_TAMPER = "tamper-free"  # §17.5
 RULE_PROFILE = "profile-passed"  # §8: the head run of a required profile passed
 RULE_BASELINE = "fail-to-pass"  # §14.7, §17.6: the head against the base's tests
-RULES = (RULE_POLICY, RULE_PROTECTED, RULE_SCOPE, RULE_TAMPER, RULE_PROFILE, RULE_BASELINE)
+RULE_CHECKOUT = "checkout-bytes"  # §17.9: a checkout of the head must be its bytes
+RULES = (RULE_POLICY, RULE_PROTECTED, RULE_SCOPE, RULE_TAMPER, RULE_PROFILE, RULE_BASELINE,
+         RULE_CHECKOUT)
 
 
 class PolicyError(FieldsInvalid):
@@ -187,7 +189,8 @@ def judge_change(*, policy: Policy, changes: Sequence[WorkspaceChange],
                  protected: Sequence[WorkspaceChange], sections: Sequence[str],
                  tamper: Sequence[Mapping[str, Any]], tamper_more: int,
                  base_runs: Mapping[str, RunOutcome], head_runs: Mapping[str, RunOutcome],
-                 report_profiles: Sequence[str]) -> Verdict:
+                 report_profiles: Sequence[str], converted: str = "",
+                 converted_paths: Sequence[str] = ()) -> Verdict:
     """rules §19.2: certified only when no protected path changed (the policy file included),
     every changed path is within scope, the tamper scan found nothing, every required profile
     passed on the head, and every report profile's tests that ran on the base passed on the
@@ -196,6 +199,8 @@ def judge_change(*, policy: Policy, changes: Sequence[WorkspaceChange],
     findings: list[dict[str, Any]] = []
     proofs: list[dict[str, Any]] = []
     count = len(changes)
+    if converted:
+        findings.append(_finding(RULE_CHECKOUT, converted, paths=list(converted_paths)))
     policy_changes = [c for c in protected if c.path == POLICY_FILE]
     if policy_changes:
         findings.append(_finding(

@@ -20,6 +20,7 @@ from django.utils import timezone
 from governor.domain import attestation
 from governor.domain.canonical import receipt
 from governor.domain.changes import WorkspaceChange, changes_digest, offending, protected_check
+from governor.domain.checkout import checkout_attributes, is_attributes_file, refusal_text
 from governor.domain.fields import FieldErrors, FieldsInvalid
 from governor.domain.gate import (
     POLICY_FILE,
@@ -184,12 +185,13 @@ def change_create(*, token: AgentToken, body: Any) -> Change:
 
             found, more = scan(paths, read)
             findings = [f.as_dict() for f in found]
+        converted = _converted(project.pk, head)
         change = Change.objects.create(
             project=project, token=token, base_commit=body["base"]["commit"],
             head_commit=head_body["commit"], base_tree=base, head_tree=head,
             observe=bool(body.get("observe")), policy={**policy.as_dict(),
                                                        "protected": check, "tamperMore": more},
-            policy_receipt=policy.receipt,
+            policy_receipt=policy.receipt, converted=converted,
             changes=[[c.path, c.kind, list(c.sections)] for c in changes],
             protected=[[c.path, c.kind, list(c.sections)] for c in protected],
             tamper=findings)
@@ -209,6 +211,24 @@ def change_create(*, token: AgentToken, body: Any) -> Change:
         queue.on_commit(lambda: change_judge(change_id=change.pk))
         announce_on_commit(inbox_topic(project.pk))
     return change
+
+
+def _converted(project_id: int, head: WorkspaceTree) -> dict[str, Any]:
+    """Rules §17.9: the head's paths a checkout would convert (its own `.gitattributes`),
+    as the refusal names them; empty when none."""
+    paths = [entry[0] for entry in head.manifest]
+    files = {}
+    for entry in head.manifest:
+        if is_attributes_file(entry[0]):
+            try:
+                files[entry[0]] = blob_read(project_id, entry[2])  # a link: its text
+            except ServiceError as exc:
+                return {"text": f"{entry[0]} cannot be read: {exc.message}",
+                        "paths": [entry[0]]}
+    found = checkout_attributes(paths, files)
+    if not found:
+        return {}
+    return {"text": refusal_text(found), "paths": sorted({item.path for item in found})}
 
 
 def _unqueued(change: Change) -> Any:
@@ -258,7 +278,9 @@ def change_judge(*, change_id: Any) -> Change | None:
             policy=policy, changes=changes, protected=protected,
             sections=stored["protected"].get("sections") or [], tamper=change.tamper,
             tamper_more=int(stored.get("tamperMore") or 0), base_runs=runs["base"],
-            head_runs=runs["head"], report_profiles=reports)
+            head_runs=runs["head"], report_profiles=reports,
+            converted=change.converted.get("text", ""),
+            converted_paths=change.converted.get("paths", []))
         run_receipts = sorted(o.receipt for o in runs["head"].values() if o.receipt)
         change.verdict = str(ChangeVerdict.CERTIFIED.value if verdict.certified
                              else ChangeVerdict.NOT_CERTIFIED.value)

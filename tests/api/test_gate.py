@@ -237,3 +237,13 @@ def test_rule_19_2_bad_input_is_refused_naming_the_field_and_nothing_is_stored(
     assert response.status_code == 422
     assert response.json()["error"]["details"][0]["path"] == "head.entries"
     assert not Change.objects.exists() and WorkspaceTree.objects.count() == 0
+
+
+def test_rule_19_2_a_head_whose_checkout_would_not_be_its_bytes_is_not_certified(
+        gate: AgentClient) -> None:
+    """Rules §17.9 at the gate: `ident` in the head's `.gitattributes` expands `$Id$` in
+    every clone, so the certified bytes would not be what a checkout holds."""
+    answer = decided(gate, gated(gate, {".gitattributes": "calc.py ident\n"}, base={
+        "calc.py": "x = 1\n"}))
+    assert answer["status"] == "not-certified"
+    assert "`ident` applies to calc.py" in rules_of(answer)["checkout-bytes"]
