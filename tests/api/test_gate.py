@@ -247,3 +247,15 @@ def test_rule_19_2_a_head_whose_checkout_would_not_be_its_bytes_is_not_certified
         "calc.py": "x = 1\n"}))
     assert answer["status"] == "not-certified"
     assert "`ident` applies to calc.py" in rules_of(answer)["checkout-bytes"]
+
+
+def test_rule_19_2_another_projects_gate_token_cannot_read_a_change(
+        gate: AgentClient, agent_owner: Any) -> None:
+    response = gated(gate, {"calc.py": "x = 2\n"}, base={"calc.py": "x = 1\n"})
+    assert response.status_code == 201
+    other = Project.objects.create(slug="other", name="Other")
+    _, secret = token_create(project=other, name="ci", owner=agent_owner, kind="gate")
+    stranger = AgentClient(secret)
+    assert stranger.get(f"/changes/{response.json()['id']}").status_code == 404
+    listed = stranger.get("/certifications", tree=response.json()["head"]["tree"]).json()
+    assert listed == {"certifications": []}
