@@ -22,6 +22,7 @@ from governor.models import (
     Project,
     Session,
     SigningKey,
+    TokenKind,
 )
 from governor.services.tokens import token_create, token_revoke
 from reviews.models import Passkey
@@ -137,6 +138,13 @@ class AgentTokenAdmin(admin.ModelAdmin[AgentToken]):
             kwargs["required"] = True
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    def formfield_for_choice_field(self, db_field: Any, request: HttpRequest,
+                                   **kwargs: Any) -> Any:
+        field = super().formfield_for_choice_field(db_field, request, **kwargs)
+        if db_field.name == "kind":  # left out of the form: an agent token, as before
+            field.required = False
+        return field
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         # A token's project is fixed at creation: moving it would hand its agent another project.
         return (*self.readonly_fields, *(("project", "kind") if obj is not None else ()))
@@ -146,7 +154,7 @@ class AgentTokenAdmin(admin.ModelAdmin[AgentToken]):
             obj.save(update_fields=["name", "owner"])
             return
         token, secret = token_create(project=obj.project, name=obj.name, owner=obj.owner,
-                                     kind=obj.kind)
+                                     kind=obj.kind or TokenKind.AGENT)
         obj.pk, obj.prefix, obj.digest = token.pk, token.prefix, token.digest
         cast(Any, obj).new_secret = secret  # for response_add, on this request only
 
