@@ -107,7 +107,7 @@ def _copy_size(files: int, repeats: int, base: Path) -> dict[str, Any]:
 
     def ours() -> float:
         start = time.perf_counter()
-        with tree_materialised(session.project, record):
+        with tree_materialised(session, record):
             pass
         return (time.perf_counter() - start) * 1000
 

@@ -10,6 +10,8 @@ from django.urls import reverse
 
 from governor.lib.errors import NotFound
 from governor.models import Change, ChangeState
+from governor.selectors.access import reviewed_projects
+from governor.selectors.treediff import tree_changes
 from verification.models import ChangeRun
 
 
@@ -69,8 +71,6 @@ def changes_listed(project: Any) -> list[Change]:
 
 def changes_reviewed(user: Any, limit: int) -> list[Change]:
     """The newest gated changes of the projects `user` reviews (the inbox lists them)."""
-    from governor.selectors.access import reviewed_projects
-
     return list(Change.objects.select_related("project")
                 .filter(project__in=reviewed_projects(user)).order_by("-created_at")[:limit])
 
@@ -78,8 +78,6 @@ def changes_reviewed(user: Any, limit: int) -> list[Change]:
 def change_page_context(change: Change) -> dict[str, Any]:
     """What the change's page shows: the change, its runs by profile (base and head), the diff
     from base to head as the delivery page shows one, the proofs and findings."""
-    from governor.selectors.treediff import tree_changes
-
     runs: dict[str, dict[str, Any]] = {}
     for link in change_runs(change):
         runs.setdefault(link.run.profile.profile_id, {})[link.role] = link.run

@@ -37,6 +37,7 @@ from governor.lib.queue import task_send_on_commit
 from governor.lib.reports import report_directory, report_judged
 from governor.models import Session, SessionState, WorkspaceKind
 from governor.selectors.snapshots import tree_named
+from governor.services.changes import change_judge
 from governor.services.events import (
     governor_event_append,
     session_locked,
@@ -222,8 +223,6 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
 
 def _gate_run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str,
                      detail: str, tests: list[list[str]] | None) -> None:
-    from governor.services.changes import change_judge  # changes queue runs: imported late
-
     with transaction.atomic():
         locked = VerificationRun.objects.select_for_update().get(pk=run.pk)
         if locked.state == RunState.FINISHED:

@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -304,14 +304,9 @@ def tree_written(session: Session, copy: MaterialisedWorkspace) -> Tree:
 
 
 @contextmanager
-def tree_materialised(project: Project, record: WorkspaceTree, *, writable: bool = False,
-                      environment: Mapping[str, WorkspaceTree] | None = None,
-                      ) -> Iterator[MaterialisedWorkspace]:
-    """`record` (and the `environment` directories, each at its path) written into a private
-    directory and checked to hash to it, deleted afterwards. `writable`: private copies a
-    `workspace-write` run may change; otherwise hard links to the blob cache. Raises
-    TreeUnavailable when it cannot be built."""
-    environment = environment or {}
+def _copy(project: Project, record: WorkspaceTree, *, writable: bool,
+          environment: Mapping[str, WorkspaceTree],
+          check: Callable[[MaterialisedWorkspace], Tree]) -> Iterator[MaterialisedWorkspace]:
     manifest = [*record.manifest,
                 *([f"{path}/{entry[0]}", *entry[1:]]
                   for path, below in environment.items() for entry in below.manifest)]
@@ -324,7 +319,20 @@ def tree_materialised(project: Project, record: WorkspaceTree, *, writable: bool
         except (OSError, Unavailable) as exc:
             raise TreeUnavailable(f"the tree {record.tree_id} cannot be materialised: "
                                   f"{getattr(exc, 'message', exc)}") from None
-        _materialised_tree(project, workspace)
+        check(workspace)
+        yield workspace
+
+
+@contextmanager
+def tree_materialised(session: Session, record: WorkspaceTree, *, writable: bool = False,
+                      environment: Mapping[str, WorkspaceTree] | None = None,
+                      ) -> Iterator[MaterialisedWorkspace]:
+    """`record` (and the `environment` directories, each at its path) written into a private
+    directory and checked to hash to it, deleted afterwards. `writable`: private copies a
+    `workspace-write` run may change; otherwise hard links to the blob cache. Raises
+    TreeUnavailable when it cannot be built."""
+    with _copy(session.project, record, writable=writable, environment=environment or {},
+               check=lambda copy: session_tree(session, copy)) as workspace:
         yield workspace
 
 
@@ -372,7 +380,7 @@ def workspace_hashed(session: Session, tree: Any = None,
             yield HashedWorkspace(workspace, hashed, tree_reference(hashed),
                                   _environment_digests(session, workspace, declared))
         return
-    with tree_materialised(session.project, snapshot_current(session, tree).tree) as copy:
+    with tree_materialised(session, snapshot_current(session, tree).tree) as copy:
         assert copy.tree is not None  # hashed by `tree_materialised`, and checked to be it
         yield HashedWorkspace(copy, copy.tree, tree_reference(copy.tree),
                               dict.fromkeys(declared))
@@ -480,8 +488,7 @@ def run_tree(session: Session, snapshot: Any, *, writable: bool, environment: Se
     record, laid = kept, None
     if overlay is not None:
         record, laid = _overlaid(session.project, kept, overlay)
-    with tree_materialised(session.project, record, writable=writable,
-                           environment=below) as copy:
+    with tree_materialised(session, record, writable=writable, environment=below) as copy:
         yield RunTree(copy, {"id": kept.tree_id, "exclusions": kept.exclusions_digest},
                       environment_reference({path: rec.tree_id for path, rec in below.items()}),
                       laid)
@@ -500,7 +507,8 @@ def kept_run_tree(project: Project, tree: tuple[str, str], *, writable: bool,
     record, laid = kept, None
     if overlay is not None:
         record, laid = _overlaid(project, kept, overlay)
-    with tree_materialised(project, record, writable=writable) as copy:
+    with _copy(project, record, writable=writable, environment={},
+               check=lambda copy: _materialised_tree(project, copy)) as copy:
         yield RunTree(copy, {"id": kept.tree_id, "exclusions": kept.exclusions_digest}, None,
                       laid)
 
