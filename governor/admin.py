@@ -141,7 +141,7 @@ class AgentTokenAdmin(admin.ModelAdmin[AgentToken]):
     def formfield_for_choice_field(self, db_field: Any, request: HttpRequest,
                                    **kwargs: Any) -> Any:
         field = super().formfield_for_choice_field(db_field, request, **kwargs)
-        if db_field.name == "kind":  # left out of the form: an agent token, as before
+        if db_field.name == "kind" and field is not None:  # left out: an agent token
             field.required = False
         return field
 

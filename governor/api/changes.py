@@ -25,7 +25,7 @@ def create(request: HttpRequest, payload: ChangeIn) -> Status[dict[str, Any]]:
     the blobs first: `POST /blobs/missing`, `PUT /blobs/{id}`), with their commits; the head
     may list only its `changes` over the base. The runs are queued; read the answer with
     `GET /changes/{id}?wait=`."""
-    body = {"base": sent(payload.base), "head": sent(payload.head)}
+    body: dict[str, Any] = {"base": sent(payload.base), "head": sent(payload.head)}
     if "observe" in payload.model_fields_set:
         body["observe"] = payload.observe
     change = change_create(token=agent_token(request), body=body)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 from django.utils import timezone
@@ -168,7 +168,8 @@ def change_create(*, token: AgentToken, body: Any) -> Change:
         control = in_force(project.runner_control_exempt)
         patterns = [*policy.protected_paths, *control.paths, POLICY_FILE,
                     *(path for profile in profiles
-                      for path in profile.definition().get("protected_paths") or [])]
+                      for path in cast(list[str],
+                                       profile.definition().get("protected_paths") or []))]
         check = protected_check(patterns, (), control.sections)
         changes = changes_read(project.pk, base.manifest, head.manifest)
         protected = offending(check, changes)
@@ -208,7 +209,7 @@ def change_create(*, token: AgentToken, body: Any) -> Change:
         for run in queued:
             task_send_on_commit(RUN_TASK, str(run.pk), on_failure=_unqueued(change))
         # A change whose runs were all run before (or that has none) is decided at once.
-        queue.on_commit(lambda: change_judge(change_id=change.pk))
+        queue.after_commit(lambda: change_judge(change_id=change.pk))
         announce_on_commit(inbox_topic(project.pk))
     return change
 

@@ -391,16 +391,18 @@ def _run_overlay(run: VerificationRun) -> Overlay | None:
     this profile would have (the project's paths, the profile's, the runner control in
     force). None when the session has no reference (older sessions, or a tree that could not
     be hashed when it was created) or nothing is protected."""
-    reference = (run.session.reference or {}).get("tree")
+    session = run.session
+    assert session is not None  # a gated change's run carries its overlay (`_gate_run_execute`)
+    reference = (session.reference or {}).get("tree")
     if reference is None:
         return None
-    folded = SessionState.objects.filter(session_id=run.session_id).values_list(
+    folded = SessionState.objects.filter(session_id=session.pk).values_list(
         "lifecycle", flat=True).get() or {}
     contract = folded["contract"]["data"] if folded.get("open") else None
     check = next((check for check in (contract or {}).get("checks", [])
                   if check.get("id") == PROTECTED_CHECK_ID), None)
     if check is None:
-        project = run.session.project
+        project = session.project
         control = in_force(project.runner_control_exempt)
         patterns = [*project.protected_paths, *(run.definition.get("protected_paths") or []),
                     *control.paths]

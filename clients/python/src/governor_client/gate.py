@@ -17,7 +17,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from governor.domain.canonical import canonical_bytes
 from governor.domain.commits import (
@@ -163,7 +163,8 @@ def gate(client: GovernorClient, repo: str, *, base_rev: str, head_rev: str, obs
         print(f"governor-agent gate: {text}", file=err, flush=True)
 
     project = dict(client.project())
-    exclusions = list(project.get("tree_exclusions") or [])
+    exclusions = [str(pattern) for pattern in cast(list[Any],
+                                                   project.get("tree_exclusions") or [])]
     base = Tree(repo, "base", base_rev, exclusions)
     head = Tree(repo, "head", head_rev, exclusions)
     if not _is_ancestor(repo, base.commit, head.commit):
