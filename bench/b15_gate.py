@@ -150,9 +150,11 @@ def _direct(checkouts: list[str]) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    sizes = [int(size) for size in str(args.b15_sizes).split(",") if size]
-    repeats = int(args.b15_repeats)
-    broker = broker_for(None, REDIS_DB)
+    return measure([int(size) for size in str(args.b15_sizes).split(",") if size],
+                   int(args.b15_repeats), broker_for(None, REDIS_DB))
+
+
+def measure(sizes: list[int], repeats: int, broker: str) -> dict[str, Any]:
     result: dict[str, Any] = {"repeats": repeats, "sizes": {}}
     with governor(worker=True, broker=broker, prefix="governor-b15-") as (live, tmp):
         for files in sizes:
