@@ -267,6 +267,8 @@ class ChangeTreeIn(Strict):
         omittable()
     changes: Annotated[list[dict[str, Any]], DescribedBy(list[SnapshotEntryIn])] | None = \
         omittable()
+    tree: str | None = omittable(description="the base only: the id of a tree the server keeps "
+                                             "for the project, instead of its entries")
 
 
 class ChangeIn(Strict):

@@ -33,7 +33,7 @@ from governor.domain.gate import (
 )
 from governor.domain.runner_control import in_force
 from governor.domain.tamper import scan, scanned_paths
-from governor.domain.tree import TREE_ID_PREFIX
+from governor.domain.tree import TREE_ID_PREFIX, exclusions_digest, validate_exclusions
 from governor.lib import metrics, queue
 from governor.lib.blobstore import blob_read
 from governor.lib.errors import Invalid, ServiceError, Unavailable
@@ -67,15 +67,17 @@ def _body_checked(body: Any) -> dict[str, Any]:
         if type(value) is not dict:
             errors.add(side, "must be a JSON object {commit, entries}")
             continue
-        allowed = ("commit", "entries", "changes") if side == "head" else ("commit", "entries")
+        allowed = ("commit", "entries", "changes") if side == "head" else ("commit", "entries",
+                                                                           "tree")
         errors.keys(side, value, allowed, required=("commit",))
         commit = value.get("commit")
         if commit is not None and (type(commit) is not str or not COMMIT.match(commit)):
             errors.add(f"{side}.commit", "must be a commit id: 40 or 64 lowercase hex digits")
-        given = [key for key in ("entries", "changes") if key in value]
+        given = [key for key in ("entries", "changes", "tree") if key in value]
         if len(given) != 1:
-            errors.add(f"{side}.entries", "required" if side == "base" or not given else
-                       "give entries (the whole tree) or changes (over the base), not both")
+            errors.add(f"{side}.entries", "required" if not given else
+                       "give entries (the whole tree), or for the head its changes over the "
+                       "base, or for the base the id of a tree the server keeps: one of them")
     if not errors.items:
         base, head = body["base"]["commit"], body["head"]["commit"]
         if len(base) != len(head):
@@ -84,6 +86,21 @@ def _body_checked(body: Any) -> dict[str, Any]:
     if errors.items:
         raise FieldsInvalid(errors.items)
     return body
+
+
+def _kept_base(project: Any, tree_id: Any) -> WorkspaceTree:
+    """A base named by its id: a tree the project keeps under its exclusions now (an earlier
+    change's, say), so its entries need not be sent again; otherwise refused naming
+    `base.tree`, and the client sends the entries."""
+    exclusions = list(validate_exclusions(project.tree_exclusions, "tree_exclusions"))
+    kept = WorkspaceTree.objects.filter(
+        project=project, tree_id=tree_id if isinstance(tree_id, str) else "",
+        exclusions_digest=exclusions_digest(exclusions)).first()
+    if kept is None:
+        raise Invalid("base.tree: this server keeps no such tree of the project: send the "
+                      "base's entries", details=[{"path": "base.tree", "message": "not kept: "
+                                                  "send entries"}])
+    return kept
 
 
 def _policy_file(project_id: int, base: WorkspaceTree) -> dict[str, Any] | None:
@@ -156,7 +173,10 @@ def change_create(*, token: AgentToken, body: Any) -> Change:
     body = _body_checked(body)
     head_body = body["head"]
     with transaction.atomic():
-        base = tree_from_entries(project, body["base"]["entries"], where="base")
+        if "tree" in body["base"]:
+            base = _kept_base(project, body["base"]["tree"])
+        else:
+            base = tree_from_entries(project, body["base"]["entries"], where="base")
         if "changes" in head_body:
             head = tree_from_entries(project, head_body["changes"], base_tree=base,
                                      where="head", base_field="base")

@@ -259,3 +259,21 @@ def test_rule_19_2_another_projects_gate_token_cannot_read_a_change(
     assert stranger.get(f"/changes/{response.json()['id']}").status_code == 404
     listed = stranger.get("/certifications", tree=response.json()["head"]["tree"]).json()
     assert listed == {"certifications": []}
+
+
+def test_rule_19_2_a_base_the_server_keeps_is_named_by_its_id_alone(gate: AgentClient) -> None:
+    base = {"calc.py": "x = 1\n"}
+    first = gated(gate, {"calc.py": "x = 2\n"}, base=base)
+    assert first.status_code == 201
+    tree = first.json()["base"]["tree"]
+    head = uploaded(gate, {"calc.py": "x = 3\n"})
+    second = gate.post("/changes", {"base": {"commit": BASE_COMMIT, "tree": tree},
+                                    "head": {"commit": HEAD_COMMIT, "changes": head}})
+    assert second.status_code == 201, second.content
+    assert second.json()["base"]["tree"] == tree and second.json()["changed"] == 1
+    unknown = gate.post("/changes", {"base": {"commit": BASE_COMMIT, "tree": "gittree:sha256:"
+                                              + "0" * 64},
+                                     "head": {"commit": HEAD_COMMIT, "changes": head}})
+    assert unknown.status_code == 422
+    assert unknown.json()["error"]["details"] == [{"path": "base.tree",
+                                                   "message": "not kept: send entries"}]

@@ -24,14 +24,12 @@ from governor.domain.commits import (
     NOTES_REF,
     CertificationError,
     GitError,
-    _sha256_blob_ids,
-    blob_objects,
     blobs_read,
     certification_of,
     commit_tree_id,
     git,
     note_text,
-    read_tree_entries,
+    read_tree_objects,
     resolve_commit,
 )
 from governor.domain.tree import ManifestEntry, TreeError
@@ -58,10 +56,11 @@ class Tree:
     """One side of the change, read from git's objects: its certified-format entries and, for
     each blob id, the git object holding its bytes."""
 
-    def __init__(self, repo: str, field: str, rev: str, exclusions: Sequence[str]) -> None:
+    def __init__(self, repo: str, field: str, rev: str, exclusions: Sequence[str],
+                 known: dict[str, str]) -> None:
         try:
             self.commit = resolve_commit(repo, rev)
-            object_format, entries = read_tree_entries(repo, self.commit)
+            entries, objects = read_tree_objects(repo, self.commit, known)
             self.id, kept = commit_tree_id(entries, exclusions)
         except GitError as exc:
             raise GateRefused(field, str(exc)) from None
@@ -69,13 +68,7 @@ class Tree:
             raise GateRefused(field, f"commit {rev} cannot be a tree the governor judges: "
                                      f"{exc}") from None
         self.entries: tuple[ManifestEntry, ...] = kept
-        objects = blob_objects(repo, self.commit)
-        if object_format == "sha256":
-            self.objects = {entry.blob: objects[entry.path] for entry in kept}
-        else:
-            oids = sorted({objects[entry.path] for entry in kept})
-            ids = _sha256_blob_ids(repo, oids)
-            self.objects = {ids[objects[entry.path]]: objects[entry.path] for entry in kept}
+        self.objects = {entry.blob: objects[entry.blob] for entry in kept}
 
     def as_entries(self) -> list[dict[str, str]]:
         return [{"path": e.path, "mode": e.mode, "blob": e.blob} for e in self.entries]
@@ -165,19 +158,27 @@ def gate(client: GovernorClient, repo: str, *, base_rev: str, head_rev: str, obs
     project = dict(client.project())
     exclusions = [str(pattern) for pattern in cast(list[Any],
                                                    project.get("tree_exclusions") or [])]
-    base = Tree(repo, "base", base_rev, exclusions)
-    head = Tree(repo, "head", head_rev, exclusions)
+    known: dict[str, str] = {}  # git object id -> blob id, shared by the two trees
+    base = Tree(repo, "base", base_rev, exclusions, known)
+    head = Tree(repo, "head", head_rev, exclusions, known)
     if not _is_ancestor(repo, base.commit, head.commit):
         raise GateRefused("base", f"{base_rev} ({base.commit[:12]}) is not an ancestor of the "
                                   f"head {head_rev} ({head.commit[:12]}): gate a change against "
                                   "the commit it was made from (git merge-base)")
     say(f"base {base.commit[:12]} is {base.id}; head {head.commit[:12]} is {head.id}")
     upload(client, repo, [base, head], project, say)
-    body: dict[str, Any] = {"base": {"commit": base.commit, "entries": base.as_entries()},
+    body: dict[str, Any] = {"base": {"commit": base.commit, "tree": base.id},
                             "head": {"commit": head.commit, "changes": head.changes_over(base)}}
     if observe:
         body["observe"] = True
-    answer = client.gate_change(body)
+    try:  # a base the governor keeps already is named by its id alone
+        answer = client.gate_change(body)
+    except GovernorError as error:
+        if not any(item.get("path") == "base.tree" for item in error.details or []
+                   if isinstance(item, dict)):
+            raise
+        body["base"] = {"commit": base.commit, "entries": base.as_entries()}
+        answer = client.gate_change(body)
     say(f"change {answer['id']}: {answer['changed']} paths changed; {answer['url']}")
     deadline = time.monotonic() + timeout
     last = ""
