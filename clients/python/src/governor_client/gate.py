@@ -17,6 +17,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, TextIO, cast
 
 from governor.domain.canonical import canonical_bytes
@@ -41,6 +42,7 @@ MISSING_PER_REQUEST = 10_000
 BATCH_BYTES = 8 * 1024 * 1024
 BATCH_BLOBS = 1000
 WAIT_SECONDS = 30
+UPLOADS = 4  # batches in flight at once
 DEFAULT_TIMEOUT = 3600
 
 
@@ -127,13 +129,30 @@ def upload(client: GovernorClient, repo: str, trees: Sequence[Tree], project: di
             yield by_oid[oid], data
 
     single = int(project.get("max_batch_bytes") or BATCH_BYTES)
-    for batch in _batches(contents(), project):
+
+    def send(batch: list[tuple[str, bytes]]) -> tuple[int, int]:
         if len(batch) == 1 and len(batch[0][1]) + 86 > single:
             client.put_blob(*batch[0])
         else:
             client.put_blobs(batch)
-        sent += len(batch)
-        sent_bytes += sum(len(data) for _blob, data in batch)
+        return len(batch), sum(len(data) for _blob, data in batch)
+
+    # Batches go UPLOADS at a time (the server stores them in parallel); at most twice that
+    # many are read ahead of the answers, so memory stays bounded by the batch cap.
+    with ThreadPoolExecutor(max_workers=UPLOADS) as pool:
+        pending: set[Future[tuple[int, int]]] = set()
+        for batch in _batches(contents(), project):
+            pending.add(pool.submit(send, batch))
+            if len(pending) >= 2 * UPLOADS:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    count, size = future.result()
+                    sent, sent_bytes = sent + count, sent_bytes + size
+                say(f"uploaded {sent}/{len(missing)} blobs, {sent_bytes / 1e6:.1f} MB")
+        for future in pending:
+            count, size = future.result()
+            sent, sent_bytes = sent + count, sent_bytes + size
+    if missing:
         say(f"uploaded {sent}/{len(missing)} blobs, {sent_bytes / 1e6:.1f} MB")
     return sent, sent_bytes
 
