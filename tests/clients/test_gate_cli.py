@@ -190,3 +190,21 @@ def test_rule_19_3_a_base_that_is_not_an_ancestor_is_refused_before_anything_is_
              "PYTHONPATH"]}, capture_output=True, text=True, timeout=120, check=False)
     assert unknown.returncode == 1
     assert "base: 'no-such-branch' names no commit" in unknown.stderr
+
+
+def test_rule_19_1_a_refused_policy_file_fails_the_cli_with_the_servers_words(
+        gate_server: tuple[Live, Path], tmp_path: Path) -> None:
+    repo = repository(tmp_path / "repo")
+    git(repo, "checkout", "-q", "main")
+    (repo / ".governor-gate.toml").write_text('required_profiles = ["gate-tests"]\n'
+                                              "tamper_scan = maybe\n")
+    git(repo, "commit", "-q", "-am", "a broken policy")
+    git(repo, "checkout", "-q", "-B", "head")
+    head_commit(repo, {"calc.py": RIGHT})
+    for extra in ((), ("--observe",)):
+        done = gate(gate_server, repo, *extra)
+        assert done.returncode == 1, done.stdout + done.stderr
+        error = json.loads(done.stderr.strip().splitlines()[-1])["error"]
+        assert error["status"] == 422
+        assert error["details"][0]["path"] == "base: .governor-gate.toml"
+        assert "line 2" in error["details"][0]["message"]
