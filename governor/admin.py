@@ -22,6 +22,7 @@ from governor.models import (
     Project,
     Session,
     SigningKey,
+    TokenKind,
 )
 from governor.services.tokens import token_create, token_revoke
 from reviews.models import Passkey
@@ -123,9 +124,11 @@ class ReadOnlyAdmin(admin.ModelAdmin[Any]):
 
 @admin.register(AgentToken)
 class AgentTokenAdmin(admin.ModelAdmin[AgentToken]):
-    list_display = ("name", "prefix", "project", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("project",)
-    fields = ("project", "name", "owner", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_display = ("name", "kind", "prefix", "project", "created_at", "last_used_at",
+                    "revoked_at")
+    list_filter = ("project", "kind")
+    fields = ("project", "name", "kind", "owner", "prefix", "created_at", "last_used_at",
+              "revoked_at")
     readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
     actions = ["revoke"]
 
@@ -135,15 +138,23 @@ class AgentTokenAdmin(admin.ModelAdmin[AgentToken]):
             kwargs["required"] = True
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    def formfield_for_choice_field(self, db_field: Any, request: HttpRequest,
+                                   **kwargs: Any) -> Any:
+        field = super().formfield_for_choice_field(db_field, request, **kwargs)
+        if db_field.name == "kind" and field is not None:  # left out: an agent token
+            field.required = False
+        return field
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         # A token's project is fixed at creation: moving it would hand its agent another project.
-        return (*self.readonly_fields, *(("project",) if obj is not None else ()))
+        return (*self.readonly_fields, *(("project", "kind") if obj is not None else ()))
 
     def save_model(self, request: HttpRequest, obj: AgentToken, form: Any, change: bool) -> None:
         if change:
             obj.save(update_fields=["name", "owner"])
             return
-        token, secret = token_create(project=obj.project, name=obj.name, owner=obj.owner)
+        token, secret = token_create(project=obj.project, name=obj.name, owner=obj.owner,
+                                     kind=obj.kind or TokenKind.AGENT)
         obj.pk, obj.prefix, obj.digest = token.pk, token.prefix, token.digest
         cast(Any, obj).new_secret = secret  # for response_add, on this request only
 

@@ -205,9 +205,23 @@ class Membership(models.Model):
         return f"{self.user} {self.role} of {self.project}"
 
 
+class TokenKind(models.TextChoices):
+    """What a project token may do: an `agent` token runs sessions and contracts; a `gate`
+    token (rules §19.2) may only gate changes, upload their trees' blobs and read the
+    project's certifications."""
+
+    AGENT = "agent"
+    GATE = "gate"
+
+
 class AgentToken(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tokens")
     name = models.CharField(max_length=100)
+    kind = models.CharField(
+        max_length=8, choices=TokenKind.choices, default=TokenKind.AGENT,
+        help_text="agent: sessions, contracts and runs. gate: only gating changes at the pull "
+                  "request (POST /api/v1/changes), uploading their blobs and reading the "
+                  "project's certifications — for a CI job, never an agent.")
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="agent_tokens",
@@ -609,3 +623,59 @@ class ReliabilityDay(models.Model):
 
     def __str__(self) -> str:
         return f"{self.project_id} {self.day} {self.kind} {self.name} {self.status}: {self.count}"
+
+
+class ChangeState(models.TextChoices):
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+class ChangeVerdict(models.TextChoices):
+    PENDING = "", "pending"
+    CERTIFIED = "certified"
+    NOT_CERTIFIED = "not-certified"
+
+
+class Change(models.Model):
+    """rules §19: a change gated at the pull request, with no session — a base tree and a
+    head tree (with their commits), the policy read from the base, the runs of its profiles
+    (`verification.ChangeRun`), and once they finished the verdict with its findings, what
+    proved each rule and, when certified, the signed attestation of the head tree."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="changes")
+    token = models.ForeignKey(AgentToken, null=True, on_delete=models.SET_NULL,
+                              related_name="+")
+    base_commit = models.CharField(max_length=64)
+    head_commit = models.CharField(max_length=64)
+    base_tree = models.ForeignKey(WorkspaceTree, on_delete=models.PROTECT, related_name="+")
+    head_tree = models.ForeignKey(WorkspaceTree, on_delete=models.PROTECT, related_name="+")
+    observe = models.BooleanField(default=False, help_text="Observe mode: the verdict is "
+                                  "recorded and answered, and the CI job never fails on it.")
+    policy = JSONTextField(help_text="The gate policy in force: the project's settings with "
+                                     "the base's .governor-gate.toml.")
+    policy_receipt = models.CharField(max_length=71)
+    changes = JSONTextField(help_text="[[path, kind, [sections]], ...] from base to head.")
+    protected = JSONTextField(help_text="The protected paths the head changed.")
+    tamper = JSONTextField(help_text="The tamper scan's findings in the changed files.")
+    converted = JSONTextField(default=dict, help_text="Rules §17.9: what a checkout of the "
+                                                      "head would convert, {text, paths}.")
+    state = models.CharField(max_length=16, choices=ChangeState.choices,
+                             default=ChangeState.RUNNING)
+    verdict = models.CharField(max_length=16, choices=ChangeVerdict.choices, blank=True,
+                               default=ChangeVerdict.PENDING)
+    findings = JSONTextField(default=list)
+    proofs = JSONTextField(default=list)
+    rules = JSONTextField(default=list, help_text="The rules its findings name (counted).")
+    receipt = models.CharField(max_length=71, blank=True)
+    envelope = JSONTextField(null=True, blank=True, help_text="The DSSE envelope certifying "
+                                                              "the head tree.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["project", "created_at"], name="change_project_time"),
+                   models.Index(fields=["project", "head_tree"], name="change_project_head")]
+
+    def __str__(self) -> str:
+        return f"change {self.id} ({self.verdict or self.state})"

@@ -21,6 +21,7 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from governor import pages_changes
 from governor.domain.reliability import REPORT_KINDS, ReportInvalid, period_from
 from governor.lib.errors import Conflict, Invalid, NotFound
 from governor.lib.live import MemberRequest
@@ -134,6 +135,11 @@ def _csv_rows(summary: dict[str, Any]) -> Iterator[list[Any]]:
     for report in summary["reports"]:
         yield ["reports", report["kind"], "contracts", report["contracts"]]
         yield ["reports", report["kind"], f"of_{report['of']}", report["total"]]
+    gate = summary["gate"]
+    for measure in ("total", "certified", "not_certified", "running", "observe"):
+        yield ["gate", "", measure, gate[measure]]
+    for rule, count in gate["by_rule"].items():
+        yield ["gate", rule, "not_certified", count]
 
 
 def _csv(summary: dict[str, Any]) -> str:
@@ -180,4 +186,6 @@ def report_post(request: MemberRequest, session_id: uuid.UUID) -> HttpResponse:
 urlpatterns = [
     path("", project_list, name="list"),
     path("<slug:slug>/reliability", reliability, name="reliability"),
+    path("<slug:slug>/changes/", pages_changes.change_list, name="changes"),
+    path("<slug:slug>/changes/<uuid:change_id>/", pages_changes.change_page, name="change"),
 ]

@@ -70,15 +70,18 @@ from governor.domain.canonical import (
 from governor.domain.chain import GENESIS, META_KEYS, event_hash
 from governor.domain.changes import changes_digest, workspace_changes
 from governor.domain.commits import (
+    NOTES_REF,
     Certification,
     CertificationError,
     Commit,
     GitError,
     certification_of,
+    certification_of_note,
     commit_tree_id,
     judge_commit,
     manifest_differences,
     read_commit,
+    read_note,
     sessions_named,
 )
 from governor.domain.export import FORMAT, serialise_line, tree_ref
@@ -1004,6 +1007,24 @@ def _verify_commit(args: argparse.Namespace, trusted_keys: Mapping[str, Ed25519P
     return 0 if verdict.ok else 1
 
 
+def _verify_note(args: argparse.Namespace) -> int:
+    """rules §16.3, §19.3: the commit's note, checked against the trusted keys alone."""
+    try:
+        trusted_keys = load_trusted_keys(Path(args.key).read_bytes())
+        commit = read_commit(args.repo, args.commit)
+        raw = read_note(args.repo, NOTES_REF, commit.oid)
+        if raw is None:
+            print(f"FAIL: commit {commit.oid[:12]} has no note under {NOTES_REF}")
+            return 1
+        verdict = judge_commit(commit, [certification_of_note(raw, trusted_keys)])
+    except (GitError, OSError, CertificationError, AttestationError, FieldsInvalid) as exc:
+        print(f"FAIL: {exc}")
+        return 1
+    for line in verdict.lines():
+        print(line)
+    return 0 if verdict.ok else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m governor.verify",
@@ -1040,8 +1061,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="with --commit: ask this governor for the certifications of the "
                         "commit's tree (GET /api/v1/certifications) instead of an export")
     parser.add_argument("--token", metavar="FILE",
-                        help="with --server: a file holding an agent token of the project")
+                        help="with --server: a file holding an agent or gate token of the "
+                        "project")
+    parser.add_argument("--note", action="store_true",
+                        help="with --commit and --key: check the commit against the signed "
+                        "certification its git note carries (refs/notes/governor, as "
+                        "`governor-agent commit` and `governor-agent gate` add it), offline")
     args = parser.parse_args(argv)
+    if args.note:
+        if args.commit is None or args.key is None or args.server or args.export:
+            parser.error("--note goes with --commit and --key, and no export or --server")
+        return _verify_note(args)
     if args.commit is None and (args.server or args.token):
         parser.error("--server and --token go with --commit")
     if args.server is not None and (args.export is not None or args.token is None):

@@ -35,6 +35,7 @@ from governor.lib.live import (
 from governor.lib.notify import inbox_topic
 from governor.lib.waits import off_thread
 from governor.selectors.access import review_for_reviewer, reviewed_projects
+from governor.selectors.changes import changes_reviewed
 from governor.selectors.heldout import session_suites
 from governor.selectors.passkeys import passkeys_of
 from governor.selectors.plan import delivery_budget, delivery_shown, plan_details
@@ -94,8 +95,10 @@ def inbox(request: MemberRequest) -> HttpResponse:
                .filter(session__project__in=reviewed_projects(request.user),
                        decided_at__isnull=False)
                .order_by("-decided_at")[:RECENTLY_DECIDED])
+    gated = changes_reviewed(request.user, RECENTLY_DECIDED)
     return render(request, "reviews/inbox.html",
-                  {**_inbox_list(request.user, request.GET.get("page")), "decided": decided})
+                  {**_inbox_list(request.user, request.GET.get("page")), "decided": decided,
+                   "gated": gated})
 
 
 @signed_in_live

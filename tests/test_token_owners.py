@@ -82,3 +82,12 @@ def test_the_bootstrap_token_belongs_to_an_agent_user_so_the_admin_reviews_it(
     assert not Membership.objects.filter(user=token.owner).exists()
     assert Membership.objects.filter(user__username="admin", project=token.project,
                                      role=Role.REVIEWER).exists()
+
+
+def test_rule_19_2_the_admin_creates_a_gate_token_of_that_kind(
+    operator: Client, project: Project, agent_owner: Any
+) -> None:
+    response = operator.post("/admin/governor/agenttoken/add/", {
+        "project": project.pk, "name": "ci", "owner": agent_owner.pk, "kind": "gate"})
+    assert response.status_code == 200
+    assert AgentToken.objects.get().kind == "gate"

@@ -23,7 +23,7 @@ from governor.domain.profiles import (
     profile_definition,
     profile_receipt,
 )
-from governor.models import JSONTextField, Project, Session
+from governor.models import Change, JSONTextField, Project, Session
 
 if TYPE_CHECKING:
     from django.db.models.fields.related_descriptors import RelatedManager
@@ -234,8 +234,13 @@ class RunState(models.TextChoices):
 
 class VerificationRun(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="runs")
+    session = models.ForeignKey(Session, on_delete=models.PROTECT, related_name="runs",
+                                null=True, blank=True,
+                                help_text="None for a gated change's run (rules §19.2).")
     profile = models.ForeignKey(VerifierProfile, on_delete=models.PROTECT, related_name="runs")
+    overlay = JSONTextField(null=True, blank=True,
+                            help_text="A gated change's run: what it lays over its tree "
+                                      "(rules §17.2), {reference: {id, exclusions}, check}.")
     profile_receipt = models.CharField(max_length=71)
     definition = JSONTextField(help_text="The profile definition this run executes.")
     tree = models.CharField(max_length=80, blank=True,
@@ -379,3 +384,20 @@ class OutcomeContract(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} ({self.status})"
+
+
+class ChangeRun(models.Model):
+    """A run a gated change's verdict waits for (rules §19.2): of a profile on the base (the
+    baseline; one run serves every change with the same base tree and profile receipt) or on
+    the head."""
+
+    change = models.ForeignKey(Change, on_delete=models.CASCADE, related_name="runs")
+    run = models.ForeignKey(VerificationRun, on_delete=models.PROTECT, related_name="changes")
+    role = models.CharField(max_length=8, choices=[("base", "base"), ("head", "head")])
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["change", "run", "role"],
+                                               name="change_run_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.change_id} {self.role} {self.run_id}"

@@ -17,7 +17,7 @@ def run_verification(run_id: str) -> None:
     run = runs.run_claim(run_id)
     if run is not None:
         structlog.contextvars.bind_contextvars(run_id=run_id, session_id=str(run.session_id),
-                                               project=run.session.project.slug)
+                                               project=run.profile.project.slug)
         runs.run_perform(run)
 
 

@@ -11,6 +11,7 @@ from ninja.parser import Parser
 from governor.api import (
     blobs,
     certifications,
+    changes,
     contracts,
     drafts,
     errors,
@@ -47,3 +48,4 @@ api.add_router("", outcomes.router)
 api.add_router("", drafts.router)
 api.add_router("", blobs.router)
 api.add_router("", certifications.router)
+api.add_router("", changes.router)

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from ninja import Router, Status
 
-from governor.api.auth import agent_token
+from governor.api.auth import AgentOrGateBearer, agent_token
 from governor.api.errors import ERROR_RESPONSES
 from governor.api.schemas import (
     BatchOut,
@@ -28,7 +28,8 @@ from governor.services import blobs, snapshots
 router = Router(tags=["snapshots"])
 
 
-@router.get("/project", response={200: ProjectOut, **ERROR_RESPONSES})
+@router.get("/project", response={200: ProjectOut, **ERROR_RESPONSES},
+            auth=AgentOrGateBearer())
 def project(request: HttpRequest) -> dict[str, object]:
     """What an agent needs to compute the tree the server computes (rules §10.1): the
     project's exclusions, and the caps a snapshot must keep; and what it must not change (the
@@ -50,7 +51,8 @@ def project(request: HttpRequest) -> dict[str, object]:
             "max_batch_blobs": settings.GOVERNOR_MAX_BLOB_BATCH_BLOBS}
 
 
-@router.post("/blobs/missing", response={200: MissingOut, **ERROR_RESPONSES})
+@router.post("/blobs/missing", response={200: MissingOut, **ERROR_RESPONSES},
+             auth=AgentOrGateBearer())
 def blobs_missing(request: HttpRequest, payload: BlobIdsIn) -> dict[str, object]:
     """The ids of the project's store lacks, of those given (at most 10,000)."""
     return {"missing": blobs.blobs_missing(agent_token(request).project, payload.blobs)}
@@ -61,7 +63,7 @@ BLOB_BODY = {"requestBody": {"required": True, "content": {
 
 
 @router.put("/blobs/{blob_id}", response={201: BlobOut, 200: BlobOut, **ERROR_RESPONSES},
-            openapi_extra=BLOB_BODY)
+            openapi_extra=BLOB_BODY, auth=AgentOrGateBearer())
 def blob_put(request: HttpRequest, blob_id: str) -> Status[dict[str, object]]:
     """The raw bytes of a blob; the id is recomputed. 201 stored, 200 already present."""
     created = blobs.blob_put(agent_token(request).project, blob_id, request)
@@ -73,7 +75,8 @@ BATCH_BODY = {"requestBody": {"required": True, "content": {"application/octet-s
                "`<64 hex id> <size>\\n`, then exactly `size` bytes"}}}}}
 
 
-@router.post("/blobs", response={200: BatchOut, **ERROR_RESPONSES}, openapi_extra=BATCH_BODY)
+@router.post("/blobs", response={200: BatchOut, **ERROR_RESPONSES}, openapi_extra=BATCH_BODY,
+             auth=AgentOrGateBearer())
 def blobs_put_batch(request: HttpRequest) -> dict[str, list[str]]:
     """Many blobs in one raw body, all stored or none (each id recomputed first)."""
     length = request.META.get("CONTENT_LENGTH") or ""

@@ -29,7 +29,7 @@ class ErrorOut(Schema):
 
 
 ERROR_RESPONSES: dict[int, type[Schema]] = {
-    code: ErrorOut for code in (400, 401, 404, 409, 413, 422, 503)
+    code: ErrorOut for code in (400, 401, 403, 404, 409, 413, 422, 503)
 }
 # Routes that take `?wait=` may also answer 429 TOO_MANY_WAITS, with Retry-After; an import
 # 429 TOO_MANY_IMPORTS.
@@ -42,6 +42,7 @@ DRAFT_STATUS = {"DRAFT_UPSTREAM": 502, "DRAFT_TIMEOUT": 504, "DRAFT_STREAM": 502
 
 STATUS: dict[type[errors.ServiceError], int] = {
     errors.NotFound: 404,
+    errors.Forbidden: 403,
     errors.Conflict: 409,
     errors.Invalid: 422,
     errors.TooLarge: 413,

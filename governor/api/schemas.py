@@ -264,6 +264,26 @@ class SnapshotIn(Strict):
         description="an earlier snapshot's tree id: `entries` are the changes")
 
 
+class ChangeTreeIn(Strict):
+    """One side of a gated change (rules §19.2): its commit and its tree as snapshot entries
+    (rules §11.1), or for the head only the `changes` over the base (a null blob deletes)."""
+
+    commit: str = Field(max_length=64)
+    entries: Annotated[list[dict[str, Any]], DescribedBy(list[SnapshotEntryIn])] | None = \
+        omittable()
+    changes: Annotated[list[dict[str, Any]], DescribedBy(list[SnapshotEntryIn])] | None = \
+        omittable()
+    tree: str | None = omittable(description="the base only: the id of a tree the server keeps "
+                                             "for the project, instead of its entries")
+
+
+class ChangeIn(Strict):
+    base: ChangeTreeIn
+    head: ChangeTreeIn
+    observe: bool = omittable(description="record and answer what the gate would do; a CI "
+                                          "job in observe mode never fails")
+
+
 # --- responses ----------------------------------------------------------------------------------
 
 
@@ -329,6 +349,23 @@ class CertificationOut(Out):
     terminalReceipt: str  # noqa: N815 - wire name
     envelope: dict[str, Any]
     entries: list[list[str]] | None  # [path, mode, blob id]: for a session's query
+
+
+class ChangeOut(Out):
+    id: str
+    status: Literal["running", "certified", "not-certified"]
+    observe: bool
+    url: str
+    base: dict[str, str]
+    head: dict[str, str]
+    policy: dict[str, Any]
+    policyReceipt: str  # noqa: N815 - wire name
+    changed: int
+    runs: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
+    proofs: list[dict[str, Any]]
+    receipt: str | None
+    envelope: dict[str, Any] | None
 
 
 class CertificationsOut(Out):

@@ -56,6 +56,7 @@ PREDICATE_TYPE = "https://reliability-governor.dev/attestation/v1"
 HEAD_PREDICATE_TYPE = "https://reliability-governor.dev/export-head/v1"
 PREDICATE_KINDS = ("contract", "terminal", "outcome-terminal")
 WORKSPACE_SUBJECT = "workspace"
+CHANGE_SUBJECT_PREFIX = "change:"  # rules §19.2: a gated change's certification
 GIT_TREE = "gitTree"  # in-toto's DigestSet key for a git tree id
 TERMINAL_STATUSES = ("certified", "exhausted", "abstained")
 
@@ -231,12 +232,14 @@ def build_statement(
     workspace_tree: str | None = None,
     start_tree: str | None = None,
     changes_digest: str | None = None,
+    subject: str | None = None,
 ) -> Statement:
     """The in-toto Statement attesting the governor event at `event_seq`, whose hash is
     `chain_head`. Terminal fields are required for kind "terminal" and refused for "contract";
     `workspace_tree` (64 hex: the deciding attempt's tree) becomes a terminal's second subject;
     a certified terminal's predicate names its contract's `startTree` and the `changesDigest`
-    of what changed since (rules §14.8)."""
+    of what changed since (rules §14.8). `subject` names a gated change (`change:<id>`, rules
+    §19.2) instead of a session's contract: its digest is the change's receipt."""
     if kind not in PREDICATE_KINDS:
         raise AttestationError(f"predicate: kind must be one of {list(PREDICATE_KINDS)}")
     predicate: dict[str, object] = {
@@ -258,13 +261,13 @@ def build_statement(
     elif (status, reason, terminal_receipt, attempt_receipt, run_receipts,
           workspace_tree, start_tree, changes_digest) != (None,) * 8:
         raise AttestationError("predicate: terminal fields given for a contract attestation")
-    subject: list[Subject] = [{"name": subject_name(session_id, contract_id),
-                               "digest": {"sha256": chain_head}}]
+    subjects: list[Subject] = [{"name": subject or subject_name(session_id, contract_id),
+                                "digest": {"sha256": chain_head}}]
     if workspace_tree is not None:
-        subject.append({"name": WORKSPACE_SUBJECT, "digest": {GIT_TREE: workspace_tree}})
+        subjects.append({"name": WORKSPACE_SUBJECT, "digest": {GIT_TREE: workspace_tree}})
     statement: Statement = {
         "_type": STATEMENT_TYPE,
-        "subject": subject,
+        "subject": subjects,
         "predicateType": PREDICATE_TYPE,
         "predicate": predicate,
     }
@@ -353,8 +356,11 @@ def check_statement(statement: object) -> None:
     entry = subject[0]
     if type(entry) is not dict or set(entry) != {"name", "digest"}:
         raise AttestationError("statement subject: expected exactly the keys ['digest', 'name']")
-    if type(entry["name"]) is not str or not entry["name"].startswith("session:"):
-        raise AttestationError("statement subject: name must start with 'session:'")
+    if type(entry["name"]) is not str or not (
+            entry["name"].startswith("session:")
+            or (terminal and entry["name"].startswith(CHANGE_SUBJECT_PREFIX))):
+        raise AttestationError("statement subject: name must start with 'session:' (a "
+                               "terminal's may name a gated change, 'change:')")
     digest = entry["digest"]
     if (
         type(digest) is not dict

@@ -166,6 +166,24 @@ def _list_entries(repo: str, treeish: str, object_format: str) -> tuple[Manifest
     return tuple(ManifestEntry(path, mode, ids[oid]) for path, mode, oid in rows)
 
 
+def read_tree_objects(repo: str, treeish: str, known: dict[str, str]
+                      ) -> tuple[tuple[ManifestEntry, ...], dict[str, str]]:
+    """The manifest of `treeish`'s content and, for each of its blob ids, the git object
+    holding the bytes. `known` (git object id -> certified-format blob id) is read and
+    extended, so a second tree of the same repository hashes only the blobs the first lacked
+    (a SHA-1 repository's blobs are read to compute their ids)."""
+    object_format = git(repo, "rev-parse", "--show-object-format").decode().strip()
+    rows = _rows(repo, treeish)
+    if object_format == "sha256":
+        known.update((oid, oid) for _, _, oid in rows)
+    elif object_format == "sha1":
+        known.update(_sha256_blob_ids(repo, sorted({oid for _, _, oid in rows} - known.keys())))
+    else:
+        raise GitError(f"unknown object format {object_format!r}")
+    entries = tuple(ManifestEntry(path, mode, known[oid]) for path, mode, oid in rows)
+    return entries, {known[oid]: oid for _, _, oid in rows}
+
+
 def blob_objects(repo: str, treeish: str) -> dict[str, str]:
     """The git object id of each path of `treeish`: where its bytes are read from."""
     return {path: oid for path, _, oid in _rows(repo, treeish)}
@@ -479,6 +497,9 @@ def judge_commit(commit: Commit, certifications: Sequence[Certification]) -> Ver
 
 
 def _certified(short: str, certification: Certification) -> Verdict:
+    if certification.session.startswith("change:"):  # rules §19.2: gated at the pull request
+        return Verdict(True, f"OK: commit {short} is {certification.tree}, certified by gated "
+                             f"change {certification.session.removeprefix('change:')}")
     return Verdict(True, f"OK: commit {short} is {certification.tree}, certified by session "
                          f"{certification.session} (terminal at seq {certification.seq})")
 

@@ -39,6 +39,12 @@ class ReviewRequired(Invalid):
     code = "review-required"
 
 
+class Forbidden(ServiceError):
+    """The token is valid but of a kind this route does not take (403)."""
+
+    code = "FORBIDDEN"
+
+
 class Unavailable(ServiceError):
     code = "UNAVAILABLE"
 

@@ -55,6 +55,10 @@ WAITS = Counter("governor_waits", "Long polls that held a wait slot, by who wait
                 "token or a signed-in person).", ["waiter"])
 RUNS = Counter("governor_verification_runs", "Verification runs finished, by profile, outcome "
                "(passed or the failure kind) and project.", ["profile", "outcome", "project"])
+CHANGES = Counter("governor_gated_changes", "Changes gated at the pull request (rules §19), by "
+                  "verdict (certified, not-certified), the rule a finding names (empty when "
+                  "certified; a change with findings under two rules counts under both) and "
+                  "mode (enforce, observe).", ["project", "verdict", "rule", "mode"])
 RUN_DURATION = Histogram("governor_verification_run_duration_seconds",
                          "A finished run's sandbox time.", ["profile", "outcome"],
                          buckets=RUN_SECONDS)

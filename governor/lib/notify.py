@@ -45,6 +45,11 @@ def run_topic(run_id: Any) -> str:
     return f"run:{run_id}"
 
 
+def change_topic(change_id: Any) -> str:
+    """A gated change (rules §19) was decided."""
+    return f"change:{change_id}"
+
+
 def inbox_topic(project_id: Any) -> str:
     """A proposal of the project was opened or decided (approved, rejected, expired, withdrawn):
     what the review inbox shows."""

@@ -35,6 +35,11 @@ def task_send_on_commit(name: str, *args: str,
     on_commit(send)
 
 
+def after_commit(call: Callable[[], object]) -> None:
+    """`call()` once the current transaction commits (at once outside one)."""
+    on_commit(call)
+
+
 def queue_depth() -> int:
     """Task messages waiting in the default queue: the Redis list Celery pushes them onto, or
     the filesystem broker's files. Raises whatever the broker's client raises."""

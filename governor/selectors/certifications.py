@@ -10,7 +10,15 @@ from typing import Any
 from governor.domain.lifecycle import ATTEMPT, TERMINAL
 from governor.domain.tree import TREE_ID_PREFIX
 from governor.lib.errors import Invalid
-from governor.models import Attestation, Event, Origin, Project, WorkspaceTree
+from governor.models import (
+    Attestation,
+    Change,
+    ChangeVerdict,
+    Event,
+    Origin,
+    Project,
+    WorkspaceTree,
+)
 from governor.selectors.access import session_for_token
 
 TREE_RE = re.compile(r"^gittree:sha256:[0-9a-f]{64}$")
@@ -27,10 +35,12 @@ def certifications_for(*, token: Any, tree: str | None, session: str | None
                       details=[{"path": "tree", "message": "one of tree, session"}])
     project: Project = token.project
     events = Event.objects.filter(session__project=project, origin=Origin.GOVERNOR)
+    gated: list[dict[str, Any]] = []
     if tree is not None:
         if not TREE_RE.match(tree):
             raise Invalid(f"tree must be {TREE_ID_PREFIX} followed by 64 lowercase hex digits",
                           details=[{"path": "tree", "message": "malformed"}])
+        gated = _gated(project, tree)
         # Governor event data is compact JSON text: the id appears exactly so.
         attempts = events.filter(type=ATTEMPT, data__contains=f'"{tree}"')
     else:
@@ -62,4 +72,17 @@ def certifications_for(*, token: Any, tree: str | None, session: str | None
         found.append(item)
         if len(found) == LIMIT:
             break
-    return found
+    return [*gated, *found][:LIMIT]
+
+
+def _gated(project: Project, tree: str) -> list[dict[str, Any]]:
+    """rules §19.2: the project's gated changes certified with `tree` as their head, as a
+    certification names them (`change:<id>`; the signed subject says the same)."""
+    changes = (Change.objects.filter(project=project, head_tree__tree_id=tree,
+                                     verdict=ChangeVerdict.CERTIFIED, envelope__isnull=False)
+               .select_related("head_tree").order_by("-created_at")[:LIMIT])
+    return [{"session": f"change:{change.pk}", "seq": 0, "tree": tree,
+             "exclusions": list(change.head_tree.exclusions),
+             "exclusionsDigest": change.head_tree.exclusions_digest,
+             "terminalReceipt": change.receipt, "envelope": change.envelope, "entries": None}
+            for change in changes]

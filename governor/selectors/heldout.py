@@ -49,6 +49,15 @@ def suite_current(project: Project, name: str) -> HeldoutSuiteVersion | None:
     return row.version if row is not None else None
 
 
+def suites_current(project: Project, definition: Mapping[str, Any]
+                   ) -> dict[str, HeldoutSuiteVersion | None]:
+    """Rules §18.2, §18.3: the current versions of the held-out suites a profile definition
+    names, by field — what its run mounts or answers (None when it names none, or the suite is
+    gone: the run then fails as `infrastructure`, saying so)."""
+    return {field: suite_current(project, str(definition.get(field)))
+            if definition.get(field) else None for field in ("heldout", "oracle")}
+
+
 def suites_unknown(project: Project, validated: Mapping[str, Any]) -> list[dict[str, str]]:
     """Rules 18.2, 18.3: the suites a validated profile names that its project does not have,
     as field errors (``heldout``, ``oracle``); a profile naming one is refused."""

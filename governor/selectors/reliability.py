@@ -14,7 +14,15 @@ from django.db.models import Count, Sum
 
 from governor.domain import reliability
 from governor.domain.reliability import REPORT_DENOMINATORS, REPORT_KINDS, Period
-from governor.models import AgentToken, Event, Project, ReliabilityDay, ReliabilityFact, Session
+from governor.models import (
+    AgentToken,
+    Change,
+    Event,
+    Project,
+    ReliabilityDay,
+    ReliabilityFact,
+    Session,
+)
 
 TOP_CHECKS = 10
 REVIEW_STAGES = ("intent", "evidence", "delivery")
@@ -145,7 +153,29 @@ def reliability_summary(project: Project, period: Period) -> dict[str, Any]:
                                           row["token"] or "")),
         "reports": reports,
         "false_certification": reports[0],
+        "gate": gated_changes(project, period),
     }
+
+
+def gated_changes(project: Project, period: Period) -> dict[str, Any]:
+    """rules §19: the changes gated at the pull request in the period (by when they were
+    gated), in one query: decided ones by verdict, the not-certified ones by each rule a
+    finding named, and how many were in observe mode (counted in the verdicts too)."""
+    counted: dict[str, Any] = {"total": 0, "certified": 0, "not_certified": 0, "running": 0,
+                               "observe": 0, "by_rule": {}}
+    rows = (Change.objects.filter(project=project, created_at__gte=period.start,
+                                  created_at__lt=period.end)
+            .values("verdict", "observe", "rules").annotate(n=Count("id")).order_by())
+    for row in rows:
+        n = int(row["n"])
+        counted["total"] += n
+        counted["observe"] += n if row["observe"] else 0
+        verdict = row["verdict"] or "running"
+        counted[verdict.replace("-", "_")] += n
+        for rule in row["rules"] or []:
+            counted["by_rule"][rule] = counted["by_rule"].get(rule, 0) + n
+    counted["by_rule"] = dict(sorted(counted["by_rule"].items()))
+    return counted
 
 
 def session_reports(session: Session, status: Mapping[str, Any]) -> dict[str, object]:

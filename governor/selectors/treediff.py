@@ -25,6 +25,7 @@ from governor.lib.blobstore import blob_read
 from governor.lib.errors import Invalid, NotFound, ServiceError
 from governor.lib.highlight import highlighted_lines
 from governor.models import Blob, Event, Session, Snapshot, WorkspaceTree
+from governor.models import Change as GatedChange
 
 DIFFED_FILES = 20  # files shown with their diff; the rest are listed
 DIFF_LINES = 2000  # diff lines shown per file; the file view holds the rest
@@ -167,7 +168,8 @@ def _sizes(project_id: int, changes: list[Change]) -> dict[str, int]:
     return sizes
 
 
-def tree_changes(session: Session, before: str, after: str, *, diffed: int = DIFFED_FILES,
+def tree_changes(session: Session | GatedChange, before: str, after: str, *,
+                 diffed: int = DIFFED_FILES,
                  listed: int | None = None) -> TreeChanges:
     """What changed from `before` to `after` (trees the session's contract and attempts named,
     as `session_status` reports them): the first `listed`

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -29,7 +29,7 @@ from governor.domain.heldout import (
     oracle_judged,
     oracle_stdin,
 )
-from governor.domain.profiles import ProfileDefinition, operator_environment, workspace_environment
+from governor.domain.profiles import operator_environment, workspace_environment
 from governor.domain.runner_control import in_force
 from governor.domain.tree import tree_reference
 from governor.domain.verification import (
@@ -54,11 +54,12 @@ from governor.lib.reports import report_directory, report_judged
 from governor.models import Session, SessionState, WorkspaceKind
 from governor.selectors.heldout import (
     suite_agent_view,
-    suite_current,
     suite_version_cases,
     suite_version_files,
+    suites_current,
 )
 from governor.selectors.snapshots import tree_named
+from governor.services.changes import change_judge
 from governor.services.events import (
     governor_event_append,
     session_locked,
@@ -68,12 +69,12 @@ from governor.services.trees import (
     Overlay,
     RunTree,
     TreeUnavailable,
+    kept_run_tree,
     operator_environment_problems,
     run_tree,
     tree_written,
 )
 from verification.models import (
-    HeldoutSuiteVersion,
     RunState,
     VerificationRun,
     VerifierProfile,
@@ -102,7 +103,7 @@ def run_request(*, session: Session, profile_id: str, tree: str | None = None) -
     run = VerificationRun.objects.create(session=session, profile=profile,
                                          profile_receipt=profile.receipt,
                                          definition=definition, tree=tree or "",
-                                         **_suites(session, definition))
+                                         **suites_current(session.project, definition))
 
     def unqueued(exc: Exception) -> None:
         run.delete()  # it never started: nothing to record
@@ -135,21 +136,12 @@ def runs_request_baseline(*, session: Session, contract: ContractDocument) -> li
             session=session, profile=profile, profile_receipt=profile.receipt,
             definition=definition, tree=start["id"],
             tree_exclusions=start["exclusions"], baseline=True,
-            **_suites(session, definition))
+            **suites_current(session.project, definition))
         task_send_on_commit(RUN_TASK, str(run.pk), on_failure=_baseline_unqueued(run))
         queued.append(run)
     if queued:
         announce_on_commit(session_topic(session.pk))
     return queued
-
-
-def _suites(session: Session, definition: ProfileDefinition
-            ) -> dict[str, HeldoutSuiteVersion | None]:
-    """Rules §18.2, §18.3: the current versions of the held-out suites a profile names, which
-    its run mounts or answers (None when the profile names none, or the suite is gone: the run
-    then fails as `infrastructure`, saying so)."""
-    return {field: suite_current(session.project, str(definition.get(field)))
-            if definition.get(field) else None for field in ("heldout", "oracle")}
 
 
 def _baseline_due(session: Session, contract: ContractDocument,
@@ -238,6 +230,9 @@ def run_claim(run_id: str) -> VerificationRun | None:
     )
     if not claimed:
         return None
+    if run.session_id is None:  # a gated change's run (rules §19.2): no log to be fresh in
+        run.refresh_from_db()
+        return run
     # Freshness (rule 4.10) is judged from here: any workspace change logged after this seq
     # makes the result stale, however late the run finishes.
     last_seq = SessionState.objects.filter(session_id=run.session_id).values_list(
@@ -295,7 +290,12 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
                detail: str = "", tests: list[list[str]] | None = None) -> None:
     """Append the result event and end the run, in one transaction. `detail` says why it
     failed, for operators. A text column refuses NUL, so it is stored as U+FFFD (as are bytes
-    that are not UTF-8)."""
+    that are not UTF-8). A gated change's run (no session) appends no event: its change is
+    judged once its last run has ended (rules §19.2)."""
+    if run.session is None:
+        _gate_run_finish(run=run, record=record, output_tail=output_tail, detail=detail,
+                         tests=tests)
+        return
     with session_locked(run.session) as state:
         locked = VerificationRun.objects.select_for_update().get(pk=run.pk)
         if locked.state == RunState.FINISHED:
@@ -318,8 +318,31 @@ def run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str
         _count(run, data)
 
 
+def _gate_run_finish(*, run: VerificationRun, record: dict[str, Any], output_tail: str,
+                     detail: str, tests: list[list[str]] | None) -> None:
+    with transaction.atomic():
+        locked = VerificationRun.objects.select_for_update().get(pk=run.pk)
+        if locked.state == RunState.FINISHED:
+            return
+        data = run_result(verification_id=str(run.pk), profile=run.profile.profile_id,
+                          profile_receipt=run.profile_receipt, started_after_seq=None,
+                          record=record)
+        locked.state = RunState.FINISHED
+        locked.result = data
+        locked.output_tail = output_tail[-OUTPUT_TAIL_CHARS:].replace("\x00", "\ufffd")
+        locked.detail = detail
+        locked.finished_at = timezone.now()
+        locked.tests = tests
+        locked.save(update_fields=["state", "result", "output_tail", "detail", "finished_at",
+                                   "tests"])
+        announce_on_commit(run_topic(run.pk))
+        _count(run, data)
+        for change_id in locked.changes.values_list("change_id", flat=True).distinct():
+            change_judge(change_id=change_id)
+
+
 def _count(run: VerificationRun, result: dict[str, Any]) -> None:
-    profile, project = run.profile.profile_id, run.session.project.slug
+    profile, project = run.profile.profile_id, run.profile.project.slug
     outcome = "passed" if result.get("passed") else str(result.get("failureKind") or "failed")
     seconds = int(result.get("durationMs") or 0) / 1000
 
@@ -373,28 +396,27 @@ def run_execute(run: VerificationRun) -> None:
     that tree. A `workspace-write` run counts for the tree it leaves in its copy; on a path
     session its changes are applied to the workspace when it passes (a snapshot's copy, and a
     baseline run's, are discarded: it counts for the tree it was given). A report profile's run
-    is judged by its test report too (§14.6)."""
+    is judged by its test report too (§14.6), an oracle profile's by its expected outputs
+    (§18.3). A gated change's run (no session) runs the same way on the kept tree it names."""
+    if (suites := _run_prepared(run)) is None:
+        return
     session = run.session
     definition = run.definition
     writes = definition["sandboxMode"] == "workspace-write"
-    keeps_changes = writes and not run.baseline and session.workspace_kind != WorkspaceKind.SNAPSHOT
-    start = (run.tree, run.tree_exclusions) if run.baseline else None
-    declared = definition.get("environment", [])
-    if problems := operator_environment_problems(operator_environment(declared)):
-        why = "; ".join(problems)
-        run_finish(run=run, record=_infrastructure(run, why), detail=why)
-        return
     try:
-        suites = _suites_read(run)
-    except SuiteUnavailable as exc:
-        run_finish(run=run, record=_infrastructure(run, str(exc)), detail=str(exc))
-        return
-    try:
-        with run_tree(session, run.tree or None, writable=writes, start=start,
-                      environment=workspace_environment(declared),
-                      overlay=_run_overlay(run),
-                      environment_opened=_environment_opened(run)) as given, \
-                report_directory(definition) as report_dir, \
+        if session is None:
+            tree = kept_run_tree(run.profile.project, (run.tree, run.tree_exclusions),
+                                 writable=writes, overlay=_gate_overlay(run))
+            keeps_changes = False
+        else:
+            tree = run_tree(session, run.tree or None, writable=writes,
+                            start=(run.tree, run.tree_exclusions) if run.baseline else None,
+                            environment=workspace_environment(definition.get("environment", [])),
+                            overlay=_run_overlay(run),
+                            environment_opened=_environment_opened(run))
+            keeps_changes = (writes and not run.baseline
+                             and session.workspace_kind != WorkspaceKind.SNAPSHOT)
+        with tree as given, report_directory(definition) as report_dir, \
                 heldout_directory(suites.files) as heldout_dir:
             copy = given.workspace
             result = run_sandboxed(
@@ -419,6 +441,7 @@ def run_execute(run: VerificationRun) -> None:
                                               suite_agent_view(run.oracle), result.output)
                 detail = f"{detail}; {judged}" if detail and judged else detail or judged
             if keeps_changes:
+                assert session is not None
                 record["tree"], detail = _changes_kept(session, given, record["passed"], detail)
                 if record["tree"] is None and record["passed"]:
                     record.update(passed=False, failureKind="infrastructure")
@@ -442,6 +465,26 @@ def run_execute(run: VerificationRun) -> None:
             definition["sandboxMode"], baseline=run.baseline, tree=change.tree,
             environment=change.environment, changes=change.changes, count=change.count,
             reason=str(exc)))
+
+
+def _run_prepared(run: VerificationRun) -> _SuitesRead | None:
+    """What a run needs before its tree is made — its operator environment present (rules
+    §17.8) and its held-out suites read (§18) — or None when it could not start (recorded as
+    `infrastructure`, saying why). A gated change's tree holds no workspace environment."""
+    declared = run.definition.get("environment", [])
+    problems = operator_environment_problems(operator_environment(declared))
+    if run.session is None and (inside := workspace_environment(declared)):
+        problems.append(f"the profile declares workspace environment directories "
+                        f"({', '.join(inside)}), which a gated change's tree holds none of")
+    if problems:
+        why = "; ".join(problems)
+        run_finish(run=run, record=_infrastructure(run, why), detail=why)
+        return None
+    try:
+        return _suites_read(run)
+    except SuiteUnavailable as exc:
+        run_finish(run=run, record=_infrastructure(run, str(exc)), detail=str(exc))
+        return None
 
 
 def _environment_opened(run: VerificationRun) -> list[str]:
@@ -482,6 +525,13 @@ def _suites_read(run: VerificationRun) -> _SuitesRead:
     return _SuitesRead(files, cases)
 
 
+def _gate_overlay(run: VerificationRun) -> Overlay | None:
+    """A gated change's head run carries the base's protected content to lay over it (§17.2)."""
+    if run.overlay is None:
+        return None
+    return Overlay(run.overlay["reference"], run.overlay["check"])
+
+
 def _run_overlay(run: VerificationRun) -> Overlay | None:
     """Rules §17.2: what a run lays over its tree — the session's reference, judged by the open
     contract's injected protected-paths check (what a person opened with `protected_changes`
@@ -489,14 +539,16 @@ def _run_overlay(run: VerificationRun) -> Overlay | None:
     this profile would have (the project's paths, the profile's, the runner control in
     force). None when the session has no reference (older sessions, or a tree that could not
     be hashed when it was created) or nothing is protected."""
-    reference = (run.session.reference or {}).get("tree")
+    session = run.session
+    assert session is not None  # a gated change's run carries its overlay (`_gate_run_execute`)
+    reference = (session.reference or {}).get("tree")
     if reference is None:
         return None
     contract = _open_contract(run.session_id)
     check = cast(Check | None, next((check for check in (contract["checks"] if contract else [])
                                      if check.get("id") == PROTECTED_CHECK_ID), None))
     if check is None:
-        project = run.session.project
+        project = session.project
         control = in_force(project.runner_control_exempt)
         patterns = [*project.protected_paths, *(run.definition.get("protected_paths") or []),
                     *control.paths]

@@ -8,9 +8,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
+from governor.domain.fields import FieldsInvalid
 from governor.domain.snapshots import snapshot_manifest
 from governor.domain.tree import (
     ManifestEntry,
@@ -20,8 +21,10 @@ from governor.domain.tree import (
 )
 from governor.lib.errors import Conflict, Invalid, NotFound
 from governor.models import (
+    Change,
     Event,
     Origin,
+    Project,
     Session,
     Snapshot,
     WorkspaceKind,
@@ -39,6 +42,64 @@ def _require_snapshot_session(session: Session) -> None:
                        "it itself; snapshots are for sessions bound {\"kind\": \"snapshot\"}")
 
 
+def tree_from_entries(project: Project, entries: Any, *, base_tree: WorkspaceTree | None = None,
+                      where: str = "", base_field: str = "base") -> WorkspaceTree:
+    """The kept tree `entries` describe (rules §11.1), whole or not at all: every entry checked,
+    every blob present in the project's store, the caps kept; over `base_tree`, `entries` list
+    only what changed (a null blob deletes). Refusals name the field under `where` (e.g.
+    `head.entries/3/blob`). Called inside a transaction."""
+    exclusions = list(validate_exclusions(project.tree_exclusions, "tree_exclusions"))
+    digest = exclusions_digest(exclusions)
+    prefix = f"{where}." if where else ""
+    base: list[ManifestEntry] | None = None
+    if base_tree is not None:
+        if base_tree.exclusions_digest != digest:
+            raise NotFound(f"{base_field}: it was recorded under other tree exclusions than "
+                           "the project's now: send the whole tree",
+                           details=[{"path": base_field, "message": "other exclusions"}])
+        base = [ManifestEntry(*entry) for entry in base_tree.manifest]
+    try:
+        manifest = snapshot_manifest(entries, base=base, exclusions=exclusions,
+                                     max_entries=project.tree_max_files)
+    except FieldsInvalid as exc:
+        if not prefix:
+            raise
+        raise FieldsInvalid([{"path": prefix + e["path"], "message": e["message"]}
+                             for e in exc.errors]) from None
+    # Over a base only what changed is looked up: the base's blobs are kept with its tree.
+    before = {entry.path: entry for entry in base or ()}
+    merged = {entry.path: entry for entry in manifest}
+    added = [entry for entry in manifest if before.get(entry.path) != entry]
+    dropped = [entry for path, entry in before.items() if merged.get(path) != entry]
+    blobs = {entry.blob for entry in added} - {entry.blob for entry in base or ()}
+    # Touched first, so a garbage collection running now spares every blob named here.
+    present = blobs_touch(project, blobs)
+    missing = blobs - present
+    if missing:
+        index = {entry.get("path"): i for i, entry in enumerate(entries)
+                 if isinstance(entry, dict)}
+        details = [{"path": (f"{prefix}entries/{index[e.path]}/blob" if e.path in index
+                             else e.path),
+                    "message": f"blob {e.blob} of {e.path!r} is missing: PUT it first"}
+                   for e in manifest if e.blob in missing]
+        raise Invalid(f"{len(missing)} blobs are missing from the store, first "
+                      f"{details[0]['path']}: {details[0]['message']}", details=details)
+    sizes = blob_sizes(project.pk, {entry.blob for entry in added + dropped})
+    total = (0 if base_tree is None else base_tree.bytes) + sum(
+        sizes[entry.blob] for entry in added) - sum(sizes[entry.blob] for entry in dropped)
+    if total > project.tree_max_bytes:
+        raise Invalid(f"{prefix}entries: the tree holds {total} bytes; at most "
+                      f"{project.tree_max_bytes} (the project's tree_max_bytes)",
+                      details=[{"path": f"{prefix}entries", "message": f"{total} bytes, over "
+                                                                       "tree_max_bytes"}])
+    tree_id = manifest_tree_id(manifest)
+    tree, _ = WorkspaceTree.objects.get_or_create(
+        project=project, tree_id=tree_id, exclusions_digest=digest,
+        defaults={"exclusions": exclusions, "files": len(manifest), "bytes": total,
+                  "manifest": [list(entry) for entry in manifest]})
+    return tree
+
+
 def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:
     """Record the tree the body describes as the session's newest snapshot, whole or not at
     all: every entry checked, every blob present in the project's store, the caps kept."""
@@ -48,50 +109,11 @@ def snapshot_create(*, session: Session, body: dict[str, Any]) -> Snapshot:
     if unknown:
         raise Invalid("; ".join(f"{key}: unknown field" for key in unknown),
                       details=[{"path": key, "message": "unknown field"} for key in unknown])
-    exclusions = list(validate_exclusions(project.tree_exclusions, "tree_exclusions"))
-    digest = exclusions_digest(exclusions)
-    base: list[ManifestEntry] | None = None
     base_tree = None
     if body.get("base") is not None:
         base_tree = snapshot_by_tree(session, body["base"], "base").tree
-        if base_tree.exclusions_digest != digest:
-            raise NotFound("base: it was recorded under other tree exclusions than the "
-                           "project's now: send the whole tree",
-                           details=[{"path": "base", "message": "other exclusions"}])
-        base = [ManifestEntry(*entry) for entry in base_tree.manifest]
-    manifest = snapshot_manifest(body.get("entries"), base=base, exclusions=exclusions,
-                                 max_entries=project.tree_max_files)
-    # Over a base only what changed is looked up: the base's blobs are kept with its tree.
-    before = {entry.path: entry for entry in base or ()}
-    merged = {entry.path: entry for entry in manifest}
-    added = [entry for entry in manifest if before.get(entry.path) != entry]
-    dropped = [entry for path, entry in before.items() if merged.get(path) != entry]
-    blobs = {entry.blob for entry in added} - {entry.blob for entry in base or ()}
     with transaction.atomic():
-        # Touched first, so a garbage collection running now spares every blob named here.
-        present = blobs_touch(project, blobs)
-        missing = blobs - present
-        if missing:
-            index = {entry.get("path"): i for i, entry in enumerate(body["entries"])
-                     if isinstance(entry, dict)}
-            details = [{"path": f"entries/{index[e.path]}/blob" if e.path in index else e.path,
-                        "message": f"blob {e.blob} of {e.path!r} is missing: PUT it first"}
-                       for e in manifest if e.blob in missing]
-            raise Invalid(f"{len(missing)} blobs are missing from the store, first "
-                          f"{details[0]['path']}: {details[0]['message']}", details=details)
-        sizes = blob_sizes(project.pk, {entry.blob for entry in added + dropped})
-        total = (0 if base_tree is None else base_tree.bytes) + sum(
-            sizes[entry.blob] for entry in added) - sum(sizes[entry.blob] for entry in dropped)
-        if total > project.tree_max_bytes:
-            raise Invalid(f"entries: the snapshot holds {total} bytes; at most "
-                          f"{project.tree_max_bytes} (the project's tree_max_bytes)",
-                          details=[{"path": "entries", "message": f"{total} bytes, over "
-                                                                  "tree_max_bytes"}])
-        tree_id = manifest_tree_id(manifest)
-        tree, _ = WorkspaceTree.objects.get_or_create(
-            project=project, tree_id=tree_id, exclusions_digest=digest,
-            defaults={"exclusions": exclusions, "files": len(manifest), "bytes": total,
-                      "manifest": [list(entry) for entry in manifest]})
+        tree = tree_from_entries(project, body.get("entries"), base_tree=base_tree)
         Session.objects.select_for_update().get(pk=session.pk)  # numbers in order
         number = (Snapshot.objects.filter(session=session)
                   .aggregate(top=Max("number"))["top"] or 0) + 1
@@ -111,7 +133,11 @@ def _tree_named(tree_id: str, **where: Any) -> bool:
             or Session.objects.filter(reference__contains=f'"{tree_id}"', **where).exists()
             or VerificationRun.objects.filter(
                 tree=tree_id, **{f"session__{key}": value for key, value in where.items()})
-            .exists())
+            .exists()
+            # rules §19: a gated change's trees are kept as long as the change
+            or ("project_id" in where and Change.objects.filter(
+                Q(base_tree__tree_id=tree_id) | Q(head_tree__tree_id=tree_id),
+                project_id=where["project_id"]).exists()))
 
 
 def snapshots_collect(*, now: datetime | None = None,

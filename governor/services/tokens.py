@@ -10,7 +10,7 @@ from typing import Any
 from django.utils import timezone
 
 from governor.lib.errors import Invalid
-from governor.models import AgentToken, Project
+from governor.models import AgentToken, Project, TokenKind
 
 TOKEN_PREFIX = "gov_"  # noqa: S105 - a public marker, not a secret
 LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -20,16 +20,21 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def token_create(*, project: Project, name: str, owner: Any) -> tuple[AgentToken, str]:
+def token_create(*, project: Project, name: str, owner: Any,
+                 kind: str = TokenKind.AGENT) -> tuple[AgentToken, str]:
     """A new token and its secret; the secret is never stored and cannot be shown again.
     Every token has an `owner`, the person who runs the agent: they may not approve what it
-    proposes."""
+    proposes. `kind` gate: a CI job's token that may only gate changes (rules §19.2)."""
+    if kind not in TokenKind.values:
+        raise Invalid(f"kind: must be one of {', '.join(TokenKind.values)}",
+                      details=[{"path": "kind", "message": "unknown token kind"}])
     if owner is None:
         raise Invalid("owner: every agent token needs an owner, the person who runs the agent",
                       details=[{"path": "owner", "message": "required"}])
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = AgentToken.objects.create(
-        project=project, name=name, owner=owner, prefix=secret[:12], digest=_digest(secret)
+        project=project, name=name, owner=owner, kind=kind, prefix=secret[:12],
+        digest=_digest(secret)
     )
     return token, secret
 

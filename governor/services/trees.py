@@ -15,7 +15,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,7 +146,7 @@ def session_tree(session: Session, workspace: Workspace) -> Tree:
     A materialised workspace (a snapshot, or a run's private copy) is hashed without a stat
     cache, and it must hash to the tree it was written from."""
     if isinstance(workspace, MaterialisedWorkspace):
-        return _materialised_tree(session, workspace)
+        return _materialised_tree(session.project, workspace)
     try:
         exclusions = list(validate_exclusions(session.project.tree_exclusions,
                                               "tree_exclusions"))
@@ -371,9 +371,8 @@ class MaterialisedWorkspace(Workspace):
         self.environment = dict(environment)
 
 
-def _materialised_tree(session: Session, workspace: MaterialisedWorkspace) -> Tree:
+def _materialised_tree(project: Project, workspace: MaterialisedWorkspace) -> Tree:
     expected = workspace.expected
-    project = session.project
     try:
         tree = workspace.hash(exclusions=expected.exclusions, cache=None,
                               max_files=project.tree_max_files,
@@ -411,14 +410,9 @@ def tree_written(session: Session, copy: MaterialisedWorkspace) -> Tree:
 
 
 @contextmanager
-def tree_materialised(session: Session, record: WorkspaceTree, *, writable: bool = False,
-                      environment: Mapping[str, WorkspaceTree] | None = None,
-                      ) -> Iterator[MaterialisedWorkspace]:
-    """`record` (and the `environment` directories, each at its path) written into a private
-    directory and checked to hash to it, deleted afterwards. `writable`: private copies a
-    `workspace-write` run may change; otherwise hard links to the blob cache. Raises
-    TreeUnavailable when it cannot be built."""
-    environment = environment or {}
+def _copy(project: Project, record: WorkspaceTree, *, writable: bool,
+          environment: Mapping[str, WorkspaceTree],
+          check: Callable[[MaterialisedWorkspace], Tree]) -> Iterator[MaterialisedWorkspace]:
     manifest = [*record.manifest,
                 *([f"{path}/{entry[0]}", *entry[1:]]
                   for path, below in environment.items() for entry in below.manifest)]
@@ -431,7 +425,20 @@ def tree_materialised(session: Session, record: WorkspaceTree, *, writable: bool
         except (OSError, Unavailable) as exc:
             raise TreeUnavailable(f"the tree {record.tree_id} cannot be materialised: "
                                   f"{getattr(exc, 'message', exc)}") from None
-        session_tree(session, workspace)
+        check(workspace)
+        yield workspace
+
+
+@contextmanager
+def tree_materialised(session: Session, record: WorkspaceTree, *, writable: bool = False,
+                      environment: Mapping[str, WorkspaceTree] | None = None,
+                      ) -> Iterator[MaterialisedWorkspace]:
+    """`record` (and the `environment` directories, each at its path) written into a private
+    directory and checked to hash to it, deleted afterwards. `writable`: private copies a
+    `workspace-write` run may change; otherwise hard links to the blob cache. Raises
+    TreeUnavailable when it cannot be built."""
+    with _copy(session.project, record, writable=writable, environment=environment or {},
+               check=lambda copy: session_tree(session, copy)) as workspace:
         yield workspace
 
 
@@ -511,7 +518,7 @@ class Overlay:
     check: Check
 
 
-def _overlaid(session: Session, kept: WorkspaceTree,
+def _overlaid(project: Project, kept: WorkspaceTree,
               overlay: Overlay) -> tuple[WorkspaceTree, dict[str, Any]]:
     """`kept` with every protected change against the reference undone (the paths as the
     reference holds them, added ones left out), recorded as a tree of its own; and what the run
@@ -519,14 +526,14 @@ def _overlaid(session: Session, kept: WorkspaceTree,
     paths undone (at most SHOWN_PATHS, `restoredCount` all of them), `tree` the tree the
     command ran on."""
     ref = overlay.reference
-    base = WorkspaceTree.objects.filter(project=session.project, tree_id=ref["id"],
+    base = WorkspaceTree.objects.filter(project=project, tree_id=ref["id"],
                                         exclusions_digest=ref["exclusions"]).first()
     if base is None:
         raise TreeUnavailable(f"the reference tree {ref['id']} is not kept: its protected "
                               "content cannot be laid over the run's tree")
     reference = base.manifest if base.exclusions_digest == kept.exclusions_digest else left_in(
         base.manifest, kept.exclusions)
-    protected = offending(overlay.check, changes_read(session.project_id, reference,
+    protected = offending(overlay.check, changes_read(project.pk, reference,
                                                       kept.manifest))
     record = kept
     if protected:
@@ -537,9 +544,9 @@ def _overlaid(session: Session, kept: WorkspaceTree,
         except TreeError as exc:  # a file where the reference has a directory, say
             raise TreeUnavailable(f"the reference's protected content cannot be laid over "
                                   f"the run's tree: {exc}") from None
-        sizes = blob_sizes(session.project_id, (entry.blob for entry in manifest))
+        sizes = blob_sizes(project.pk, (entry.blob for entry in manifest))
         record, _ = WorkspaceTree.objects.get_or_create(
-            project=session.project, tree_id=tree_id, exclusions_digest=kept.exclusions_digest,
+            project=project, tree_id=tree_id, exclusions_digest=kept.exclusions_digest,
             defaults={"exclusions": kept.exclusions, "files": len(manifest),
                       "bytes": sum(sizes.get(entry.blob, 0) for entry in manifest),
                       "manifest": [list(entry) for entry in manifest]})
@@ -593,10 +600,29 @@ def run_tree(session: Session, snapshot: Any, *, writable: bool, environment: Se
             changes[:SHOWN_PATHS], len(changes)))
     record, laid = kept, None
     if overlay is not None:
-        record, laid = _overlaid(session, kept, overlay)
+        record, laid = _overlaid(session.project, kept, overlay)
     with tree_materialised(session, record, writable=writable, environment=below) as copy:
         yield RunTree(copy, {"id": kept.tree_id, "exclusions": kept.exclusions_digest},
                       environment_reference({path: rec.tree_id for path, rec in below.items()}),
+                      laid)
+
+
+@contextmanager
+def kept_run_tree(project: Project, tree: tuple[str, str], *, writable: bool,
+                  overlay: Overlay | None) -> Iterator[RunTree]:
+    """The private copy a session-less run (a gated change's, rules §19.2) executes on: the
+    kept tree `tree` (id, exclusions digest) materialised from the kept blobs, with `overlay`'s
+    protected content laid over it (rules §17.2). Raises TreeUnavailable."""
+    kept = WorkspaceTree.objects.filter(project=project, tree_id=tree[0],
+                                        exclusions_digest=tree[1]).first()
+    if kept is None:
+        raise TreeUnavailable(f"the tree {tree[0]} is not kept")
+    record, laid = kept, None
+    if overlay is not None:
+        record, laid = _overlaid(project, kept, overlay)
+    with _copy(project, record, writable=writable, environment={},
+               check=lambda copy: _materialised_tree(project, copy)) as copy:
+        yield RunTree(copy, {"id": kept.tree_id, "exclusions": kept.exclusions_digest}, None,
                       laid)
 
 

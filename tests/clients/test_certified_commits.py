@@ -417,7 +417,8 @@ def test_the_verifier_shipped_in_the_client_package_needs_only_cryptography_and_
 def documented_ci_commands() -> list[str]:
     """The `python -m governor.verify` lines of the GitHub Actions and GitLab CI examples."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
-    section = text[text.index("### In hosted CI: a required check"):text.index("## Tests")]
+    start = text.index("### In hosted CI: a required check")
+    section = text[start:text.index("\n## ", start)]
     return [line.strip().removeprefix("- ") for line in section.splitlines()
             if "python -m governor.verify --commit" in line]
 

@@ -15,6 +15,9 @@ class Command(BaseCommand):
         create = sub.add_parser("create", help="print a new token (shown once)")
         create.add_argument("--project", required=True)
         create.add_argument("--name", default="agent")
+        create.add_argument("--kind", choices=["agent", "gate"], default="agent",
+                            help="gate: a CI job's token that may only gate changes at the pull "
+                                 "request (rules §19.2)")
         create.add_argument("--owner", required=True,
                             help="username of the person running the agent (required: they may "
                                  "not approve its proposals)")
@@ -40,9 +43,11 @@ class Command(BaseCommand):
             if owner is None:
                 raise CommandError(f"--owner: no user {options['owner']!r} (every token has an "
                                    "owner: create the user first)")
-            _, secret = token_create(project=project, name=options["name"], owner=owner)
+            _, secret = token_create(project=project, name=options["name"], owner=owner,
+                                     kind=options["kind"])
             self.stdout.write(secret)
         else:
             for token in project.tokens.order_by("created_at"):
                 state = "revoked" if token.revoked_at else "active"
-                self.stdout.write(f"{token.prefix}\t{token.name}\t{state}\t{token.last_used_at}")
+                self.stdout.write(f"{token.prefix}\t{token.name}\t{token.kind}\t{state}\t"
+                                  f"{token.last_used_at}")

@@ -314,6 +314,18 @@ def build_parser() -> argparse.ArgumentParser:
     git_hook.add_argument("--keys-file", help="install: governor.keysFile (offline mode)")
     git_hook.add_argument("--server", help="install: governor.server (online mode)")
     git_hook.add_argument("--token-file", help="install: governor.tokenFile (online mode)")
+    gate = add("gate", None, "certify a pull request's change with no session (rules §19): "
+                             "both trees read from git's objects (the head's code never runs "
+                             "here), uploaded, judged in the governor's sandbox; the note of "
+                             "a certified head added; exit 0 only when certified")
+    gate.add_argument("--base", required=True, help="the revision the change is made on")
+    gate.add_argument("--head", required=True, help="the revision to certify")
+    gate.add_argument("--observe", action="store_true",
+                      help="record and print what the gate would do; exit 0 whatever it finds")
+    gate.add_argument("--repo", default=".", help="the git repository (default: .)")
+    gate.add_argument("--server", help="the governor's URL (default: GOVERNOR_URL)")
+    gate.add_argument("--token-file", help="a file holding the project's gate token (default: "
+                                           "GOVERNOR_TOKEN or GOVERNOR_TOKEN_FILE)")
     add("mcp", None, "serve the governor's tools over MCP (stdio)")
     hook = add("hook", None, "handle a coding agent's hook event (JSON on stdin)")
     hook.add_argument("agent", choices=sorted(hooks.DIALECTS))
@@ -332,11 +344,23 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         return hook_main(args)
+    env = dict(os.environ)
+    if args.command == "gate":
+        if args.server:
+            env["GOVERNOR_URL"] = args.server
+        if args.token_file:
+            env.pop("GOVERNOR_TOKEN", None)
+            env["GOVERNOR_TOKEN_FILE"] = args.token_file
     try:
-        config = Config.from_env()
+        config = Config.from_env(env)
     except ConfigurationError as error:
         print(json.dumps(error.as_dict()), file=sys.stderr)
         return 2
+    if args.command == "gate":
+        from governor_client.gate import gate_main
+
+        with GovernorClient(config) as client:
+            return gate_main(client, args)
     with GovernorClient(config) as client:
         directory, snapshot = workspace_mode(args.workspace)
         agent = AgentSession(client, Workspace(directory),

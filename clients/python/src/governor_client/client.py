@@ -326,6 +326,19 @@ class GovernorClient:
         return cast(SnapshotInfo, self._json("POST", f"/sessions/{session_id}/snapshots",
                                              json=body, retry=Retry.REPEATABLE))
 
+    # --- the gate (rules §19) -----------------------------------------------------------------
+
+    def gate_change(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`POST /changes` with a gate token: the change is recorded and its runs queued."""
+        return cast(dict[str, Any], self._json("POST", "/changes", json=body,
+                                               retry=Retry.UNSENT))
+
+    def change(self, change_id: str, *, wait: int = 0) -> dict[str, Any]:
+        """A gated change; with `wait`, long-polls until it is decided."""
+        return cast(dict[str, Any], self._json(
+            "GET", f"/changes/{change_id}", params={"wait": wait} if wait else None,
+            retry=Retry.REPEATABLE, timeout=wait + 30 if wait else None))
+
     def abstain(self, session_id: str, reason: str) -> Outcome:
         return cast(Outcome, self._json("POST", f"/sessions/{session_id}/abstain",
                                          json={"reason": reason}, retry=Retry.REPEATABLE))
