@@ -298,7 +298,8 @@ def test_rule_19_1_held_out_expected_outputs_gate_a_change_through_the_profile_t
     refused = decided(gate, gated(gate, {"calc.py": hardcoded}, base=base))
     assert refused["status"] == "not-certified"
     assert "golden-outputs" in rules_of(refused)["profile-passed"]
-    runs = VerificationRun.objects.filter(session__isnull=True, profile__profile_id="golden-outputs")
+    runs = VerificationRun.objects.filter(session__isnull=True,
+                                          profile__profile_id="golden-outputs")
     assert {run.oracle.suite.name for run in runs} == {"golden-outputs"}
     assert all(run.result["failureKind"] == "outputs-differ" for run in runs)
     answer = decided(gate, gated(gate, {"calc.py": RIGHT}, base=base))
