@@ -379,13 +379,15 @@ def parse_oracle_output(stdout: bytes, case_ids: Sequence[str], *,
         try:
             value = plain[number - 1] if plain is not None else loads_strict(line)
         except JSONValueError as exc:
-            raise OracleOutputError(number, f"not JSON ({exc.reason})") from None
+            raise OracleOutputError(number, f"not JSON ({_unquoted(exc.reason)})") from None
         if type(value) is not dict or set(value) != {"id", "output"}:
             raise OracleOutputError(number, 'must be a JSON object {"id", "output"} and '
                                             "nothing else")
         case_id = value["id"]
         if type(case_id) is not str or case_id not in known:
-            raise OracleOutputError(number, f"unknown case id {_shown(case_id)}")
+            raise OracleOutputError(number, "an id that is not one of the cases given"
+                                            if type(case_id) is str else "an id that is not "
+                                            "a string")
         if case_id in outputs:
             raise OracleOutputError(number, f"repeats case id {case_id!r}")
         outputs[case_id] = value["output"]
@@ -398,9 +400,20 @@ def parse_oracle_output(stdout: bytes, case_ids: Sequence[str], *,
     return outputs
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+# Why a line is not strict JSON, in words that quote nothing of it: the record and the agent's
+# repair text carry the problem, and the line is what the code under test chose to print — it
+# can read the mounted held-out files and every case's input, and a quoted key, id or number's
+# digits would carry them out of the run (docs/security.md).
+_QUOTING_REASONS = (("duplicate object key", "a duplicate object key"),
+                    ("number ", "a number out of range"),
+                    ("object key ", "an object key that is not a string"))
+
+
+def _unquoted(reason: str) -> str:
+    for start, said in _QUOTING_REASONS:
+        if reason.startswith(start):
+            return said
+    return reason
 
 
 def matches(case: Case, output: Any) -> bool:

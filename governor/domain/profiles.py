@@ -471,6 +471,12 @@ def validate_profile(raw: object) -> dict[str, Any]:
                              "leave report out (rules §18.3)")
     if profile["oracle"] and profile["sandbox_mode"] == "workspace-write":
         errors.add("oracle", "an oracle profile only reads: its sandbox_mode must be read-only")
+    if profile["heldout"] and profile["sandbox_mode"] == "workspace-write":
+        # A workspace-write run keeps its changes when it passes: code under test that copied
+        # /governor-heldout into its tree would hand the held-out files to the agent.
+        errors.add("heldout", "a held-out profile only reads: its sandbox_mode must be "
+                              "read-only (a workspace-write run keeps what it writes, and the "
+                              "code under test could write the held-out files into the tree)")
     if errors.items:
         raise ProfileError(errors.items)
     return profile

@@ -1,0 +1,80 @@
+"""Attacks on rules §18 (held-out evidence) by a cheating agent's code, with real bubblewrap in
+the sandbox: every way the code under test could carry a held-out file (or a case's input)
+out of the run to the agent is closed."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from governor.domain.profiles import ProfileError
+from governor.models import Project
+from tests.api.test_code_verification import add_profile, run
+from tests.api.test_contracts import Agent
+from tests.api.test_evidence_the_agent_cannot_shape import begin_code, evidence_of
+from tests.api.test_heldout_evidence import ADAPTER, oracle, suites, worker  # noqa: F401
+from tests.api.test_workspace_trees import verify
+from verification.models import VerifierProfile
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("private_store")]
+
+
+def test_rule_18_2_a_held_out_profile_cannot_write_the_mount_into_the_workspace(
+        worker: Agent, suites: Project, workspace: Path) -> None:  # noqa: F811
+    """A `workspace-write` run keeps its changes when it passes: code under test that copies
+    /governor-heldout into its tree would hand the held-out tests to the agent. Refused where
+    the profile is stored, naming `heldout`, and nothing is stored."""
+    with pytest.raises(ProfileError) as refused:
+        add_profile(suites, "copy-tests", ["/bin/sh", "-c",
+                                           "cp -r /governor-heldout/tests /workspace/leaked"],
+                    heldout="hidden-tests", sandbox_mode="workspace-write")
+    assert [error["path"] for error in refused.value.errors] == ["heldout"]
+    assert "read-only" in refused.value.errors[0]["message"]
+    assert not VerifierProfile.objects.filter(profile_id="copy-tests").exists()
+    # What it would have done: the agent reads the held-out tests in its own workspace.
+    assert not (workspace / "leaked").exists()
+
+
+
+# Code under test that reads the mount and stdin, and prints what it read on the oracle's stdout
+# where the worker's refusal would quote it: as the key of a repeated key, an unknown case id,
+# the digits of a number out of range.
+SMUGGLERS = {
+    "repeated-key": 'json.dumps({"id": "two-two"})[:-1] + f\', "output": {{{json.dumps(secret)}: 1, '
+                    '{json.dumps(secret)}: 2}}}}\'',
+    "unknown-id": 'json.dumps({"id": secret, "output": 1})',
+    "digits": '\'{"id": "two-two", "output": 1\' + "".join(f"{byte:03d}" for byte in '
+              'secret.encode()) + \'e999}\'',
+}
+
+
+@pytest.mark.parametrize("how", sorted(SMUGGLERS))
+def test_rule_18_3_a_bad_output_problem_never_quotes_what_the_code_printed(
+        worker: Agent, suites: Project, how: str) -> None:  # noqa: F811
+    """`bad-output` names the first offending line and why, in the run's record and the
+    agent's repair text: never the offending text, which the code under test chose and which
+    can carry the held-out files it can read (the adapter here) and every case's input."""
+    oracle(suites)
+    begin_code(worker)
+    worker.write("calc.py", textwrap.dedent(f"""\
+        import json
+        import os
+        import sys
+
+        secret = open("/governor-heldout/adapter.py").read()[:60] + sys.stdin.readline()[:60]
+        os.write(1, ({SMUGGLERS[how]} + "\\n").encode())
+        os._exit(0)
+        """))
+    result = run(worker, "golden-outputs")["result"]
+    assert result["passed"] is False and result["failureKind"] == "bad-output", result
+    assert result["oracle"]["problem"].startswith("line 1: "), result["oracle"]
+    verdict = verify(worker)
+    shown = json.dumps(result) + json.dumps(verdict)
+    evidence = evidence_of(verdict, "code-profile-golden-outputs")
+    assert "bad-output (line 1: " in evidence
+    for leaked in ("import json", "sys.path", "six-seven", "[6, 7]", "105109112"):
+        assert leaked not in shown and leaked not in evidence, (leaked, result["oracle"])
+    assert ADAPTER.startswith("import json\nimport sys\n\nsys.path")
