@@ -5,18 +5,23 @@ out of the run to the agent is closed."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from governor.domain.profiles import ProfileError
 from governor.models import Project
+from governor.services.heldout import suite_load
+from governor.services.trees import operator_environment_problems
 from tests.api.test_code_verification import add_profile, run
 from tests.api.test_contracts import Agent
 from tests.api.test_evidence_the_agent_cannot_shape import begin_code, evidence_of
 from tests.api.test_heldout_evidence import ADAPTER, oracle, suites, worker  # noqa: F401
 from tests.api.test_workspace_trees import verify
+from tests.conftest import AgentClient, filesystem_store
 from verification.models import VerifierProfile
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.usefixtures("private_store")]
@@ -115,3 +120,35 @@ def test_rule_18_2_a_report_forged_in_the_runners_process_never_names_a_held_out
     assert "mul(6, 7)" not in shown and "from calc import" not in shown
     assert ("(not a test of the held-out suite)::#1" if how == "classname"
             else "test_mul_hidden[#1]") in evidence_of(verdict, "code-profile-hidden-tests")
+
+
+def test_rule_17_8_an_operator_environment_holding_the_governors_state_is_refused(
+        agent: AgentClient, workspace: Path, project: Project, settings: Any,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """An operator environment directory is mounted read-only at its own path, so one that
+    holds the governor's var directory or blob store (`/srv/governor` for
+    `/srv/governor/environments/py311` and `/srv/governor/var`) would let every run read the
+    secret key, the database and the held-out suites' bytes. The run fails as
+    `infrastructure` saying so, and the profile is refused at load."""
+    state = tmp_path_factory.mktemp("srv-governor")
+    os.chmod(state, 0o755)  # noqa: S103 - the sandbox user could read it
+    settings.VAR_DIR = state / "var"
+    settings.STORAGES = {**settings.STORAGES,
+                         "governor_blobs": filesystem_store(state / "blobs")}
+    (state / "var").mkdir(mode=0o755)
+    suite_load(project=project, name="hidden-tests",
+               entries=[("tests/test_hidden.py", "100644", b"def test_x():\n    pass\n")])
+    add_profile(project, "reads-state", ["/bin/sh", "-c", f"test -d {state}/var"],
+                environment=[str(state)])
+    worker = Agent(agent, workspace)
+    result = run(worker, "reads-state")["result"]
+    assert (result["passed"], result["failureKind"]) == (False, "infrastructure"), result
+    assert f"holds the governor's own state ({state}/blobs" in result["failureReason"]
+    assert [problem for problem in operator_environment_problems([str(state / "blobs" / "x")])
+            if "is inside the governor's own state" in problem] == []  # no such directory
+    (state / "blobs" / "x").mkdir(parents=True)
+    assert "is inside the governor's own state" in operator_environment_problems(
+        [str(state / "blobs" / "x")])[0]
+    assert operator_environment_problems([str(state / "var" / "environments")]) == [
+        f"the operator environment directory {state}/var/environments does not exist or is "
+        "not a directory"]
