@@ -15,8 +15,8 @@ from typing import Any
 
 from django.conf import settings
 
-from governor.domain.report_stream import disagreement, parse_stream
 from governor.domain.heldout import held_out_test_names
+from governor.domain.report_stream import disagreement, parse_stream
 from governor.domain.reports import MAX_REPORT_BYTES, ReportError, TestReport, parse_reports
 
 SANDBOX_OWNER = (65534, 65534)  # verification/sandbox.py NOBODY: who a root worker runs as

@@ -48,8 +48,8 @@ def test_rule_18_2_a_held_out_profile_cannot_write_the_mount_into_the_workspace(
 # where the worker's refusal would quote it: as the key of a repeated key, an unknown case id,
 # the digits of a number out of range.
 SMUGGLERS = {
-    "repeated-key": 'json.dumps({"id": "two-two"})[:-1] + f\', "output": {{{json.dumps(secret)}: 1, '
-                    '{json.dumps(secret)}: 2}}}}\'',
+    "repeated-key": 'json.dumps({"id": "two-two"})[:-1] + '
+                    'f\', "output": {{{json.dumps(secret)}: 1, {json.dumps(secret)}: 2}}}}\'',
     "unknown-id": 'json.dumps({"id": secret, "output": 1})',
     "digits": '\'{"id": "two-two", "output": 1\' + "".join(f"{byte:03d}" for byte in '
               'secret.encode()) + \'e999}\'',
@@ -129,7 +129,7 @@ def test_rule_17_8_an_operator_environment_holding_the_governors_state_is_refuse
     holds the governor's var directory or blob store (`/srv/governor` for
     `/srv/governor/environments/py311` and `/srv/governor/var`) would let every run read the
     secret key, the database and the held-out suites' bytes. The run fails as
-    `infrastructure` saying so, and the profile is refused at load."""
+    `infrastructure` saying so (the same check refuses the profile at load)."""
     state = tmp_path_factory.mktemp("srv-governor")
     os.chmod(state, 0o755)  # noqa: S103 - the sandbox user could read it
     settings.VAR_DIR = state / "var"
@@ -140,8 +140,7 @@ def test_rule_17_8_an_operator_environment_holding_the_governors_state_is_refuse
                entries=[("tests/test_hidden.py", "100644", b"def test_x():\n    pass\n")])
     add_profile(project, "reads-state", ["/bin/sh", "-c", f"test -d {state}/var"],
                 environment=[str(state)])
-    worker = Agent(agent, workspace)
-    result = run(worker, "reads-state")["result"]
+    result = run(Agent(agent, workspace), "reads-state")["result"]
     assert (result["passed"], result["failureKind"]) == (False, "infrastructure"), result
     assert f"holds the governor's own state ({state}/blobs" in result["failureReason"]
     assert [problem for problem in operator_environment_problems([str(state / "blobs" / "x")])
