@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 
@@ -322,7 +322,8 @@ def _governor_state() -> list[str]:
     key, the database, the staged copies of runs and held-out suites) and a filesystem blob
     store (the held-out suites' bytes among them)."""
     places = [str(settings.VAR_DIR)]
-    location = settings.STORAGES.get("governor_blobs", {}).get("OPTIONS", {}).get("location")
+    store = cast(dict[str, Any], settings.STORAGES.get("governor_blobs") or {})
+    location = (store.get("OPTIONS") or {}).get("location")
     if isinstance(location, str) and location.startswith("/"):
         places.append(location)
     return sorted({os.path.realpath(place) for place in places})
