@@ -379,13 +379,15 @@ def parse_oracle_output(stdout: bytes, case_ids: Sequence[str], *,
         try:
             value = plain[number - 1] if plain is not None else loads_strict(line)
         except JSONValueError as exc:
-            raise OracleOutputError(number, f"not JSON ({exc.reason})") from None
+            raise OracleOutputError(number, f"not JSON ({_unquoted(exc.reason)})") from None
         if type(value) is not dict or set(value) != {"id", "output"}:
             raise OracleOutputError(number, 'must be a JSON object {"id", "output"} and '
                                             "nothing else")
         case_id = value["id"]
         if type(case_id) is not str or case_id not in known:
-            raise OracleOutputError(number, f"unknown case id {_shown(case_id)}")
+            raise OracleOutputError(number, "an id that is not one of the cases given"
+                                            if type(case_id) is str else "an id that is not "
+                                            "a string")
         if case_id in outputs:
             raise OracleOutputError(number, f"repeats case id {case_id!r}")
         outputs[case_id] = value["output"]
@@ -398,9 +400,20 @@ def parse_oracle_output(stdout: bytes, case_ids: Sequence[str], *,
     return outputs
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+# Why a line is not strict JSON, in words that quote nothing of it: the record and the agent's
+# repair text carry the problem, and the line is what the code under test chose to print — it
+# can read the mounted held-out files and every case's input, and a quoted key, id or number's
+# digits would carry them out of the run (docs/security.md).
+_QUOTING_REASONS = (("duplicate object key", "a duplicate object key"),
+                    ("number ", "a number out of range"),
+                    ("object key ", "an object key that is not a string"))
+
+
+def _unquoted(reason: str) -> str:
+    for start, said in _QUOTING_REASONS:
+        if reason.startswith(start):
+            return said
+    return reason
 
 
 def matches(case: Case, output: Any) -> bool:
@@ -579,4 +592,72 @@ def binding_problem(data: Mapping[str, Any]) -> str | None:
     if data.get("passed") is True and type(oracle) is dict and (
             oracle.get("matched") != oracle.get("cases")):
         return "oracle: the run passed with cases that did not match"
+    return None
+
+
+# --- the names of held-out tests (rule 18.2) -----------------------------------------------------
+
+NOT_IN_SUITE = "(not a test of the held-out suite)"
+_TEST_ID_RE = re.compile(r"^(?P<classname>[^\[]*)::(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+                         r"(?P<params>\[.*\])?$", re.DOTALL)
+
+
+def _suite_definitions(files: Sequence[tuple[str, str, bytes]]) -> dict[str, tuple[set[str],
+                                                                                  set[str]]]:
+    """Each dotted classname a test of a suite's Python file can have — every suffix of
+    `governor-heldout.<path dotted, without .py>`, whatever pytest's rootdir — with the
+    functions and classes the file defines."""
+    known: dict[str, tuple[set[str], set[str]]] = {}
+    for path, _mode, data in files:
+        if not path.endswith(".py"):
+            continue
+        text = data.decode("utf-8", "replace")
+        defined = (set(re.findall(r"^\s*(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)", text,
+                                  re.MULTILINE)),
+                   set(re.findall(r"^\s*class\s+([A-Za-z_][A-Za-z0-9_]*)", text, re.MULTILINE)))
+        parts = ["governor-heldout", *path[:-3].split("/")]
+        for start in range(len(parts)):
+            known[".".join(parts[start:])] = defined
+    return known
+
+
+def held_out_test_names(files: Sequence[tuple[str, str, bytes]],
+                        ids: Iterable[str]) -> dict[str, str]:
+    """Rule 18.2: the name each test id of a held-out run's report (or stream) is shown and
+    kept by. Every such id reaches the agent (the failing tests it must repair), and the code
+    under test runs in the runner's process, where it can write a report of its own: an id
+    it made up could carry the held-out files out of the run. So an id is kept only when it is
+    one of the suite's — its classname a suite file's module (and classes that file defines),
+    its name a function that file defines — and a parameterised test's parameters (which are
+    values, perhaps expected ones) become their ordinal among the test's (`[#2]`). Any other
+    id becomes `(not a test of the held-out suite)::#n`, numbered in sorted order: one to one,
+    quoting nothing."""
+    known = _suite_definitions(files)
+    names: dict[str, str] = {}
+    params: dict[tuple[str, str], list[str]] = {}
+    strangers: list[str] = []
+    for test in sorted(set(ids)):
+        match = _TEST_ID_RE.match(test)
+        module = match and _module_of(known, match["classname"])
+        if match is None or module is None or match["name"] not in known[module][0]:
+            strangers.append(test)
+        elif match["params"] is None:
+            names[test] = test
+        else:
+            params.setdefault((match["classname"], match["name"]), []).append(test)
+    for (classname, name), tests in params.items():
+        for number, test in enumerate(tests, start=1):
+            names[test] = f"{classname}::{name}[#{number}]"
+    for number, test in enumerate(strangers, start=1):
+        names[test] = f"{NOT_IN_SUITE}::#{number}"
+    return names
+
+
+def _module_of(known: Mapping[str, tuple[set[str], set[str]]], classname: str) -> str | None:
+    """The suite module `classname` names (with classes its file defines after it), or None."""
+    parts = classname.split(".")
+    for end in range(len(parts), 0, -1):
+        module = ".".join(parts[:end])
+        if module in known:
+            return module if set(parts[end:]) <= known[module][1] else None
     return None

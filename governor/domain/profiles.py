@@ -82,6 +82,7 @@ from typing import Any, NotRequired, TypedDict
 from governor.domain.canonical import receipt
 from governor.domain.contracts import PROFILE_ID_RE, patterns_problem
 from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
+from governor.domain.heldout import MOUNT as HELDOUT_MOUNT
 from governor.domain.heldout import suite_name_problem
 from governor.domain.reports import FORMATS as REPORT_FORMATS
 
@@ -104,10 +105,10 @@ MAX_ENVIRONMENT_PATH_CHARS = 1024
 # environment directory, mounted at its own path, may be none of them nor hold one, and may not
 # lie inside those the sandbox fills itself (SANDBOX_OWN).
 SANDBOX_PLACES = ("/proc", "/dev", "/tmp", "/workspace", "/governor-report",  # noqa: S108
-                  "/governor-stream", "/outcome-data", "/etc", "/usr", "/bin", "/sbin", "/lib",
-                  "/lib64")
+                  "/governor-stream", "/outcome-data", HELDOUT_MOUNT, "/etc", "/usr", "/bin",
+                  "/sbin", "/lib", "/lib64")
 SANDBOX_OWN = ("/proc", "/dev", "/workspace", "/governor-report", "/governor-stream",
-               "/outcome-data")
+               "/outcome-data", HELDOUT_MOUNT)
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_NAME_RE = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
@@ -471,6 +472,12 @@ def validate_profile(raw: object) -> dict[str, Any]:
                              "leave report out (rules §18.3)")
     if profile["oracle"] and profile["sandbox_mode"] == "workspace-write":
         errors.add("oracle", "an oracle profile only reads: its sandbox_mode must be read-only")
+    if profile["heldout"] and profile["sandbox_mode"] == "workspace-write":
+        # A workspace-write run keeps its changes when it passes: code under test that copied
+        # /governor-heldout into its tree would hand the held-out files to the agent.
+        errors.add("heldout", "a held-out profile only reads: its sandbox_mode must be "
+                              "read-only (a workspace-write run keeps what it writes, and the "
+                              "code under test could write the held-out files into the tree)")
     if errors.items:
         raise ProfileError(errors.items)
     return profile

@@ -8,15 +8,16 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
+from governor.domain.heldout import held_out_test_names
 from governor.domain.report_stream import disagreement, parse_stream
-from governor.domain.reports import MAX_REPORT_BYTES, ReportError, parse_reports
+from governor.domain.reports import MAX_REPORT_BYTES, ReportError, TestReport, parse_reports
 
 SANDBOX_OWNER = (65534, 65534)  # verification/sandbox.py NOBODY: who a root worker runs as
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -65,12 +66,16 @@ def report_files(directory: str) -> list[tuple[str, bytes]]:
 
 
 def report_judged(record: dict[str, Any], directory: str, detail: str,
-                  stream: bytes | None = None) -> tuple[str, list[list[str]] | None]:
+                  stream: bytes | None = None, *,
+                  heldout: Sequence[tuple[str, str, bytes]] | None = None,
+                  ) -> tuple[str, list[list[str]] | None]:
     """Judge a report run by its report, in `record` (the result being recorded): its counts
     and receipt under `report`, and `passed` only if the tests passed too. A streamed run's
     `stream` (the plugin's bytes) is summarised under `stream`, and when it disagrees with the
     report or the exit status the run is `bad-report`, whatever its exit, with no report kept.
-    Returns the detail for operators and the per-test outcomes to keep beside the run."""
+    Returns the detail for operators and the per-test outcomes to keep beside the run. A
+    held-out run's test ids (`heldout`: the suite's files) are named as
+    `held_out_test_names` says, in the report and the stream alike (rules §18.2)."""
     if record["failureKind"] not in JUDGED:
         return detail, None
     streamed = parse_stream(stream) if stream is not None else None
@@ -79,11 +84,20 @@ def report_judged(record: dict[str, Any], directory: str, detail: str,
     except (ReportError, OSError) as exc:
         kind = exc.kind if isinstance(exc, ReportError) else "bad-report"
         record["report"] = None
+        if streamed is not None and heldout is not None:
+            names = held_out_test_names(heldout, streamed.tags)
+            streamed.tags = {names[test]: tags for test, tags in streamed.tags.items()}
         if streamed is not None:
             record["stream"] = streamed.record(disagreement(streamed, {}, record["exitCode"]))
         if record["passed"]:
             record.update(passed=False, failureKind=kind)
         return _joined(detail, f"{kind}: {exc}"), None
+    if heldout is not None:
+        names = held_out_test_names(heldout, [*report.outcomes, *(
+            streamed.tags if streamed is not None else ())])
+        report = TestReport({names[test]: outcome for test, outcome in report.outcomes.items()})
+        if streamed is not None:
+            streamed.tags = {names[test]: tags for test, tags in streamed.tags.items()}
     record["report"] = report.record()
     if streamed is not None:
         disagreed = disagreement(streamed, report.outcomes, record["exitCode"])

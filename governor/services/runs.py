@@ -435,7 +435,8 @@ def run_execute(run: VerificationRun) -> None:
                 record["heldout"] = suite_agent_view(run.heldout)
             detail, tests = result.detail, None
             if report_dir is not None:
-                detail, tests = report_judged(record, report_dir, detail, result.stream)
+                detail, tests = report_judged(record, report_dir, detail, result.stream,
+                                              heldout=suites.files)
             if suites.cases is not None and run.oracle is not None:
                 judged, tests = oracle_judged(record, suites.cases,
                                               suite_agent_view(run.oracle), result.output)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from governor.domain.canonical import loads_strict, receipt
 from governor.domain.export import serialise_line
 from governor.domain.heldout import binding_problem
 from governor.domain.tree import blob_id
-from governor.models import Event, Project
+from governor.models import Change, Event, Project
 from governor.selectors.heldout import suite_current
 from governor.services.heldout import suite_load
 from governor.verify import verify_export
@@ -82,7 +83,10 @@ def answers_of_every_agent_get(worker: Agent, project: Project) -> dict[str, str
     trees = sorted(set(re.findall(r"gittree:sha256:[0-9a-f]{64}", json.dumps(
         list(Event.objects.filter(session_id=session).values_list("data", flat=True))))))
     values = {"session_id": [session], "run_id": runs, "receipt": receipts, "tree": trees,
-              "file_path": ["calc.py", "tests/test_hidden.py", "cases.jsonl", "adapter.py"]}
+              "file_path": ["calc.py", "tests/test_hidden.py", "cases.jsonl", "adapter.py"],
+              # the gate's changes (rules §19): the project's, else one that is not there
+              "change_id": [str(pk) for pk in Change.objects.filter(project=project)
+                            .values_list("pk", flat=True)] or [str(uuid.uuid4())]}
     answers: dict[str, str] = {}
     for path, operations in api.get_openapi_schema()["paths"].items():
         if "get" not in operations:

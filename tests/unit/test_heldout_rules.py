@@ -323,3 +323,44 @@ def test_rule_18_3_ids_and_strings_holding_minus_zero_still_read() -> None:
                                "compare": "exact"}))
     outputs = parse_oracle_output(b'{"id":"case-0","output":"x -0 y"}\n', ["case-0"])
     assert judge_outputs(cases, outputs).outcomes == {"case-0": "passed"}
+
+
+def test_rule_18_2_held_out_test_ids_are_the_suites_own_or_numbered() -> None:
+    """Whatever pytest's rootdir, a test of the suite keeps its id; made-up ids and every
+    parameter are numbered, quoting nothing the report's writer chose."""
+    from governor.domain.heldout import held_out_test_names
+    files = [("tests/test_hidden.py", "100644",
+              b"class TestMul:\n    def test_big(self):\n        pass\n\n\n"
+              b"def test_mul_hidden():\n    pass\n"), ("data.txt", "100644", b"secret")]
+    ids = ["tests.test_hidden::test_mul_hidden", "test_hidden::test_mul_hidden",
+           "governor-heldout.tests.test_hidden.TestMul::test_big",
+           "tests.test_hidden::test_mul_hidden[6-7-42]", "tests.test_hidden::test_mul_hidden[1]",
+           "SECRET.tests.test_hidden::test_mul_hidden", "tests.test_hidden.Nope::test_big",
+           "tests.test_hidden::test_undefined", "no-separator secret"]
+    names = held_out_test_names(files, ids)
+    assert names == {
+        "tests.test_hidden::test_mul_hidden": "tests.test_hidden::test_mul_hidden",
+        "test_hidden::test_mul_hidden": "test_hidden::test_mul_hidden",
+        "governor-heldout.tests.test_hidden.TestMul::test_big":
+            "governor-heldout.tests.test_hidden.TestMul::test_big",
+        "tests.test_hidden::test_mul_hidden[1]": "tests.test_hidden::test_mul_hidden[#1]",
+        "tests.test_hidden::test_mul_hidden[6-7-42]": "tests.test_hidden::test_mul_hidden[#2]",
+        "SECRET.tests.test_hidden::test_mul_hidden": "(not a test of the held-out suite)::#1",
+        "no-separator secret": "(not a test of the held-out suite)::#2",
+        "tests.test_hidden.Nope::test_big": "(not a test of the held-out suite)::#3",
+        "tests.test_hidden::test_undefined": "(not a test of the held-out suite)::#4",
+    }
+    assert len(set(names.values())) == len(names)
+
+
+@pytest.mark.parametrize("line", [
+    b'{"id":"a","output":{"SECRET":1,"SECRET":2}}',
+    b'{"id":"SECRET","output":1}',
+    b'{"id":"a","output":1' + b"7" * 40 + b"e999}",
+])
+def test_rule_18_3_bad_output_never_quotes_the_output(line: bytes) -> None:
+    from governor.domain.heldout import OracleOutputError, parse_oracle_output
+    with pytest.raises(OracleOutputError) as refused:
+        parse_oracle_output(line + b"\n", ["a"])
+    assert "SECRET" not in str(refused.value) and "7777" not in str(refused.value)
+    assert str(refused.value).startswith("line 1: ")

@@ -328,6 +328,7 @@ def test_a_profile_without_an_environment_keeps_the_receipt_it_always_had() -> N
     ("/proc/self", "must not be under /proc"),
     ("/usr", "must not be at or above /usr"),
     ("/governor-report", "must not be at or above /governor-report"),
+    ("/governor-heldout/tests", "must not be under /governor-heldout"),  # rules §18.2
 ])
 def test_rule_17_8_an_operator_environment_directory_is_refused_where_the_sandbox_mounts_its_own(
         path: str, why: str) -> None:

@@ -81,8 +81,11 @@ class Command(BaseCommand):
                             raise CommandError(f"{path}: {key}/{index}: {field}: {message}")
                         warnings += [f"{key}/{index} ({validated['id']}): {warning}"
                                      for warning in judged.warnings]
-                    changed += profile_store(model=model, project=project,
-                                             validated=validated)[1]
+                    try:  # a held-out suite the project does not have (rules §18.2)
+                        changed += profile_store(model=model, project=project,
+                                                 validated=validated)[1]
+                    except FieldsInvalid as exc:
+                        raise CommandError(f"{path}: {key}/{index}: {exc}") from None
         count = len(document.get("profiles", [])) + len(document.get("outcome_profiles", []))
         for warning in warnings:
             self.stderr.write(f"warning: {warning}")
