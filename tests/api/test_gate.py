@@ -298,8 +298,31 @@ def test_rule_19_1_held_out_expected_outputs_gate_a_change_through_the_profile_t
     refused = decided(gate, gated(gate, {"calc.py": hardcoded}, base=base))
     assert refused["status"] == "not-certified"
     assert "golden-outputs" in rules_of(refused)["profile-passed"]
-    runs = VerificationRun.objects.filter(session__isnull=True, profile__profile_id="golden-outputs")
+    runs = VerificationRun.objects.filter(session__isnull=True,
+                                          profile__profile_id="golden-outputs")
     assert {run.oracle.suite.name for run in runs} == {"golden-outputs"}
     assert all(run.result["failureKind"] == "outputs-differ" for run in runs)
     answer = decided(gate, gated(gate, {"calc.py": RIGHT}, base=base))
     assert answer["status"] == "certified", answer["findings"]
+
+
+@pytest.mark.sandbox
+def test_rule_19_2_a_head_that_loads_a_pytest_plugin_from_a_test_module_is_not_certified(
+        gate: AgentClient, unit_tests: Any) -> None:
+    """Review attack: the base protects no tests, so the head leaves the failing test as it is
+    and adds a test module whose `pytest_plugins` loads a helper with a plain hook —
+    `pytest_pyfunc_call` returning True passes every test without running it, with no import
+    of pytest. The runs say the base's failing test passes on the head (fail-to-pass 1 of 1);
+    the tamper scan (`tamper/runner-plugin`) is what refuses it."""
+    base = {**BASE, ".governor-gate.toml": 'required_profiles = ["unit-tests"]\n'}
+    answer = decided(gate, gated(gate, {
+        "tests/test_zz.py": 'pytest_plugins = ["zz_helper"]\n\n\ndef test_zz():\n    pass\n',
+        "tests/zz_helper.py": "def pytest_pyfunc_call(pyfuncitem):\n    return True\n"},
+        base=base))
+    assert answer["status"] == "not-certified", answer
+    tamper = rules_of(answer)["tamper-free"]
+    assert "tests/test_zz.py:1 tamper/runner-plugin" in tamper
+    assert "tests/zz_helper.py:1 tamper/runner-plugin" in tamper
+    assert set(rules_of(answer)) == {"tamper-free"}  # the runs alone would have certified it
+    assert {(run["role"], run["passed"]) for run in answer["runs"]} == {
+        ("base", False), ("head", True)}
