@@ -182,8 +182,10 @@ def gate(client: GovernorClient, repo: str, *, base_rev: str, head_rev: str, obs
     head = Tree(repo, "head", head_rev, exclusions, known)
     if not _is_ancestor(repo, base.commit, head.commit):
         raise GateRefused("base", f"{base_rev} ({base.commit[:12]}) is not an ancestor of the "
-                                  f"head {head_rev} ({head.commit[:12]}): gate a change against "
-                                  "the commit it was made from (git merge-base)")
+                                  f"head {head_rev} ({head.commit[:12]}): bring the head up to "
+                                  "date with the base (merge or rebase it) and gate again — the "
+                                  "gate judges a change by its base branch's policy and tests "
+                                  "as they are now, never by an older commit's")
     say(f"base {base.commit[:12]} is {base.id}; head {head.commit[:12]} is {head.id}")
     upload(client, repo, [base, head], project, say)
     body: dict[str, Any] = {"base": {"commit": base.commit, "tree": base.id},
