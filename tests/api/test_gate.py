@@ -326,3 +326,21 @@ def test_rule_19_2_a_head_that_loads_a_pytest_plugin_from_a_test_module_is_not_c
     assert set(rules_of(answer)) == {"tamper-free"}  # the runs alone would have certified it
     assert {(run["role"], run["passed"]) for run in answer["runs"]} == {
         ("base", False), ("head", True)}
+
+
+def test_rule_19_2_a_refused_head_change_names_the_changes_field_the_body_has(
+        gate: AgentClient) -> None:
+    """Review: the CLI sends the head as `changes` over the base; a refusal named
+    `head.entries/0/…`, a field the body did not have."""
+    entries = uploaded(gate, {"a.py": "x = 1\n"})
+    cases = [([{"path": "b.py", "mode": "100644", "blob": None}], "head.changes/0/blob"),
+             ([{"path": "b.py", "mode": "100644", "blob": "f" * 64}], "head.changes/0/blob"),
+             ([{"path": "../b.py", "mode": "100644", "blob": entries[0]["blob"]}],
+              "head.changes/0/path"),
+             ("x", "head.changes")]
+    for changes, field in cases:
+        response = gate.post("/changes", {"base": {"commit": BASE_COMMIT, "entries": entries},
+                                          "head": {"commit": HEAD_COMMIT, "changes": changes}})
+        assert response.status_code == 422, response.content
+        assert [d["path"] for d in response.json()["error"]["details"]] == [field]
+    assert not Change.objects.exists()
