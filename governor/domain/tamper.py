@@ -271,9 +271,14 @@ class _Scanner:
             names = [alias.asname or alias.name for alias in node.names]
         elif isinstance(node, ast.Import):
             names = [alias.asname for alias in node.names if alias.asname]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and id(node) not in self.docstrings:
-            names = [node.value]  # `globals()["pytest_plugins"] = …`, `setattr(m, "pytest_…")`
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) \
+                and dotted(node.value.func) in ("globals", "vars", "locals") \
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            names = [node.slice.value]  # `globals()["pytest_plugins"] = …`
+        elif isinstance(node, ast.Call) and dotted(node.func) == "setattr" \
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+                and isinstance(node.args[1].value, str):
+            names = [node.args[1].value]  # `setattr(module, "pytest_pyfunc_call", …)`
         if any(_HOOK_NAME.match(name) for name in names):
             self.add(node, "tamper/runner-plugin")
 

@@ -240,6 +240,7 @@ def test_rule_17_5_runner_plugin_true_positive() -> None:
     import helpers as pytest_plugins_two
     pytest_collection_modifyitems = lambda items: items.clear()
     globals()["pytest_plugins"] = ["zz"]
+    setattr(helpers, "pytest_pyfunc_call", lambda pyfuncitem: True)
 
 
     class Hooks:
@@ -248,7 +249,7 @@ def test_rule_17_5_runner_plugin_true_positive() -> None:
     """
     assert rules(source) == [(1, "tamper/runner-plugin"), (2, "tamper/runner-plugin"),
                              (3, "tamper/runner-plugin"), (4, "tamper/runner-plugin"),
-                             (8, "tamper/runner-plugin")]
+                             (5, "tamper/runner-plugin"), (9, "tamper/runner-plugin")]
 
 
 def test_rule_17_5_runner_plugin_false_positive() -> None:
@@ -260,6 +261,7 @@ def test_rule_17_5_runner_plugin_false_positive() -> None:
     import pytest_asyncio
     pytester_like = 1
     PYTEST_LIKE = ".pytest_cache"
+    REQUIRES = ["pytest_mock", "pytest_asyncio"]
 
 
     def test_pytest_plugins_are_documented():
