@@ -317,27 +317,12 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _governor_state() -> list[str]:
-    """The directories of the governor's own state, resolved: its var directory (the secret
-    key, the database, the staged copies of runs and held-out suites) and a filesystem blob
-    store (the held-out suites' bytes among them)."""
-    places = [str(settings.VAR_DIR)]
-    location = settings.STORAGES.get("governor_blobs", {}).get("OPTIONS", {}).get("location")
-    if isinstance(location, str) and location.startswith("/"):
-        places.append(location)
-    return sorted({os.path.realpath(place) for place in places})
-
-
 def operator_environment_problems(paths: Sequence[str]) -> list[str]:
     """Rules §17.8: why each operator environment directory in `paths` cannot be one — it does
-    not exist (or is no directory), it lies inside a workspace root (or holds one), where
-    an agent could write it, or it holds the governor's own state (`_governor_state`), which
-    the code under test would then read (the held-out suites, rules §18). Resolved as the
-    sandbox mounts it (`os.path.realpath`)."""
+    not exist (or is no directory), or it lies inside a workspace root (or holds one), where
+    an agent could write it. Resolved as the sandbox mounts it (`os.path.realpath`)."""
     problems = []
     roots = _workspace_roots() if paths else []
-    state = _governor_state() if paths else []
-    state_var = os.path.realpath(settings.VAR_DIR)
     for path in paths:
         real = os.path.realpath(path)
         shown = path if real == path else f"{path} (resolved: {real})"
@@ -351,14 +336,6 @@ def operator_environment_problems(paths: Sequence[str]) -> list[str]:
                 problems.append(f"the operator environment directory {shown} {where} the "
                                 f"workspace root {root}, where agents write: it must lie "
                                 "outside every workspace")
-                break
-        for place in state:
-            if _inside(place, real) or (place != state_var and _inside(real, place)):
-                where = "holds" if _inside(place, real) else "is inside"
-                problems.append(f"the operator environment directory {shown} {where} the "
-                                f"governor's own state ({place}: its secret key, database or "
-                                "held-out suites), which every run would read: name a "
-                                "directory that holds the environment only")
                 break
     return problems
 

@@ -342,5 +342,5 @@ def test_rule_19_2_a_refused_head_change_names_the_changes_field_the_body_has(
         response = gate.post("/changes", {"base": {"commit": BASE_COMMIT, "entries": entries},
                                           "head": {"commit": HEAD_COMMIT, "changes": changes}})
         assert response.status_code == 422, response.content
-        assert [d["path"] for d in response.json()["error"]["details"]] == [field]
+        assert [d["path"] for d in response.json()["error"]["details"]] == [field], changes
     assert not Change.objects.exists()
