@@ -51,6 +51,9 @@ RULES: dict[str, str] = {
                                "under the test runner",
     "tamper/report-literal": "names a test report or test path (junit, a .xml report, "
                              "GOVERNOR_REPORT_DIR, tests/) outside the test files",
+    "tamper/runner-plugin": "registers a pytest plugin or defines a pytest hook (a "
+                            "`pytest_plugins` list, a `pytest_*` name) outside conftest.py: "
+                            "code that decides how the runner collects, runs or reports tests",
     "tamper/unparsable": "a changed Python file this scan cannot read (not UTF-8, not valid "
                          "Python, or larger than the scan's cap) is not judged clean",
     "tamper/too-many-files": "more changed Python files than the scan reads; the rest are not "
@@ -68,6 +71,7 @@ _RUNNER_PLACES = ("sys.argv", "sys.orig_argv", "sys.modules", "os.environ")
 _REPORT_LITERAL = re.compile(
     r"junit|governor[-_]report|(^|/)(tests?|testing)/|(^|/)conftest\.py$"
     r"|(report|result|test)[^/]*\.xml$", re.IGNORECASE)
+_HOOK_NAME = re.compile(r"^pytest_[A-Za-z0-9_]+$")
 _CONSTANT_METHODS = frozenset({"__eq__", "__ne__", "__hash__"})
 _MUTATORS = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__",
                        "__delitem__", "insert", "append", "extend", "remove"})
@@ -251,6 +255,33 @@ class _Scanner:
             # `any("pytest" in arg for arg in sys.argv)`: the place is read by the loop
             self.add(node, "tamper/runner-detection")
 
+    def _runner_plugin(self, node: ast.AST) -> None:
+        """A test module's `pytest_plugins` makes pytest import those modules as plugins, and a
+        plugin's `pytest_*` functions are hooks with no import of pytest: `def
+        pytest_pyfunc_call(pyfuncitem): return True` passes every test without running it.
+        conftest.py is runner control (protected as a whole, rules §17.3), not scanned here."""
+        if self.path.rsplit("/", 1)[-1] == "conftest.py":
+            return
+        names: list[str] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names = [node.name]
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            names = [node.id]
+        elif isinstance(node, ast.ImportFrom):  # `import pytest_asyncio` binds a module: honest
+            names = [alias.asname or alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.asname for alias in node.names if alias.asname]
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) \
+                and dotted(node.value.func) in ("globals", "vars", "locals") \
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            names = [node.slice.value]  # `globals()["pytest_plugins"] = …`
+        elif isinstance(node, ast.Call) and dotted(node.func) == "setattr" \
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
+                and isinstance(node.args[1].value, str):
+            names = [node.args[1].value]  # `setattr(module, "pytest_pyfunc_call", …)`
+        if any(_HOOK_NAME.match(name) for name in names):
+            self.add(node, "tamper/runner-plugin")
+
     def _report_literals(self, node: ast.AST) -> None:
         if self.test_file or not isinstance(node, ast.Constant) \
                 or not isinstance(node.value, str) or id(node) in self.docstrings:
@@ -259,7 +290,8 @@ class _Scanner:
             self.add(node, "tamper/report-literal")
 
     RULES: tuple[Callable[[_Scanner, ast.AST], None], ...] = (
-        _imports, _patches, _constant_equality, _frames, _runner_detection, _report_literals)
+        _imports, _patches, _constant_equality, _frames, _runner_detection, _runner_plugin,
+        _report_literals)
 
 
 def _patching_call(node: ast.Call) -> bool:

@@ -182,7 +182,7 @@ def change_create(*, token: AgentToken, body: Any) -> Change:
             base = tree_from_entries(project, body["base"]["entries"], where="base")
         if "changes" in head_body:
             head = tree_from_entries(project, head_body["changes"], base_tree=base,
-                                     where="head", base_field="base")
+                                     where="head", base_field="base", field="changes")
         else:
             head = tree_from_entries(project, head_body["entries"], where="head")
         file = _policy_file(project.pk, base)

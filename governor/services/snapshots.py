@@ -43,11 +43,13 @@ def _require_snapshot_session(session: Session) -> None:
 
 
 def tree_from_entries(project: Project, entries: Any, *, base_tree: WorkspaceTree | None = None,
-                      where: str = "", base_field: str = "base") -> WorkspaceTree:
+                      where: str = "", base_field: str = "base", field: str = "entries"
+                      ) -> WorkspaceTree:
     """The kept tree `entries` describe (rules §11.1), whole or not at all: every entry checked,
     every blob present in the project's store, the caps kept; over `base_tree`, `entries` list
     only what changed (a null blob deletes). Refusals name the field under `where` (e.g.
-    `head.entries/3/blob`). Called inside a transaction."""
+    `head.entries/3/blob`; `field` names the list as the body does, e.g. a gated head's
+    `changes`). Called inside a transaction."""
     exclusions = list(validate_exclusions(project.tree_exclusions, "tree_exclusions"))
     digest = exclusions_digest(exclusions)
     prefix = f"{where}." if where else ""
@@ -64,7 +66,9 @@ def tree_from_entries(project: Project, entries: Any, *, base_tree: WorkspaceTre
     except FieldsInvalid as exc:
         if not prefix:
             raise
-        raise FieldsInvalid([{"path": prefix + e["path"], "message": e["message"]}
+        raise FieldsInvalid([{"path": prefix + (field + e["path"].removeprefix("entries")
+                                                if e["path"].startswith("entries")
+                                                else e["path"]), "message": e["message"]}
                              for e in exc.errors]) from None
     # Over a base only what changed is looked up: the base's blobs are kept with its tree.
     before = {entry.path: entry for entry in base or ()}
@@ -78,7 +82,7 @@ def tree_from_entries(project: Project, entries: Any, *, base_tree: WorkspaceTre
     if missing:
         index = {entry.get("path"): i for i, entry in enumerate(entries)
                  if isinstance(entry, dict)}
-        details = [{"path": (f"{prefix}entries/{index[e.path]}/blob" if e.path in index
+        details = [{"path": (f"{prefix}{field}/{index[e.path]}/blob" if e.path in index
                              else e.path),
                     "message": f"blob {e.blob} of {e.path!r} is missing: PUT it first"}
                    for e in manifest if e.blob in missing]
@@ -88,9 +92,9 @@ def tree_from_entries(project: Project, entries: Any, *, base_tree: WorkspaceTre
     total = (0 if base_tree is None else base_tree.bytes) + sum(
         sizes[entry.blob] for entry in added) - sum(sizes[entry.blob] for entry in dropped)
     if total > project.tree_max_bytes:
-        raise Invalid(f"{prefix}entries: the tree holds {total} bytes; at most "
+        raise Invalid(f"{prefix}{field}: the tree holds {total} bytes; at most "
                       f"{project.tree_max_bytes} (the project's tree_max_bytes)",
-                      details=[{"path": f"{prefix}entries", "message": f"{total} bytes, over "
+                      details=[{"path": f"{prefix}{field}", "message": f"{total} bytes, over "
                                                                        "tree_max_bytes"}])
     tree_id = manifest_tree_id(manifest)
     tree, _ = WorkspaceTree.objects.get_or_create(

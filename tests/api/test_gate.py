@@ -304,3 +304,43 @@ def test_rule_19_1_held_out_expected_outputs_gate_a_change_through_the_profile_t
     assert all(run.result["failureKind"] == "outputs-differ" for run in runs)
     answer = decided(gate, gated(gate, {"calc.py": RIGHT}, base=base))
     assert answer["status"] == "certified", answer["findings"]
+
+
+@pytest.mark.sandbox
+def test_rule_19_2_a_head_that_loads_a_pytest_plugin_from_a_test_module_is_not_certified(
+        gate: AgentClient, unit_tests: Any) -> None:
+    """Review attack: the base protects no tests, so the head leaves the failing test as it is
+    and adds a test module whose `pytest_plugins` loads a helper with a plain hook —
+    `pytest_pyfunc_call` returning True passes every test without running it, with no import
+    of pytest. The runs say the base's failing test passes on the head (fail-to-pass 1 of 1);
+    the tamper scan (`tamper/runner-plugin`) is what refuses it."""
+    base = {**BASE, ".governor-gate.toml": 'required_profiles = ["unit-tests"]\n'}
+    answer = decided(gate, gated(gate, {
+        "tests/test_zz.py": 'pytest_plugins = ["zz_helper"]\n\n\ndef test_zz():\n    pass\n',
+        "tests/zz_helper.py": "def pytest_pyfunc_call(pyfuncitem):\n    return True\n"},
+        base=base))
+    assert answer["status"] == "not-certified", answer
+    tamper = rules_of(answer)["tamper-free"]
+    assert "tests/test_zz.py:1 tamper/runner-plugin" in tamper
+    assert "tests/zz_helper.py:1 tamper/runner-plugin" in tamper
+    assert set(rules_of(answer)) == {"tamper-free"}  # the runs alone would have certified it
+    assert {(run["role"], run["passed"]) for run in answer["runs"]} == {
+        ("base", False), ("head", True)}
+
+
+def test_rule_19_2_a_refused_head_change_names_the_changes_field_the_body_has(
+        gate: AgentClient) -> None:
+    """Review: the CLI sends the head as `changes` over the base; a refusal named
+    `head.entries/0/…`, a field the body did not have."""
+    entries = uploaded(gate, {"a.py": "x = 1\n"})
+    cases = [([{"path": "b.py", "mode": "100644", "blob": None}], "head.changes/0/blob"),
+             ([{"path": "b.py", "mode": "100644", "blob": "f" * 64}], "head.changes/0/blob"),
+             ([{"path": "../b.py", "mode": "100644", "blob": entries[0]["blob"]}],
+              "head.changes/0/path"),
+             ("x", "head.changes")]
+    for changes, field in cases:
+        response = gate.post("/changes", {"base": {"commit": BASE_COMMIT, "entries": entries},
+                                          "head": {"commit": HEAD_COMMIT, "changes": changes}})
+        assert response.status_code == 422, response.content
+        assert [d["path"] for d in response.json()["error"]["details"]] == [field], changes
+    assert not Change.objects.exists()

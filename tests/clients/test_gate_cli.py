@@ -208,3 +208,30 @@ def test_rule_19_1_a_refused_policy_file_fails_the_cli_with_the_servers_words(
         assert error["status"] == 422
         assert error["details"][0]["path"] == "base: .governor-gate.toml"
         assert "line 2" in error["details"][0]["message"]
+
+
+def test_rule_19_3_a_head_that_changes_excluded_paths_is_refused_naming_them(
+        gate_server: tuple[Live, Path], tmp_path: Path) -> None:
+    """Review attack: the project leaves `__pycache__/**` out of every tree (build output). A
+    head with the honest fix also commits `__pycache__/calc.cpython-311.pyc` — bytecode of
+    other code, which an unchecked-hash .pyc makes Python run instead of calc.py. The gate
+    judged the tree without it and certified; a merge would carry it. Refused now, naming it,
+    before anything is sent."""
+    live, _ = gate_server
+    live.manage("shell", "-c", "from governor.models import Project; "
+                "Project.objects.filter(slug='demo').update(tree_exclusions=['__pycache__/**'])")
+    try:
+        repo = repository(tmp_path / "repo")
+        head_commit(repo, {"calc.py": RIGHT, "__pycache__/calc.cpython-311.pyc": "not judged"})
+        done = gate(gate_server, repo)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert '"status": "certified"' not in done.stdout
+        error = json.loads(done.stderr.strip().splitlines()[-1])["error"]
+        assert error["details"][0]["path"] == "head"
+        assert "(__pycache__/calc.cpython-311.pyc)" in error["message"]
+        assert git(repo, "notes", f"--ref={NOTES}", "list", check=False).stdout == ""
+        observed = gate(gate_server, repo, "--observe")  # bad input fails in either mode
+        assert observed.returncode == 1
+    finally:
+        live.manage("shell", "-c", "from governor.models import Project; "
+                    "Project.objects.filter(slug='demo').update(tree_exclusions=[])")

@@ -93,14 +93,18 @@ def run_github(server: tuple[Live, Path], tmp: Path, bare: Path, base: str,
 
 def run_gitlab(server: tuple[Live, Path], tmp: Path, bare: Path, base: str,
                head: str) -> subprocess.CompletedProcess[str]:
+    """GitLab's variables as it sets them: the diff base is the merge base of the target
+    branch and the head (the target's tip only when the head contains it)."""
     live, token_file = server
+    diff_base = subprocess.run(["git", "-C", str(bare), "merge-base", base, head],  # noqa: S603,S607
+                               check=True, capture_output=True, text=True).stdout.strip()
     script = gitlab()["governor-gate"]["script"]
     assert script[0].startswith("pip install")
     builds = tmp / "gitlab"
     builds.mkdir()
     env = ci_env(builds, live, CI_BUILDS_DIR=str(builds), CI_REPOSITORY_URL=str(bare),
                  CI_MERGE_REQUEST_TARGET_BRANCH_NAME="main", CI_MERGE_REQUEST_IID="1",
-                 CI_MERGE_REQUEST_DIFF_BASE_SHA=base, CI_COMMIT_SHA=head,
+                 CI_MERGE_REQUEST_DIFF_BASE_SHA=diff_base, CI_COMMIT_SHA=head,
                  GOVERNOR_GATE_TOKEN_FILE=str(token_file))
     return subprocess.run(["/bin/bash", "-e", "-c", "\n".join(script[1:])], cwd=builds,  # noqa: S603
                           env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -118,3 +122,47 @@ def test_rule_19_3_the_documented_ci_steps_certify_an_honest_change_and_refuse_a
     done = run(gate_server, tmp_path / "cheat", bare, base, head)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "[protected-paths]" in done.stdout and "tests/test_calc.py (deleted)" in done.stdout
+
+
+def stale_forge(tmp: Path) -> tuple[Path, str, str]:
+    """Review attack: main gained its gate policy after the pull request branched off, and the
+    head (branched from before) deletes the failing test; (bare, base sha, head sha)."""
+    from tests.clients.test_certified_commits import new_repository
+    from tests.clients.test_gate_cli import POLICY
+
+    work = new_repository(tmp / "author", "sha1")
+    (work / "tests").mkdir()
+    (work / "calc.py").write_text("def mul(a, b):\n    return a + b\n")
+    (work / "tests" / "test_calc.py").write_text("from calc import mul\n\n\ndef test_mul():\n"
+                                                  "    assert mul(3, 4) == 12\n")
+    (work / "README.md").write_text("# calc\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "before the gate")
+    git(work, "branch", "head")
+    (work / ".governor-gate.toml").write_text(POLICY)
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "the gate's policy")
+    git(work, "checkout", "-q", "head")
+    head_commit(work, {"tests/test_calc.py": None})
+    bare = tmp / "forge.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)  # noqa: S603,S607
+    git(work, "push", "-q", str(bare), "main:refs/heads/main", "head:refs/pull/1/head",
+        "head:refs/merge-requests/1/head")
+    return (bare, git(work, "rev-parse", "main").stdout.strip(),
+            git(work, "rev-parse", "head").stdout.strip())
+
+
+@pytest.mark.parametrize("forge_name", ["github", "gitlab"])
+def test_rule_19_1_a_head_branched_before_the_policy_is_not_judged_by_an_older_base(
+        gate_server: tuple[Live, Path], tmp_path: Path, forge_name: str) -> None:  # noqa: F811
+    """The recipes once gated against `git merge-base` (GitLab: the diff base), so a head
+    branched from an older commit of main — before `.governor-gate.toml` existed — was judged
+    by that commit's policy (none: its tests not even run) and certified. They now gate against
+    the base branch as it is; a head that does not contain it is refused, naming the base, until
+    it is brought up to date."""
+    run = run_github if forge_name == "github" else run_gitlab
+    bare, base, head = stale_forge(tmp_path)
+    done = run(gate_server, tmp_path, bare, base, head)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert '"status": "certified"' not in done.stdout
+    assert "is not an ancestor of the head" in done.stderr, done.stderr

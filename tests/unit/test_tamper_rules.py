@@ -228,6 +228,48 @@ def test_rule_17_5_report_literal_false_positive() -> None:
     assert rules('REPORT = "junit.xml"\n', TEST_FILE) == []
 
 
+def test_rule_17_5_runner_plugin_true_positive() -> None:
+    # A test module's `pytest_plugins` loads a helper as a plugin, and its plain hook passes
+    # every test without running it: no import of pytest, nothing the other rules name.
+    assert rules('pytest_plugins = ["zz_helper"]\n\n\ndef test_zz():\n    pass\n',
+                 TEST_FILE) == [(1, "tamper/runner-plugin")]
+    assert rules("def pytest_pyfunc_call(pyfuncitem):\n    return True\n",
+                 "tests/zz_helper.py") == [(1, "tamper/runner-plugin")]
+    source = """\
+    from helpers import pytest_runtest_makereport
+    import helpers as pytest_plugins_two
+    pytest_collection_modifyitems = lambda items: items.clear()
+    globals()["pytest_plugins"] = ["zz"]
+    setattr(helpers, "pytest_pyfunc_call", lambda pyfuncitem: True)
+
+
+    class Hooks:
+        async def pytest_runtest_call(self, item):
+            return None
+    """
+    assert rules(source) == [(1, "tamper/runner-plugin"), (2, "tamper/runner-plugin"),
+                             (3, "tamper/runner-plugin"), (4, "tamper/runner-plugin"),
+                             (5, "tamper/runner-plugin"), (9, "tamper/runner-plugin")]
+
+
+def test_rule_17_5_runner_plugin_false_positive() -> None:
+    # conftest.py is runner control (protected whole); a plugin module imported by its name;
+    # names that merely begin alike; a docstring naming the hook.
+    assert rules("def pytest_configure(config):\n    pass\n", "tests/conftest.py") == []
+    source = '''\
+    """Explains pytest_plugins for the reader."""
+    import pytest_asyncio
+    pytester_like = 1
+    PYTEST_LIKE = ".pytest_cache"
+    REQUIRES = ["pytest_mock", "pytest_asyncio"]
+
+
+    def test_pytest_plugins_are_documented():
+        assert pytest_asyncio
+    '''
+    assert rules(source, TEST_FILE) == []
+
+
 def test_rule_17_5_unparsable_files_are_findings_never_clean() -> None:
     assert rules("def broken(:\n") == [(1, "tamper/unparsable")]
     assert [f.rule for f in scan_file(PACKAGE, b"\xff\xfe")] == ["tamper/unparsable"]

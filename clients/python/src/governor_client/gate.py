@@ -71,6 +71,14 @@ class Tree:
                                      f"{exc}") from None
         self.entries: tuple[ManifestEntry, ...] = kept
         self.objects = {entry.blob: objects[entry.blob] for entry in kept}
+        # What the project's exclusions leave out: never judged, yet a merge carries it.
+        self.excluded = {entry.path: entry for entry in set(entries) - set(kept)}
+
+    def excluded_changes(self, base: Tree) -> list[str]:
+        """The paths the exclusions leave out that differ from the base's."""
+        return sorted((path for path in {*base.excluded, *self.excluded}
+                       if base.excluded.get(path) != self.excluded.get(path)),
+                      key=lambda path: path.encode())
 
     def as_entries(self) -> list[dict[str, str]]:
         return [{"path": e.path, "mode": e.mode, "blob": e.blob} for e in self.entries]
@@ -182,8 +190,20 @@ def gate(client: GovernorClient, repo: str, *, base_rev: str, head_rev: str, obs
     head = Tree(repo, "head", head_rev, exclusions, known)
     if not _is_ancestor(repo, base.commit, head.commit):
         raise GateRefused("base", f"{base_rev} ({base.commit[:12]}) is not an ancestor of the "
-                                  f"head {head_rev} ({head.commit[:12]}): gate a change against "
-                                  "the commit it was made from (git merge-base)")
+                                  f"head {head_rev} ({head.commit[:12]}): bring the head up to "
+                                  "date with the base (merge or rebase it) and gate again — the "
+                                  "gate judges a change by its base branch's policy and tests "
+                                  "as they are now, never by an older commit's")
+    if unjudged := head.excluded_changes(base):
+        shown = ", ".join(unjudged[:5]) + (f" and {len(unjudged) - 5} more"
+                                           if len(unjudged) > 5 else "")
+        raise GateRefused("head", f"the head changes {len(unjudged)} committed path"
+                                  f"{'s' if len(unjudged) != 1 else ''} the project's tree "
+                                  f"exclusions leave out of every tree the governor judges "
+                                  f"({shown}): a merge would carry them unjudged (a stale "
+                                  "__pycache__ .pyc runs instead of its source). Remove them "
+                                  "from the head (they belong in .gitignore), or ask the "
+                                  "operator to narrow tree_exclusions")
     say(f"base {base.commit[:12]} is {base.id}; head {head.commit[:12]} is {head.id}")
     upload(client, repo, [base, head], project, say)
     body: dict[str, Any] = {"base": {"commit": base.commit, "tree": base.id},
