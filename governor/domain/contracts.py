@@ -53,7 +53,13 @@ from governor.domain.canonical import (
     receipt,
 )
 from governor.domain.documents import Check, Claim, ContractDocument, Intent, Plan, TokenRef
-from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
+from governor.domain.fields import (
+    PROFILE_ID_RE,
+    FieldErrors,
+    FieldsInvalid,
+    join_path,
+    string_field,
+)
 from governor.domain.runner_control import InForce
 from governor.domain.tree import PathMatcher, validate_exclusions
 
@@ -78,7 +84,6 @@ MAX_INTENT_ITEMS = 20
 MAX_INTENT_ITEM_BYTES = 2048
 MAX_INTENT_BYTES = 24 * 1024
 
-PROFILE_ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 RECEIPT_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 T = TypeVar("T")
 

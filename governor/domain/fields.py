@@ -5,9 +5,14 @@ each segment escaped as an RFC 6901 token; ``""`` is the root itself."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable
 
 from governor.domain.canonical import JSONValueError, check_json_value
+
+# A verifier profile's id and a held-out suite's name: kebab-case (here, in a module the offline
+# verifier ships, because verify checks the names runs carry).
+PROFILE_ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
 class FieldsInvalid(ValueError):

@@ -44,8 +44,7 @@ from governor.domain.canonical import (
     loads_strict,
     receipt,
 )
-from governor.domain.contracts import PROFILE_ID_RE
-from governor.domain.fields import FieldErrors, FieldsInvalid
+from governor.domain.fields import PROFILE_ID_RE, FieldErrors, FieldsInvalid
 from governor.domain.tree import blob_id
 
 SUITE_RECEIPT_KIND = "heldout-suite"

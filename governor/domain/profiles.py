@@ -80,8 +80,14 @@ import re
 from typing import Any, NotRequired, TypedDict
 
 from governor.domain.canonical import receipt
-from governor.domain.contracts import PROFILE_ID_RE, patterns_problem
-from governor.domain.fields import FieldErrors, FieldsInvalid, join_path, string_field
+from governor.domain.contracts import patterns_problem
+from governor.domain.fields import (
+    PROFILE_ID_RE,
+    FieldErrors,
+    FieldsInvalid,
+    join_path,
+    string_field,
+)
 from governor.domain.heldout import MOUNT as HELDOUT_MOUNT
 from governor.domain.heldout import suite_name_problem
 from governor.domain.reports import FORMATS as REPORT_FORMATS

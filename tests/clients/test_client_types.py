@@ -61,6 +61,9 @@ ROUTES: dict[tuple[str, str, str], Any] = {
     ("post", "/blobs", "200"): client.BlobBatchStored,
     ("post", "/sessions/{session_id}/snapshots", "request"): client.SnapshotBody,
     ("post", "/sessions/{session_id}/snapshots", "201"): client.SnapshotInfo,
+    ("post", "/changes", "request"): client.ChangeBody,
+    ("post", "/changes", "201"): client.ChangeInfo,
+    ("get", "/changes/{change_id}", "200"): client.ChangeInfo,
 }
 
 PREFIX = "/api/v1"

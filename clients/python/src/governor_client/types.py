@@ -415,6 +415,42 @@ class SnapshotBody(TypedDict):
     base: NotRequired[str | None]  # an earlier snapshot's tree id: `entries` are the changes
 
 
+class ChangeTree(TypedDict):
+    """One side of a gated change (rules §19.2): its commit, and its tree as snapshot entries,
+    or (the head) the changes over the base, or (the base) the id of a tree the server keeps."""
+
+    commit: str
+    entries: NotRequired[list[SnapshotEntry] | None]
+    changes: NotRequired[list[SnapshotEntry] | None]
+    tree: NotRequired[str | None]
+
+
+class ChangeBody(TypedDict):
+    base: ChangeTree
+    head: ChangeTree
+    observe: NotRequired[bool]  # record and answer what the gate would do, never fail
+
+
+class ChangeInfo(TypedDict):
+    """A gated change (POST /changes, GET /changes/{id}): `receipt` and `envelope` once
+    certified."""
+
+    id: str
+    status: Literal["running", "certified", "not-certified"]
+    observe: bool
+    url: str
+    base: dict[str, str]
+    head: dict[str, str]
+    policy: dict[str, Any]
+    policyReceipt: str  # noqa: N815 - wire name
+    changed: int
+    runs: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
+    proofs: list[dict[str, Any]]
+    receipt: str | None
+    envelope: dict[str, Any] | None
+
+
 class SnapshotInfo(TypedDict):
     tree: str
     exclusions: str
