@@ -34,6 +34,7 @@ from governor.domain.documents import (
     TreeRef,
 )
 from governor.domain.drafting import DRAFT_KINDS
+from governor.domain.fields import PROFILE_ID_RE
 from governor.services import blobs as blob_rules
 
 
@@ -122,7 +123,7 @@ _CHECK_FIELD_TYPES: dict[str, tuple[Any, dict[str, Any]]] = {
     "min_count": (int, {"ge": contract_rules.MIN_COUNT_RANGE[0],
                         "le": contract_rules.MIN_COUNT_RANGE[1]}),
     "profile": (str, {"max_length": contract_rules.MAX_PROFILE_CHARS,
-                      "pattern": contract_rules.PROFILE_ID_RE.pattern}),
+                      "pattern": PROFILE_ID_RE.pattern}),
     "paths": (list[str], {"min_length": 1, "max_length": contract_rules.MAX_PATTERNS,
                           "description": "path patterns in the exclusions' syntax (git pathspec "
                                          "globs: `tests/**`, `**/conftest.py`), each ≤ "
