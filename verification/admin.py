@@ -181,12 +181,9 @@ class ProfileVersionInline(VersionInline):
     model = ProfileVersion
 
 
-class OperatedProfileAdmin(admin.ModelAdmin[Any]):
-    """A project's profiles, of either kind, for its operators only: another project's profile,
-    or its name, is never listed. Saved by `profile_store` (the validated form's profile, and
-    a new version when its receipt is new)."""
-
-    readonly_fields = ("receipt",)
+class OperatedAdmin(admin.ModelAdmin[Any]):
+    """A project's rows, for its operators only: another project's row, or its name, is never
+    listed, and a new one is made only in a project the user operates."""
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).filter(project__in=operated_projects(request))
@@ -197,13 +194,6 @@ class OperatedProfileAdmin(admin.ModelAdmin[Any]):
             kwargs["queryset"] = operated_projects(request)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        assert form.validated is not None  # a valid form validated its profile in clean()
-        obj.pk = profile_store(model=self.model, project=form.cleaned_data["project"],
-                               validated=form.validated)[0].pk
-        for warning in getattr(form, "environment_warnings", []):
-            messages.warning(request, f"Saved with a warning: {warning}")
-
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.is_active and operated_projects(request).exists()
 
@@ -212,6 +202,20 @@ class OperatedProfileAdmin(admin.ModelAdmin[Any]):
 
     has_add_permission = has_view_permission
     has_change_permission = has_view_permission
+
+
+class OperatedProfileAdmin(OperatedAdmin):
+    """A project's profiles, of either kind, for its operators only. Saved by `profile_store`
+    (the validated form's profile, and a new version when its receipt is new)."""
+
+    readonly_fields = ("receipt",)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        assert form.validated is not None  # a valid form validated its profile in clean()
+        obj.pk = profile_store(model=self.model, project=form.cleaned_data["project"],
+                               validated=form.validated)[0].pk
+        for warning in getattr(form, "environment_warnings", []):
+            messages.warning(request, f"Saved with a warning: {warning}")
 
 
 @admin.register(VerifierProfile)
@@ -383,7 +387,7 @@ class HeldoutSuiteVersionInline(admin.TabularInline[Any, Any]):
 
 
 @admin.register(HeldoutSuite)
-class HeldoutSuiteAdmin(admin.ModelAdmin[HeldoutSuite]):
+class HeldoutSuiteAdmin(OperatedAdmin):
     """A project's held-out suites, for its operators only: upload a directory as an archive
     (a new version when its receipt is new), list the current version's files and cases, and
     every version it had."""
@@ -399,15 +403,8 @@ class HeldoutSuiteAdmin(admin.ModelAdmin[HeldoutSuite]):
             return ("project", "name", "archive")
         return ("current_receipt", "archive", "contents")
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[HeldoutSuite]:
-        return (super().get_queryset(request).select_related("version", "project")
-                .filter(project__in=operated_projects(request)))
-
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest,
-                                 **kwargs: Any) -> Any:
-        if db_field.name == "project":
-            kwargs["queryset"] = operated_projects(request)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).select_related("version", "project")
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         assert form.entries is not None  # a valid form read and judged its archive in clean()
@@ -449,11 +446,3 @@ class HeldoutSuiteAdmin(admin.ModelAdmin[HeldoutSuite]):
             '<table><thead><tr><th>case</th><th>compare</th><th>input</th><th>expected</th>'
             "</tr></thead><tbody>{}</tbody></table>", files, cases)
 
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return request.user.is_active and operated_projects(request).exists()
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.has_module_permission(request)
-
-    has_add_permission = has_view_permission
-    has_change_permission = has_view_permission
