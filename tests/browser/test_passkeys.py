@@ -87,6 +87,9 @@ def add_passkey(page: Page, server: Server, name: str) -> None:
 
 
 def approve(page: Page) -> None:
+    # static/passkeys.js (a deferred script) signs on the form's submit: a click before it ran
+    # posts unsigned, as a loaded machine showed once. Deferred scripts run before this event.
+    page.wait_for_load_state("domcontentloaded")
     page.get_by_role("button", name="Approve", exact=True).click()
 
 
