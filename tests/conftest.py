@@ -153,20 +153,6 @@ def filesystem_store(location: Path) -> dict[str, Any]:
                         "file_permissions_mode": 0o600, "directory_permissions_mode": 0o700}}
 
 
-@pytest.fixture(params=["filesystem", "s3"])
-def store(request: Any, settings: Any, tmp_path: Path) -> str:
-    """Each blob store in turn (a test module that asks for it imports the `s3_server`
-    fixture): the test runs on the filesystem and on moto's S3 server."""
-    settings.VAR_DIR = tmp_path / "var"
-    if request.param == "s3":
-        server = request.getfixturevalue("s3_server")
-        storage = server.storage(server.bucket())
-    else:
-        storage = filesystem_store(tmp_path / "blobs")
-    settings.STORAGES = {**settings.STORAGES, "governor_blobs": storage}
-    return str(request.param)
-
-
 @pytest.fixture
 def private_store(settings: Any, tmp_path: Path) -> None:
     """The test's own var directory and filesystem blob store."""

@@ -23,6 +23,19 @@ from tests.s3_server import s3_server  # noqa: F401 - the fixture
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(params=["filesystem", "s3"])
+def store(request: Any, settings: Any, tmp_path: Path) -> str:
+    """Every test here runs on both stores."""
+    settings.VAR_DIR = tmp_path / "var"
+    if request.param == "s3":
+        server = request.getfixturevalue("s3_server")
+        storage = server.storage(server.bucket())
+    else:
+        storage = filesystem_store(tmp_path / "blobs")
+    settings.STORAGES = {**settings.STORAGES, "governor_blobs": storage}
+    return str(request.param)
+
+
 def put(agent: AgentClient, blob: str, data: bytes) -> Any:
     return agent.client.put(f"/api/v1/blobs/{blob}", data=data,
                             content_type="application/octet-stream",

@@ -29,6 +29,7 @@ from governor.services.heldout import suite_directory_load
 from governor.services.profiles import profile_store
 from tests.api.test_profiles import admin_client
 from tests.api.test_profiles import form as profile_form
+from tests.conftest import filesystem_store
 from tests.s3_server import s3_server  # noqa: F401 - the fixture
 from verification.models import HeldoutSuite, HeldoutSuiteVersion, VerifierProfile
 
@@ -47,6 +48,18 @@ def write_suite(root: Path, cases: list[dict[str, Any]] | None = CASES,
     if cases is not None:
         (root / "cases.jsonl").write_text("".join(json.dumps(case) + "\n" for case in cases))
     return root
+
+
+@pytest.fixture(params=["filesystem", "s3"])
+def store(request: Any, settings: Any, tmp_path: Path) -> str:
+    settings.VAR_DIR = tmp_path / "var"
+    if request.param == "s3":
+        server = request.getfixturevalue("s3_server")
+        storage = server.storage(server.bucket())
+    else:
+        storage = filesystem_store(tmp_path / "blobs")
+    settings.STORAGES = {**settings.STORAGES, "governor_blobs": storage}
+    return str(request.param)
 
 
 def test_rule_18_1_a_loaded_suite_is_kept_in_the_blob_store_and_read_back_whole(
